@@ -1,0 +1,203 @@
+"""GPT-2 forward pass in pure JAX, with a fixed-size KV cache.
+
+The model is GPT-2 as in Radford et al. (2019), "Language Models are Unsupervised Multitask
+Learners", in the style of picoGPT: one plain function per part, parameters in a nested dict
+named after the Hugging Face checkpoint's own keys (see weights.py), shapes in comments.
+
+Beyond picoGPT, every step reads and writes a preallocated cache:
+
+    cache = {"k": [n_layer, max_len, n_head, head_dim], "v": same}
+
+`step(params, cache, tokens, pos)` runs `tokens` (n_seq of them) at positions pos .. pos+n_seq-1,
+writes their keys and values with `lax.dynamic_update_slice`, and attends over the *whole* cache
+behind the mask `key_idx <= pos + query_idx`. `pos` is a traced int32, so one program serves
+every position; there is one compiled program per `n_seq` (prefill bucket, decode = 1,
+verify = K+1). Rolling back after a rejected draft is free: set `pos` back, and the stale
+entries are masked until they are overwritten.
+
+The layers are stacked on a leading axis and run with `lax.scan`, so compile time does not grow
+with depth.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+
+@dataclasses.dataclass(frozen=True)
+class GPT2Config:
+    """Hyperparameters; hashable, so it is static under jit."""
+
+    n_layer: int
+    n_head: int
+    n_embd: int
+    n_ctx: int = 1024
+    n_vocab: int = 50257
+    layer_norm_epsilon: float = 1e-5
+
+    def __post_init__(self):
+        if self.n_embd % self.n_head:
+            raise ValueError(f"n_embd={self.n_embd} is not a multiple of n_head={self.n_head}")
+
+    @property
+    def head_dim(self) -> int:
+        return self.n_embd // self.n_head
+
+    @property
+    def n_params(self) -> int:
+        """Parameter count with the output head tied to wte (as GPT-2 has it)."""
+        e, v, p, L = self.n_embd, self.n_vocab, self.n_ctx, self.n_layer
+        per_block = 2 * 2 * e + (e * 3 * e + 3 * e) + (e * e + e) + (e * 4 * e + 4 * e) + (4 * e * e + e)
+        return v * e + p * e + L * per_block + 2 * e
+
+
+# ---------------------------------------------------------------------------------------------
+# Parts of the model. x is [n_seq, n_embd] throughout.
+
+
+def gelu(x):
+    # GPT-2's tanh approximation
+    return 0.5 * x * (1.0 + jnp.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
+
+
+def layer_norm(x, weight, bias, eps: float = 1e-5):
+    x32 = x.astype(jnp.float32)  # statistics in fp32 whatever the weights' dtype
+    mean = jnp.mean(x32, axis=-1, keepdims=True)
+    var = jnp.var(x32, axis=-1, keepdims=True)
+    return ((x32 - mean) * lax.rsqrt(var + eps)).astype(x.dtype) * weight + bias
+
+
+def linear(x, weight, bias):  # [n_seq, n_in] @ [n_in, n_out] + [n_out]; w in Conv1D orientation
+    return x @ weight + bias
+
+
+def mlp(x, c_fc, c_proj):  # [n_seq, n_embd] -> [n_seq, n_embd]
+    return linear(gelu(linear(x, **c_fc)), **c_proj)  # via [n_seq, 4*n_embd]
+
+
+def attention(q, k, v, mask):
+    # q [n_seq, n_head, hd], k/v [n_keys, n_head, hd], mask [n_seq, n_keys] -> [n_seq, n_head, hd]
+    scores = jnp.einsum("qhd,khd->hqk", q, k).astype(jnp.float32) / math.sqrt(q.shape[-1])
+    scores = jnp.where(mask[None], scores, -jnp.inf)  # [n_head, n_seq, n_keys]
+    weights = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
+    return jnp.einsum("hqk,khd->qhd", weights, v)
+
+
+def mha(x, c_attn, c_proj, k_cache, v_cache, pos, n_head):
+    # x [n_seq, n_embd]; k_cache/v_cache [max_len, n_head, hd]; pos: traced int32 scalar
+    n_seq, n_embd = x.shape
+    qkv = linear(x, **c_attn).reshape(n_seq, 3, n_head, n_embd // n_head)  # [n_seq, 3, n_head, hd]
+    q, k, v = qkv[:, 0], qkv[:, 1], qkv[:, 2]  # each [n_seq, n_head, hd]
+    k_cache = lax.dynamic_update_slice(k_cache, k.astype(k_cache.dtype), (pos, 0, 0))
+    v_cache = lax.dynamic_update_slice(v_cache, v.astype(v_cache.dtype), (pos, 0, 0))
+    query_idx = jnp.arange(n_seq)[:, None]
+    key_idx = jnp.arange(k_cache.shape[0])[None, :]
+    mask = key_idx <= pos + query_idx  # [n_seq, max_len]: causal, and hides stale entries
+    out = attention(q, k_cache, v_cache, mask).reshape(n_seq, n_embd)
+    return linear(out, **c_proj), k_cache, v_cache
+
+
+def block(x, ln_1, attn, ln_2, mlp_params, k_cache, v_cache, pos, config: GPT2Config):
+    eps = config.layer_norm_epsilon
+    a, k_cache, v_cache = mha(layer_norm(x, **ln_1, eps=eps), **attn, k_cache=k_cache,
+                              v_cache=v_cache, pos=pos, n_head=config.n_head)
+    x = x + a
+    x = x + mlp(layer_norm(x, **ln_2, eps=eps), **mlp_params)
+    return x, k_cache, v_cache
+
+
+def step(params, cache, tokens, pos, config: GPT2Config):
+    """Run `tokens` [n_seq] at positions pos.. through the model, reading and writing `cache`.
+
+    Returns (logits [n_seq, n_vocab] in float32, new cache).
+    """
+    n_seq = tokens.shape[0]
+    positions = jnp.minimum(pos + jnp.arange(n_seq), config.n_ctx - 1)  # pads past n_ctx are junk
+    x = params["wte"][tokens] + params["wpe"][positions]  # [n_seq, n_embd]
+
+    def layer(x, layer_in):
+        p, k_cache, v_cache = layer_in
+        x, k_cache, v_cache = block(x, p["ln_1"], p["attn"], p["ln_2"], p["mlp"],
+                                    k_cache, v_cache, pos, config)
+        return x, (k_cache, v_cache)
+
+    x, (k, v) = lax.scan(layer, x, (params["blocks"], cache["k"], cache["v"]))
+    x = layer_norm(x, **params["ln_f"], eps=config.layer_norm_epsilon)
+    logits = (x @ params["wte"].T).astype(jnp.float32)  # output head tied to the embedding
+    return logits, {"k": k, "v": v}
+
+
+def init_cache(config: GPT2Config, max_len: int, dtype=jnp.float32):
+    """An empty cache for sequences of up to max_len tokens."""
+    if not 0 < max_len <= config.n_ctx:
+        raise ValueError(f"cache length {max_len} must be in 1..n_ctx={config.n_ctx}")
+    shape = (config.n_layer, max_len, config.n_head, config.head_dim)
+    return {"k": jnp.zeros(shape, dtype), "v": jnp.zeros(shape, dtype)}
+
+
+# One compiled program per (config, n_seq); the cache buffer is donated and reused.
+step_jit = jax.jit(step, static_argnames=("config",), donate_argnames=("cache",))
+
+
+def gpt2(params, tokens, config: GPT2Config):
+    """Uncached forward over the whole sequence, picoGPT-style: [n_seq] -> [n_seq, n_vocab].
+
+    The reference that the cached step is tested against; also used for training.
+    """
+    n_seq = tokens.shape[-1]
+    x = params["wte"][tokens] + params["wpe"][jnp.arange(n_seq)]
+    causal = jnp.tril(jnp.ones((n_seq, n_seq), dtype=bool))
+    eps = config.layer_norm_epsilon
+
+    def layer(x, p):
+        h = layer_norm(x, **p["ln_1"], eps=eps)
+        qkv = linear(h, **p["attn"]["c_attn"]).reshape(n_seq, 3, config.n_head, config.head_dim)
+        a = attention(qkv[:, 0], qkv[:, 1], qkv[:, 2], causal).reshape(n_seq, config.n_embd)
+        x = x + linear(a, **p["attn"]["c_proj"])
+        x = x + mlp(layer_norm(x, **p["ln_2"], eps=eps), **p["mlp"])
+        return x, None
+
+    x, _ = lax.scan(layer, x, params["blocks"])
+    x = layer_norm(x, **params["ln_f"], eps=eps)
+    return (x @ params["wte"].T).astype(jnp.float32)
+
+
+def init_params(config: GPT2Config, seed: int = 0, dtype=jnp.float32):
+    """GPT-2's initialisation: N(0, 0.02), residual projections scaled by 1/sqrt(2 n_layer).
+
+    Drawn with NumPy (deterministic in `seed`, and no XLA compile per tensor shape).
+    """
+    e, L = config.n_embd, config.n_layer
+    rng = np.random.default_rng(seed)
+    normal = lambda shape, std=0.02: jnp.asarray(rng.normal(0.0, std, shape), dtype)
+    ones = lambda *s: jnp.ones(s, dtype)
+    zeros = lambda *s: jnp.zeros(s, dtype)
+    proj_std = 0.02 / math.sqrt(2 * L)
+    return {
+        "wte": normal((config.n_vocab, e)),
+        "wpe": normal((config.n_ctx, e), 0.01),
+        "blocks": {
+            "ln_1": {"weight": ones(L, e), "bias": zeros(L, e)},
+            "attn": {
+                "c_attn": {"weight": normal((L, e, 3 * e)), "bias": zeros(L, 3 * e)},
+                "c_proj": {"weight": normal((L, e, e), proj_std), "bias": zeros(L, e)},
+            },
+            "ln_2": {"weight": ones(L, e), "bias": zeros(L, e)},
+            "mlp": {
+                "c_fc": {"weight": normal((L, e, 4 * e)), "bias": zeros(L, 4 * e)},
+                "c_proj": {"weight": normal((L, 4 * e, e), proj_std), "bias": zeros(L, e)},
+            },
+        },
+        "ln_f": {"weight": ones(e), "bias": zeros(e)},
+    }
+
+
+def param_bytes(params) -> int:
+    """Bytes of all weights: what one decode step must read from memory."""
+    return sum(x.size * x.dtype.itemsize for x in jax.tree_util.tree_leaves(params))

@@ -1,0 +1,97 @@
+"""From logits to tokens: warping, sampling, and the speculative accept/reject step.
+
+Notation as in gpt-fast and the seeds: `p` are the draft's probabilities, `q` the target's.
+
+The accept/reject rule is the modified rejection sampling of Chen et al. (DeepMind, 2023,
+arXiv:2302.01318, Algorithm 2) and Leviathan et al. (2023, arXiv:2211.17192, Algorithm 1):
+accept draft token x with probability min(1, q(x)/p(x)); on the first rejection emit a token
+from the residual norm(max(q - p, 0)); if all K are accepted emit a bonus token from q_{K+1}.
+The emitted tokens are then distributed exactly as the target's (warped) distribution.
+
+Warping (temperature, top-k, top-p) is applied identically to p and q, so exactness holds with
+respect to the warped target. Temperature 0 is greedy: one-hot argmax distributions, no epsilon,
+so a draft token is accepted iff it is the target's argmax, and otherwise the target's argmax
+is emitted -- the same code path, exactly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+
+@dataclasses.dataclass(frozen=True)
+class Warp:
+    """How logits become a distribution. Hashable: static under jit."""
+
+    temperature: float = 0.0
+    top_k: int | None = None
+    top_p: float | None = None
+
+    def __post_init__(self):
+        if not self.temperature >= 0:
+            raise ValueError(f"temperature must be >= 0 (got {self.temperature})")
+        if self.top_k is not None and self.top_k < 1:
+            raise ValueError(f"top-k must be >= 1 (got {self.top_k})")
+        if self.top_p is not None and not 0 < self.top_p <= 1:
+            raise ValueError(f"top-p must be in (0, 1] (got {self.top_p})")
+
+
+def probs(logits, warp: Warp):
+    """[..., V] logits -> [..., V] float32 probabilities under temperature, top-k, top-p."""
+    logits = logits.astype(jnp.float32)
+    n_vocab = logits.shape[-1]
+    if warp.temperature == 0:
+        return jax.nn.one_hot(jnp.argmax(logits, axis=-1), n_vocab, dtype=jnp.float32)
+    logits = logits / warp.temperature
+    if warp.top_k is not None and warp.top_k < n_vocab:
+        kth = lax.top_k(logits, warp.top_k)[0][..., -1:]  # the k-th largest logit
+        logits = jnp.where(logits < kth, -jnp.inf, logits)
+    pr = jax.nn.softmax(logits, axis=-1)
+    if warp.top_p is not None and warp.top_p < 1:
+        # keep the smallest set of most likely tokens whose mass reaches top_p
+        desc = -jnp.sort(-pr, axis=-1)
+        mass_before = jnp.cumsum(desc, axis=-1) - desc
+        threshold = jnp.min(jnp.where(mass_before < warp.top_p, desc, jnp.inf), axis=-1, keepdims=True)
+        pr = jnp.where(pr >= threshold, pr, 0.0)
+        pr = pr / jnp.sum(pr, axis=-1, keepdims=True)
+    return pr
+
+
+def sample(key, pr):
+    """Draw one token id from probabilities pr [V] (zeros are never drawn)."""
+    return jax.random.categorical(key, jnp.log(pr)).astype(jnp.int32)
+
+
+def residual(q, p):
+    """norm(max(q - p, 0)): the distribution to resample from after a rejection.
+
+    If q <= p everywhere (only when q == p, where rejection has probability 0 and can occur
+    only through rounding), fall back to q.
+    """
+    r = jnp.maximum(q - p, 0.0)
+    total = jnp.sum(r, axis=-1, keepdims=True)
+    return jnp.where(total > 0, r / jnp.where(total > 0, total, 1.0), q)
+
+
+def accept_reject(key, draft_tokens, p, q):
+    """One round's verdict.
+
+    draft_tokens [K] were drawn from p [K, V]; q [K+1, V] is the target at the same positions
+    plus one. Returns (n_accepted in 0..K, the emitted token: resampled from the residual at the
+    first rejection, or the bonus token from q[K] if all K were accepted).
+    """
+    n_draft = draft_tokens.shape[0]
+    k_accept, k_emit = jax.random.split(key)
+    u = jax.random.uniform(k_accept, (n_draft,))
+    p_x = jnp.take_along_axis(p, draft_tokens[:, None], axis=-1)[:, 0]
+    q_x = jnp.take_along_axis(q[:n_draft], draft_tokens[:, None], axis=-1)[:, 0]
+    accepted = u * p_x < q_x  # u < min(1, q/p), without dividing; p_x > 0 because x ~ p
+    n_accepted = jnp.sum(jnp.cumprod(accepted.astype(jnp.int32)))  # accepted before the first rejection
+    # p padded with a zero row: at n_accepted == K the residual of q[K] against 0 is q[K] itself
+    p_pad = jnp.concatenate([p, jnp.zeros_like(p[:1])], axis=0)
+    emitted = sample(k_emit, residual(q[n_accepted], p_pad[n_accepted]))
+    return n_accepted.astype(jnp.int32), emitted

@@ -1,0 +1,63 @@
+"""GPT-2's byte-level BPE (Radford et al., 2019), run by tiktoken.
+
+The ranks are built from OpenAI's original `encoder.json` and `vocab.bpe`, vendored in
+gpt2_weights/tokenizer/ and checked against the sha256 digests that tiktoken itself checks,
+so a corrupted or substituted file is refused rather than silently mis-tokenising.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from pathlib import Path
+
+import tiktoken
+from tiktoken.load import data_gym_to_mergeable_bpe_ranks
+
+VOCAB_BPE_SHA256 = "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5"
+ENCODER_JSON_SHA256 = "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783"
+# GPT-2's pre-tokeniser: contractions, letters, numbers, other symbols, whitespace runs
+GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+EOT_TOKEN = "<|endoftext|>"
+EOT_ID = 50256
+N_VOCAB = 50257
+
+
+class TokenizerError(Exception):
+    """The tokenizer files are missing or are not the official ones."""
+
+
+def default_dir() -> Path:
+    from specbench.weights import weights_dir
+
+    return weights_dir() / "tokenizer"
+
+
+def _checked(path: Path, sha256: str) -> str:
+    if not path.is_file():
+        raise TokenizerError(f"tokenizer file {path} is missing")
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    if digest != sha256:
+        raise TokenizerError(f"tokenizer file {path} is corrupt (sha256 {digest[:12]}…, expected {sha256[:12]}…)")
+    return str(path)
+
+
+@functools.lru_cache(maxsize=4)
+def get_encoding(directory: str | None = None) -> tiktoken.Encoding:
+    """The GPT-2 encoding; `directory` holds encoder.json and vocab.bpe (default: the vendored copy)."""
+    d = Path(directory) if directory else default_dir()
+    ranks = data_gym_to_mergeable_bpe_ranks(
+        vocab_bpe_file=_checked(d / "vocab.bpe", VOCAB_BPE_SHA256),
+        encoder_json_file=_checked(d / "encoder.json", ENCODER_JSON_SHA256),
+    )
+    return tiktoken.Encoding("gpt2", pat_str=GPT2_PATTERN, mergeable_ranks=ranks,
+                             special_tokens={EOT_TOKEN: EOT_ID})
+
+
+def encode(text: str, directory: str | None = None) -> list[int]:
+    """Text -> token ids. `<|endoftext|>` in the text is treated as the special token."""
+    return get_encoding(directory).encode(text, allowed_special={EOT_TOKEN})
+
+
+def decode(ids, directory: str | None = None) -> str:
+    return get_encoding(directory).decode([int(i) for i in ids])

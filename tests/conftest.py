@@ -1,0 +1,77 @@
+"""Shared fixtures: small random GPT-2s made on the fly, and an independent NumPy reference."""
+
+import os
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from specbench.gpt2 import GPT2Config, init_params
+from specbench.weights import Model
+
+
+def random_model(config: GPT2Config, seed: int, name: str = "m", scale: float = 1.0,
+                 bias_scale: float = 0.02) -> Model:
+    """A GPT-2 with random weights and non-zero biases and norms (so every tensor matters).
+
+    scale > 1 multiplies the weight matrices: sharper, more context-dependent predictions than
+    GPT-2's tiny init gives, so greedy decoding does not just repeat one token.
+    """
+    params = init_params(config, seed)
+    rng = np.random.default_rng(seed + 1000)
+
+    def perturb(path, x):
+        names = [getattr(k, "key", "") for k in path]
+        is_matrix = names[0] in ("wte", "wpe") or ("weight" in names and names[0] == "blocks"
+                                                   and names[1] in ("attn", "mlp"))
+        # GPT-2's init leaves biases at 0 and norm gains at 1; perturb them so a mix-up shows
+        return x * (scale if is_matrix else 1.0) + jnp.asarray(bias_scale * rng.normal(size=x.shape), x.dtype)
+
+    params = jax.tree_util.tree_map_with_path(perturb, params)
+    return Model(name, config, params, "random")
+
+
+TINY = GPT2Config(n_layer=2, n_head=2, n_embd=32, n_ctx=64, n_vocab=97)
+
+
+@pytest.fixture(scope="session")
+def tiny_model():
+    return random_model(TINY, 0, "tiny")
+
+
+def numpy_gpt2(params, tokens, config: GPT2Config) -> np.ndarray:
+    """A plain NumPy GPT-2 forward, written from the paper's equations, independent of gpt2.py."""
+    P = jax.tree_util.tree_map(lambda a: np.asarray(a, np.float64), params)
+    T, E, H = len(tokens), config.n_embd, config.n_head
+    hd = E // H
+
+    def ln(x, w, b):
+        mu = x.mean(-1, keepdims=True)
+        sd = np.sqrt(((x - mu) ** 2).mean(-1, keepdims=True) + config.layer_norm_epsilon)
+        return (x - mu) / sd * w + b
+
+    x = P["wte"][np.asarray(tokens)] + P["wpe"][np.arange(T)]
+    B = P["blocks"]
+    for i in range(config.n_layer):
+        h = ln(x, B["ln_1"]["weight"][i], B["ln_1"]["bias"][i])
+        qkv = h @ B["attn"]["c_attn"]["weight"][i] + B["attn"]["c_attn"]["bias"][i]
+        q, k, v = np.split(qkv, 3, axis=-1)
+        heads = []
+        for j in range(H):
+            s = slice(j * hd, (j + 1) * hd)
+            att = q[:, s] @ k[:, s].T / np.sqrt(hd)
+            att = att + np.triu(np.full((T, T), -np.inf), 1)
+            att = np.exp(att - att.max(-1, keepdims=True))
+            att /= att.sum(-1, keepdims=True)
+            heads.append(att @ v[:, s])
+        x = x + np.concatenate(heads, -1) @ B["attn"]["c_proj"]["weight"][i] + B["attn"]["c_proj"]["bias"][i]
+        h = ln(x, B["ln_2"]["weight"][i], B["ln_2"]["bias"][i])
+        f = h @ B["mlp"]["c_fc"]["weight"][i] + B["mlp"]["c_fc"]["bias"][i]
+        f = 0.5 * f * (1 + np.tanh(np.sqrt(2 / np.pi) * (f + 0.044715 * f**3)))
+        x = x + f @ B["mlp"]["c_proj"]["weight"][i] + B["mlp"]["c_proj"]["bias"][i]
+    x = ln(x, P["ln_f"]["weight"], P["ln_f"]["bias"])
+    return x @ P["wte"].T

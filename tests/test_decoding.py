@@ -1,0 +1,259 @@
+"""Exactness of speculative sampling, and the statistics it reports."""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import stats as scipy_stats
+
+from conftest import random_model
+from specbench import decoding, harness
+from specbench.decoding import DecodeError, DecodeStats, autoregressive, speculative
+from specbench.gpt2 import GPT2Config, gpt2
+from specbench.sampling import Warp, accept_reject, probs, residual, sample
+from specbench.weights import Model
+
+TARGET = GPT2Config(n_layer=2, n_head=2, n_embd=32, n_ctx=128, n_vocab=97)
+DRAFT = GPT2Config(n_layer=1, n_head=2, n_embd=16, n_ctx=128, n_vocab=97)
+
+
+def noisy_copy(model: Model, noise: float, seed: int) -> Model:
+    """The same network with relative noise on every weight: a draft that agrees often, not always."""
+    rng = np.random.default_rng(seed)
+    noisy = lambda x: x + noise * jnp.std(x) * jnp.asarray(rng.normal(size=x.shape), x.dtype)
+    return Model("noisy", model.config, jax.tree_util.tree_map(noisy, model.params), "random")
+
+
+@pytest.fixture(scope="module")
+def target():
+    return random_model(TARGET, 0, "target", scale=20)
+
+
+@pytest.fixture(scope="module")
+def pairs(target):
+    return {"poor": random_model(DRAFT, 1, "poor-draft", scale=20), "agreeing": noisy_copy(target, 0.05, 5)}
+
+
+PROMPTS = [list(np.random.default_rng(i).integers(0, 97, 1 + i % 9)) for i in range(20)]
+
+
+@pytest.mark.parametrize("pair", ["poor", "agreeing"])
+def test_greedy_speculative_equals_autoregressive(target, pairs, pair):
+    draft = pairs[pair]
+    alphas = []
+    for prompt in PROMPTS:
+        ar, _ = autoregressive(target, prompt, 24, max_len=64)
+        for K in (1, 2, 4, 7):
+            sd, st = speculative(draft, target, prompt, 24, K, max_len=64)
+            np.testing.assert_array_equal(sd, ar, err_msg=f"prompt {prompt}, K={K}")
+            alphas.append(st.alpha)
+    # the two pairs really are different kinds of draft
+    if pair == "poor":
+        assert np.mean(alphas) < 0.5
+    else:
+        assert np.mean(alphas) > 0.6
+
+
+def test_host_loop_and_device_loop_agree(target, pairs):
+    for warp in (Warp(0.0), Warp(1.0, top_k=20)):
+        a, sa = speculative(pairs["agreeing"], target, [3, 1, 4], 30, 3, warp, seed=9, device_loop=True)
+        b, sb = speculative(pairs["agreeing"], target, [3, 1, 4], 30, 3, warp, seed=9, device_loop=False)
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(sa.accepted_hist, sb.accepted_hist)
+        c, _ = autoregressive(target, [3, 1, 4], 30, warp, seed=9, device_loop=True)
+        d, _ = autoregressive(target, [3, 1, 4], 30, warp, seed=9, device_loop=False)
+        np.testing.assert_array_equal(c, d)
+
+
+def test_same_seed_same_tokens_and_other_seed_differs(target, pairs):
+    warp = Warp(1.0)
+    a, _ = speculative(pairs["poor"], target, [5, 6], 30, 4, warp, seed=1)
+    b, _ = speculative(pairs["poor"], target, [5, 6], 30, 4, warp, seed=1)
+    c, _ = speculative(pairs["poor"], target, [5, 6], 30, 4, warp, seed=2)
+    np.testing.assert_array_equal(a, b)
+    assert (a != c).any()
+
+
+@pytest.mark.parametrize("n_tokens", [1, 2, 5, 13])
+def test_stops_at_exactly_n_tokens(target, pairs, n_tokens):
+    sd, st = speculative(target, target, [1, 2, 3], n_tokens, 4, max_len=64)
+    assert len(sd) == st.n_generated == n_tokens
+    ar, _ = autoregressive(target, [1, 2, 3], n_tokens, max_len=64)
+    np.testing.assert_array_equal(sd, ar)
+
+
+def test_identical_draft_accepts_everything(target):
+    for warp in (Warp(0.0), Warp(0.8, top_p=0.9)):
+        K, N = 3, 1 + 4 * 6  # the prefill token, then six full rounds
+        _, st = speculative(target, target, [7, 8, 9], N, K, warp, seed=3)
+        assert st.alpha == 1.0
+        assert st.n_rounds == 6 and st.tokens_per_round == K + 1 and st.r == 1.0
+        assert st.accepted_hist.tolist() == [0, 0, 0, 6]
+        assert st.per_position == [1.0, 1.0, 1.0]
+
+
+def test_stats_count_the_recorded_rounds(target, pairs):
+    K = 4
+    _, st = speculative(pairs["poor"], target, [2, 7, 1], 40, K, Warp(1.0), seed=4, record=True)
+    a = np.array([r["n_accepted"] for r in st.rounds])
+    assert len(st.rounds) == st.n_rounds
+    np.testing.assert_array_equal(st.accepted_hist, np.bincount(a, minlength=K + 1))
+    for i in range(K):  # position i+1 is tested when the i before it were accepted
+        assert st.evaluated[i] == (a >= i).sum()
+        assert st.accepted[i] == (a > i).sum()
+    assert st.alpha == pytest.approx(a.sum() / (a.sum() + (a < K).sum()))
+
+
+def test_metrics_on_a_hand_built_record():
+    # K=4, rounds accepting 4, 1, 0, 2 drafts: 5+2+1+3 = 11 tokens from rounds, +1 from the prefill
+    st = DecodeStats(K=4, n_generated=12, n_rounds=4, accepted_hist=np.array([1, 1, 1, 0, 1]),
+                     evaluated=np.array([4, 3, 2, 1]), accepted=np.array([3, 2, 1, 1]))
+    assert st.tokens_per_round == 11 / 4
+    assert st.r == 11 / 4 / 5
+    assert st.alpha == 7 / (7 + 3)  # 7 accepted, 3 rejections; drafts after a rejection not counted
+    assert st.accept_rate_drafted == 7 / 16
+    assert st.per_position == [3 / 4, 2 / 3, 1 / 2, 1 / 1]
+
+
+def test_worked_example_from_seed_004():
+    q = jnp.array([[0.6, 0.3, 0.1], [1 / 3, 1 / 3, 1 / 3]])
+    p = jnp.array([[0.4, 0.5, 0.1]])
+    np.testing.assert_allclose(residual(q[0], p[0]), [1.0, 0.0, 0.0], atol=1e-7)
+    drafts = jnp.array([1])  # token B
+    keys = jax.random.split(jax.random.PRNGKey(0), 20000)
+    n_acc, emitted = jax.vmap(lambda k: accept_reject(k, drafts, p, q))(keys)
+    n_acc, emitted = np.asarray(n_acc), np.asarray(emitted)
+    assert abs(n_acc.mean() - 0.6) < 4 * np.sqrt(0.24 / len(keys))  # accept B with prob 0.3/0.5
+    assert (emitted[n_acc == 0] == 0).all()  # rejected -> always A
+
+
+def test_temperature_zero_is_one_hot_argmax():
+    logits = jnp.array([0.1, 3.0, 2.9999, -1.0])
+    np.testing.assert_array_equal(probs(logits, Warp(0.0)), [0, 1, 0, 0])
+    assert int(sample(jax.random.PRNGKey(0), probs(logits, Warp(0.0)))) == 1
+
+
+def test_top_k_and_top_p_keep_the_right_tokens():
+    logits = jnp.log(jnp.array([0.5, 0.05, 0.3, 0.15]))
+    np.testing.assert_allclose(probs(logits, Warp(1.0, top_k=2)), [0.625, 0, 0.375, 0], atol=1e-6)
+    np.testing.assert_allclose(probs(logits, Warp(1.0, top_p=0.8)), [0.625, 0, 0.375, 0], atol=1e-6)
+    np.testing.assert_allclose(probs(logits, Warp(1.0, top_p=0.81)), [0.5 / .95, 0, 0.3 / .95, 0.15 / .95], atol=1e-6)
+    np.testing.assert_allclose(probs(logits, Warp(1.0, top_p=1.0)), [0.5, 0.05, 0.3, 0.15], atol=1e-6)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(K=0), "K must be >= 1"),
+    (dict(n_tokens=0), "n-tokens must be >= 1"),
+    (dict(n_tokens=200), "exceeds the context"),
+])
+def test_invalid_settings_raise_clear_errors(target, pairs, kwargs, message):
+    args = dict(n_tokens=10, K=4) | kwargs
+    with pytest.raises(DecodeError, match=message):
+        speculative(pairs["poor"], target, [1, 2], args["n_tokens"], args["K"])
+
+
+def test_invalid_warp_and_vocab_mismatch_raise(target):
+    for bad in (dict(temperature=-0.1), dict(top_k=0), dict(top_p=0.0), dict(top_p=1.5)):
+        with pytest.raises(ValueError):
+            Warp(**{"temperature": 1.0, **bad})
+    other = random_model(GPT2Config(n_layer=1, n_head=2, n_embd=16, n_ctx=128, n_vocab=50), 2)
+    with pytest.raises(DecodeError, match="share the vocabulary"):
+        speculative(other, target, [1, 2], 10, 2)
+
+
+def test_nothing_recompiles_after_warmup(target, pairs):
+    draft = pairs["agreeing"]
+    for device_loop in (True, False):
+        speculative(draft, target, [1, 2, 3], 5, 4, Warp(0.7), max_len=128, device_loop=device_loop)  # warm-up
+        autoregressive(target, [1, 2, 3], 5, Warp(0.7), max_len=128, device_loop=device_loop)
+        with harness.CompileCounter() as compiles:
+            for n in (10, 50):
+                speculative(draft, target, [4, 5, 6, 7], n, 4, Warp(0.7), seed=n, max_len=128, device_loop=device_loop)
+                autoregressive(target, [4, 5, 6, 7], n, Warp(0.7), seed=n, max_len=128, device_loop=device_loop)
+        assert compiles.count == 0, f"device_loop={device_loop}: {compiles.count} compilations after warm-up"
+
+
+# ---------------------------------------------------------------------------------------------
+# T > 0: the speculative tokens follow the target's exact distribution
+
+
+SMALL_T = GPT2Config(n_layer=2, n_head=2, n_embd=16, n_ctx=16, n_vocab=12)
+SMALL_D = GPT2Config(n_layer=1, n_head=1, n_embd=8, n_ctx=16, n_vocab=12)
+N_SAMPLES = 20000
+P_THRESHOLD = 1e-3  # a correct sampler fails this at most 0.1% of the time per test (fixed keys: never flaky)
+
+
+def broken_accept_reject(key, draft_tokens, p, q):
+    """Negative control: on rejection, resample from q instead of the residual."""
+    n_accepted, _ = accept_reject(key, draft_tokens, p, q)
+    return n_accepted, sample(jax.random.fold_in(key, 1), q[n_accepted])
+
+
+def target_marginals(target: Model, prompt, warp: Warp, n_positions: int):
+    """Exact distribution of each of the first n_positions new tokens, by enumerating the target."""
+    V = target.config.n_vocab
+    seqs = np.array(prompt)[None, :]  # all continuations so far, with their probabilities
+    weights = np.ones(1)
+    out = []
+    for _ in range(n_positions):
+        logits = jax.vmap(lambda s: gpt2(target.params, s, target.config)[-1])(jnp.asarray(seqs))
+        q = np.asarray(probs(logits, warp), np.float64)  # [n_seqs, V]
+        joint = weights[:, None] * q
+        out.append(joint.sum(0))
+        seqs = np.concatenate([np.repeat(seqs, V, 0), np.tile(np.arange(V), len(seqs))[:, None]], 1)
+        weights = joint.reshape(-1)
+    return out
+
+
+def chi_square_p(samples, expected_probs):
+    observed = np.bincount(samples, minlength=len(expected_probs)).astype(float)
+    expected = expected_probs / expected_probs.sum() * len(samples)
+    keep = expected >= 5  # pool the rare cells so the chi-square approximation holds
+    observed = np.append(observed[keep], observed[~keep].sum())
+    expected = np.append(expected[keep], expected[~keep].sum())
+    if expected[-1] == 0:
+        assert observed[-1] == 0, "sampled a token the target gives probability 0"
+        observed, expected = observed[:-1], expected[:-1]
+    return scipy_stats.chisquare(observed, expected).pvalue
+
+
+def sampled_tokens(draft, target, prompt, warp, K, verdict, n_tokens=3):
+    buf = jnp.asarray(np.array(prompt + [0] * (8 - len(prompt)), np.int32))
+    run = functools.partial(decoding._spec_generate, draft.params, target.params, buf, jnp.int32(len(prompt)),
+                            jnp.int32(n_tokens), draft_config=draft.config, target_config=target.config,
+                            warp=warp, max_len=16, K=K, verdict=verdict)
+    keys = jax.random.split(jax.random.PRNGKey(2024), N_SAMPLES)
+    tokens = jax.jit(jax.vmap(lambda k: run(k)["tokens"]))(keys)
+    return np.asarray(tokens)[:, len(prompt): len(prompt) + n_tokens]
+
+
+@pytest.fixture(scope="module")
+def small_pair():
+    return random_model(SMALL_D, 11, "small-draft", scale=30), random_model(SMALL_T, 12, "small-target", scale=30)
+
+
+@pytest.mark.parametrize("warp", [Warp(1.0), Warp(0.8, top_k=5), Warp(1.2, top_p=0.85)],
+                         ids=["T1", "T0.8-topk5", "T1.2-topp0.85"])
+def test_speculative_sampling_follows_target_distribution(small_pair, warp, record_property):
+    draft, target = small_pair
+    prompt = [3, 7, 1]
+    exact = target_marginals(target, prompt, warp, 3)
+    tokens = sampled_tokens(draft, target, prompt, warp, K=2, verdict=accept_reject)
+    # positions 1 and 2 come from speculative rounds (position 0 is the prefill's draw from q)
+    p_values = [chi_square_p(tokens[:, i], exact[i]) for i in (1, 2)]
+    record_property("p_values", p_values)
+    print(f"\n{warp}: chi-square p-values {p_values}")
+    assert min(p_values) > P_THRESHOLD
+
+
+def test_broken_sampler_is_detected(small_pair, record_property):
+    draft, target = small_pair
+    prompt, warp = [3, 7, 1], Warp(1.0)
+    exact = target_marginals(target, prompt, warp, 3)
+    tokens = sampled_tokens(draft, target, prompt, warp, K=2, verdict=broken_accept_reject)
+    p_values = [chi_square_p(tokens[:, i], exact[i]) for i in (1, 2)]
+    record_property("p_values", p_values)
+    print(f"\nnegative control: chi-square p-values {p_values}")
+    assert max(p_values) < P_THRESHOLD

@@ -1,0 +1,68 @@
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from conftest import numpy_gpt2, random_model
+from specbench.gpt2 import GPT2Config, gpt2, init_cache, step_jit
+
+CONFIGS = [
+    GPT2Config(n_layer=1, n_head=1, n_embd=8, n_ctx=40, n_vocab=11),
+    GPT2Config(n_layer=2, n_head=4, n_embd=32, n_ctx=64, n_vocab=97),
+    GPT2Config(n_layer=3, n_head=3, n_embd=48, n_ctx=48, n_vocab=300),
+]
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: f"{c.n_layer}x{c.n_embd}h{c.n_head}v{c.n_vocab}")
+def test_cached_logits_match_full_forward(config):
+    model = random_model(config, seed=config.n_embd)
+    rng = np.random.default_rng(config.n_vocab)
+    tokens = jnp.asarray(rng.integers(0, config.n_vocab, 30), jnp.int32)
+    full = np.asarray(gpt2(model.params, tokens, config))
+    cache = init_cache(config, config.n_ctx)
+    # prefill 7 (padded to a bucket of 8), then decode, verify, decode, verify at arbitrary positions
+    padded = jnp.concatenate([tokens[:7], jnp.zeros(1, jnp.int32)])
+    logits, cache = step_jit(model.params, cache, padded, jnp.int32(0), config=config)
+    np.testing.assert_allclose(logits[:7], full[:7], atol=1e-5, rtol=1e-5)
+    pos = 7
+    for n in [1, 5, 1, 3, 4, 1]:
+        logits, cache = step_jit(model.params, cache, tokens[pos:pos + n], jnp.int32(pos), config=config)
+        np.testing.assert_allclose(logits, full[pos:pos + n], atol=1e-5, rtol=1e-5)
+        pos += n
+
+
+def test_rollback_then_overwrite_matches_full_forward():
+    config = CONFIGS[1]
+    model = random_model(config, seed=3)
+    rng = np.random.default_rng(1)
+    a = jnp.asarray(rng.integers(0, config.n_vocab, 20), jnp.int32)
+    b = jnp.asarray(rng.integers(0, config.n_vocab, 20), jnp.int32)
+    cache = init_cache(config, config.n_ctx)
+    _, cache = step_jit(model.params, cache, a[:10], jnp.int32(0), config=config)
+    _, cache = step_jit(model.params, cache, a[10:15], jnp.int32(10), config=config)  # 5 speculative tokens
+    # reject all but two of them: go back to position 12 and continue with other tokens
+    seq = jnp.concatenate([a[:12], b[:4]])
+    logits, cache = step_jit(model.params, cache, b[:4], jnp.int32(12), config=config)
+    np.testing.assert_allclose(logits, gpt2(model.params, seq, config)[12:], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("config", CONFIGS[:2], ids=["1x8", "2x32"])
+def test_forward_matches_independent_numpy_reference(config):
+    model = random_model(config, seed=7)
+    tokens = np.random.default_rng(2).integers(0, config.n_vocab, 17)
+    ref = numpy_gpt2(model.params, tokens, config)
+    np.testing.assert_allclose(gpt2(model.params, jnp.asarray(tokens), config), ref, atol=2e-5, rtol=1e-4)
+    cache = init_cache(config, 32)
+    logits, _ = step_jit(model.params, cache, jnp.asarray(tokens, jnp.int32), jnp.int32(0), config=config)
+    np.testing.assert_allclose(logits, ref, atol=2e-5, rtol=1e-4)
+
+
+def test_bfloat16_forward_is_close_to_float32():
+    config = CONFIGS[1]
+    model = random_model(config, seed=5)
+    params16 = jax.tree_util.tree_map(lambda a: a.astype(jnp.bfloat16), model.params)
+    tokens = jnp.arange(12, dtype=jnp.int32)
+    l32, _ = step_jit(model.params, init_cache(config, 16), tokens, jnp.int32(0), config=config)
+    l16, _ = step_jit(params16, init_cache(config, 16, jnp.bfloat16), tokens, jnp.int32(0), config=config)
+    assert l16.dtype == jnp.float32
+    assert np.abs(np.asarray(l16) - np.asarray(l32)).max() < 0.05 * np.abs(np.asarray(l32)).max() + 0.02
