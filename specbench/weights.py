@@ -291,6 +291,7 @@ def download(name: str, endpoint: str | None = None, progress: bool = True) -> P
     """
     from huggingface_hub import get_hf_file_metadata, hf_hub_download, hf_hub_url
     from huggingface_hub.utils import disable_progress_bars, enable_progress_bars
+    from huggingface_hub.utils import logging as hf_logging
 
     spec = resolve(name)
     if not isinstance(spec, ModelSpec) or spec.hf_repo is None:
@@ -300,27 +301,42 @@ def download(name: str, endpoint: str | None = None, progress: bool = True) -> P
     if is_model_dir(final):
         return final
     endpoint = endpoint or os.environ.get("HF_ENDPOINT") or None
+    where = endpoint or "the Hugging Face Hub"
+    hf_logging.set_verbosity_error()  # our one error line instead of the library's retry chatter
+    (enable_progress_bars if progress else disable_progress_bars)()
+    try:  # fail fast when offline: one metadata request without retries
+        get_hf_file_metadata(hf_hub_url(spec.hf_repo, CONFIG_FILE, endpoint=endpoint), endpoint=endpoint)
+    except Exception as e:
+        raise WeightsError(f"cannot download {spec.name} from {where} ({_root_cause(e)}); "
+                           "check the network, or set HF_ENDPOINT to a mirror") from None
     staging = weights_dir() / f".download-{spec.name}"
     staging.mkdir(parents=True, exist_ok=True)
-    (enable_progress_bars if progress else disable_progress_bars)()
     try:
         for filename in (CONFIG_FILE, SAFETENSORS_FILE):
             path = Path(hf_hub_download(spec.hf_repo, filename, local_dir=staging, endpoint=endpoint))
-            meta = get_hf_file_metadata(hf_hub_url(spec.hf_repo, filename, endpoint=endpoint))
+            meta = get_hf_file_metadata(hf_hub_url(spec.hf_repo, filename, endpoint=endpoint), endpoint=endpoint)
             if meta.size is not None and path.stat().st_size != meta.size:
-                raise WeightsError(f"{filename} of {spec.name} is {path.stat().st_size} bytes, expected {meta.size}; run the download again")
+                raise WeightsError(f"{filename} of {spec.name} is {path.stat().st_size} bytes, expected "
+                                   f"{meta.size}; run the download again")
         load_dir(staging)  # every key and shape present
     except WeightsError:
         raise
-    except Exception as e:  # connection refused, DNS, HTTP errors, offline mode, ...
-        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise WeightsError(f"cannot download {spec.name} from {endpoint or 'the Hugging Face Hub'} "
-                           f"({type(e).__name__}: {reason[:160]}); check the network or set HF_ENDPOINT to a mirror") from None
+    except Exception as e:  # connection lost mid-way, HTTP errors, disk full, ...
+        raise WeightsError(f"cannot download {spec.name} from {where} ({_root_cause(e)}); run the same command "
+                           "again to resume") from None
     final.mkdir(parents=True, exist_ok=True)
     for filename in (CONFIG_FILE, SAFETENSORS_FILE):
         os.replace(staging / filename, final / filename)
     shutil.rmtree(staging, ignore_errors=True)
     return final
+
+
+def _root_cause(e: BaseException) -> str:
+    """The innermost exception's first line: 'Connection refused', not a wrapper's paragraph."""
+    while e.__cause__ is not None or e.__context__ is not None:
+        e = e.__cause__ or e.__context__
+    text = str(e).splitlines()[0] if str(e) else type(e).__name__
+    return text[:160]
 
 
 def list_models() -> list[dict]:

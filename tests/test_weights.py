@@ -1,0 +1,216 @@
+"""HF GPT-2 layout: save/load round trips, key names, Conv1D orientation, downloads."""
+
+import http.server
+import json
+import threading
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from safetensors.numpy import load_file, save_file
+
+from conftest import random_model
+from specbench import weights
+from specbench.gpt2 import GPT2Config, gpt2
+from specbench.weights import WeightsError
+
+CONFIG = GPT2Config(n_layer=2, n_head=2, n_embd=16, n_ctx=32, n_vocab=50)
+
+
+def assert_same_params(a, b):
+    flat_a, tree_a = jax.tree_util.tree_flatten(a)
+    flat_b, tree_b = jax.tree_util.tree_flatten(b)
+    assert tree_a == tree_b
+    for x, y in zip(flat_a, flat_b):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+@pytest.mark.parametrize("max_shard_bytes", [None, 6000])
+def test_save_load_round_trip(tmp_path, max_shard_bytes):
+    model = random_model(CONFIG, 3)
+    weights.save(tmp_path / "m", model.params, CONFIG, max_shard_bytes=max_shard_bytes)
+    files = sorted(p.name for p in (tmp_path / "m").iterdir())
+    if max_shard_bytes:
+        assert "model.safetensors.index.json" in files and len([f for f in files if f.startswith("model-0")]) > 2
+        index = json.loads((tmp_path / "m" / "model.safetensors.index.json").read_text())
+        assert set(index["weight_map"]) == set(weights.expected_shapes(CONFIG))
+    else:
+        assert files == ["config.json", "model.safetensors"]
+    config, params = weights.load_dir(tmp_path / "m")
+    assert config == CONFIG
+    assert_same_params(params, model.params)
+
+
+def test_half_precision_save_loads_within_rounding(tmp_path):
+    model = random_model(CONFIG, 4)
+    weights.save(tmp_path / "m", model.params, CONFIG, np_dtype=np.float16)
+    assert all(t.dtype == np.float16 for t in load_file(str(tmp_path / "m" / "model.safetensors")).values())
+    _, params = weights.load_dir(tmp_path / "m")
+    for x, y in zip(jax.tree_util.tree_leaves(params), jax.tree_util.tree_leaves(model.params)):
+        np.testing.assert_allclose(x, y, rtol=1e-3, atol=1e-4)
+
+
+def hf_checkpoint(config: GPT2Config, prefix: str = "") -> dict[str, np.ndarray]:
+    """A state dict as transformers writes it, every tensor distinct and asymmetric."""
+    rng = np.random.default_rng(0)
+    tensors = {prefix + k: rng.normal(0, 0.1, s).astype(np.float32) for k, s in weights.expected_shapes(config).items()}
+    # the buffers and tied head a real checkpoint carries, which loading must ignore
+    for i in range(config.n_layer):
+        tensors[f"{prefix}h.{i}.attn.bias"] = np.tril(np.ones((1, 1, config.n_ctx, config.n_ctx), np.float32))
+    tensors["lm_head.weight"] = tensors[prefix + "wte.weight"]
+    return tensors
+
+
+@pytest.mark.parametrize("prefix", ["", "transformer."])
+def test_hf_key_names_and_conv1d_orientation(tmp_path, prefix):
+    config = GPT2Config(n_layer=2, n_head=2, n_embd=8, n_ctx=16, n_vocab=20)
+    tensors = hf_checkpoint(config, prefix)
+    c_attn = np.arange(8 * 24, dtype=np.float32).reshape(8, 24) / 100  # [in=8, out=24], not square
+    tensors[prefix + "h.1.attn.c_attn.weight"] = c_attn
+    fc = np.zeros((8, 32), np.float32)
+    fc[3, 17] = 1.0  # input feature 3 -> hidden unit 17, and nothing else
+    tensors[prefix + "h.0.mlp.c_fc.weight"] = fc
+    d = tmp_path / "hf"
+    d.mkdir()
+    save_file(tensors, str(d / "model.safetensors"))
+    (d / "config.json").write_text(json.dumps({"n_layer": 2, "n_head": 2, "n_embd": 8, "n_positions": 16,
+                                               "vocab_size": 20, "model_type": "gpt2"}))
+    config_loaded, params = weights.load_dir(d)
+    assert config_loaded == config
+    np.testing.assert_array_equal(params["blocks"]["attn"]["c_attn"]["weight"][1], c_attn)
+    x = np.zeros(8, np.float32)
+    x[3] = 2.0
+    h = x @ np.asarray(params["blocks"]["mlp"]["c_fc"]["weight"][0])  # the forward's own orientation
+    assert h[17] == 2.0 and np.count_nonzero(h) == 1
+    np.testing.assert_array_equal(params["wte"], tensors[prefix + "wte.weight"])
+    np.testing.assert_array_equal(params["blocks"]["ln_2"]["bias"][1], tensors[prefix + "h.1.ln_2.bias"])
+    # the forward runs on it and is finite
+    assert np.isfinite(np.asarray(gpt2(params, jnp.arange(5), config))).all()
+
+
+def test_missing_or_misshapen_tensors_are_refused(tmp_path):
+    tensors = hf_checkpoint(CONFIG)
+    del tensors["h.1.mlp.c_proj.bias"]
+    with pytest.raises(WeightsError, match="missing .*h.1.mlp.c_proj.bias"):
+        weights.params_from_hf(tensors, CONFIG)
+    tensors = hf_checkpoint(CONFIG)
+    tensors["h.0.attn.c_attn.weight"] = tensors["h.0.attn.c_attn.weight"].T.copy()  # [out, in]: transposed
+    with pytest.raises(WeightsError, match="h.0.attn.c_attn.weight has shape"):
+        weights.params_from_hf(tensors, CONFIG)
+
+
+def test_corrupt_weights_file_gives_clear_error(tmp_path):
+    model = random_model(CONFIG, 3)
+    weights.save(tmp_path / "m", model.params, CONFIG)
+    f = tmp_path / "m" / "model.safetensors"
+    f.write_bytes(f.read_bytes()[:1000])
+    with pytest.raises(WeightsError, match="cannot read the weights"):
+        weights.load_dir(tmp_path / "m")
+
+
+def test_registry_names_and_aliases(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECBENCH_WEIGHTS_DIR", str(tmp_path))
+    assert weights.resolve("gpt2-xl").name == "1558M" and weights.resolve("124M").hf_repo == "openai-community/gpt2"
+    assert weights.REGISTRY["124M"].config.n_params == 124_439_808  # GPT-2 small, tied head
+    with pytest.raises(WeightsError, match="unknown model 'gpt5'"):
+        weights.resolve("gpt5")
+    with pytest.raises(WeightsError, match="not downloaded: run `specbench models download 355M`"):
+        weights.load_model("gpt2-medium")
+    weights.save(tmp_path / "mine", random_model(CONFIG, 1).params, CONFIG)
+    assert weights.load_model("mine").config == CONFIG  # a directory in gpt2_weights/ by name
+    assert weights.load_model(str(tmp_path / "mine")).config == CONFIG  # or by path
+    names = {row["name"]: row for row in weights.list_models()}
+    assert names["mine"]["present"] and not names["124M"]["present"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Downloads, against a loopback server speaking the Hub's resolve protocol
+
+
+class FakeHub(http.server.ThreadingHTTPServer):
+    def __init__(self, files: dict[str, bytes]):
+        self.files = files
+        self.requests: list[str] = []
+        super().__init__(("127.0.0.1", 0), HubHandler)
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+class HubHandler(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def _find(self):
+        # /{org}/{repo}/resolve/{revision}/{filename}
+        parts = self.path.split("?")[0].strip("/").split("/")
+        self.server.requests.append(self.path)
+        if len(parts) == 5 and parts[2] == "resolve" and f"{parts[0]}/{parts[1]}/{parts[4]}" in self.server.files:
+            return self.server.files[f"{parts[0]}/{parts[1]}/{parts[4]}"]
+        return None
+
+    def _headers(self, body):
+        import hashlib
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("ETag", f'"{hashlib.sha256(body).hexdigest()}"')
+        self.send_header("X-Repo-Commit", "0" * 40)
+        self.end_headers()
+
+    def do_HEAD(self):
+        body = self._find()
+        if body is None:
+            self.send_error(404)
+            return
+        self._headers(body)
+
+    def do_GET(self):
+        body = self._find()
+        if body is None:
+            self.send_error(404)
+            return
+        self._headers(body)
+        self.wfile.write(body)
+
+
+@pytest.fixture
+def tiny_hub(tmp_path, monkeypatch):
+    """gpt2 (124M) in the registry, served as a tiny model from loopback; downloads go to tmp_path."""
+    monkeypatch.setenv("SPECBENCH_WEIGHTS_DIR", str(tmp_path / "gpt2_weights"))
+    monkeypatch.setitem(weights.REGISTRY, "124M", weights.ModelSpec(
+        "124M", "GPT-2 small (tiny stand-in)", CONFIG, "openai-community/gpt2", ("gpt2",)))
+    src = weights.save(tmp_path / "src", random_model(CONFIG, 8).params, CONFIG)
+    hub = FakeHub({f"openai-community/gpt2/{f}": (src / f).read_bytes() for f in ("config.json", "model.safetensors")})
+    thread = threading.Thread(target=hub.serve_forever, daemon=True)
+    thread.start()
+    yield hub, src
+    hub.shutdown()
+
+
+def test_download_from_hf_endpoint(tiny_hub, monkeypatch):
+    hub, src = tiny_hub
+    monkeypatch.setenv("HF_ENDPOINT", hub.url)
+    path = weights.download("gpt2", progress=False)
+    assert path == weights.weights_dir() / "124M"
+    assert (path / "model.safetensors").read_bytes() == (src / "model.safetensors").read_bytes()
+    assert any("/openai-community/gpt2/resolve/" in r for r in hub.requests)
+    model = weights.load_model("gpt2")
+    assert model.config == CONFIG and model.source == str(path)
+    assert not any(p.name.startswith(".download") for p in weights.weights_dir().iterdir())
+
+
+def test_download_with_server_down_fails_cleanly(tiny_hub):
+    hub, _ = tiny_hub
+    url = hub.url
+    hub.shutdown()
+    hub.server_close()
+    with pytest.raises(WeightsError) as err:
+        weights.download("124M", endpoint=url, progress=False)
+    message = str(err.value)
+    assert "cannot download 124M" in message and "\n" not in message
+    assert not (weights.weights_dir() / "124M").exists()  # no half-written model directory
+    with pytest.raises(WeightsError, match="not downloaded"):
+        weights.load_model("124M")
