@@ -7,7 +7,22 @@ AR and SD run alternately so that drift (thermal, other load) hits both alike.
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
+import functools
+import subprocess
+import time
+from pathlib import Path
+
 import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from specbench.decoding import DecodeStats, autoregressive, plan_max_len, speculative, validate
+from specbench.gpt2 import GPT2Config, init_cache, step
+from specbench.sampling import Warp
+from specbench.weights import Model
 
 
 class CompileCounter:
@@ -36,3 +51,169 @@ class CompileCounter:
 
     def __exit__(self, *exc):
         CompileCounter._active.remove(self)
+
+
+# ---------------------------------------------------------------------------------------------
+# Single-step times
+
+
+def _step_loop(params, cache, tokens, pos, iters, config: GPT2Config):
+    """`iters` forward steps of tokens.shape[0] tokens on the device. Each step's input is the
+    previous step's argmax, so no step can be skipped or hoisted by the compiler."""
+
+    def body(_, carry):
+        cache, tokens = carry
+        logits, cache = step(params, cache, tokens, pos, config)
+        return cache, jnp.full_like(tokens, jnp.argmax(logits[-1]).astype(tokens.dtype))
+
+    return lax.fori_loop(0, iters, body, (cache, tokens))
+
+
+_step_loop_jit = jax.jit(_step_loop, static_argnames=("iters", "config"), donate_argnames=("cache",))
+
+
+def time_step(model: Model, n_seq: int, max_len: int, iters: int = 20, repeats: int = 5) -> float:
+    """Median seconds of one forward step over n_seq tokens (1 = decode, K+1 = verify).
+
+    Measured as a device-side loop of `iters` steps, divided by iters, so the figure is the
+    model's step time without Python dispatch: what the device-loop decoders pay per step.
+    """
+    config = model.config
+    cache = init_cache(config, max_len, model.params["wte"].dtype)
+    tokens = jnp.zeros(n_seq, jnp.int32)
+    pos = jnp.int32(max(0, max_len // 2 - n_seq))  # any position costs the same: the whole cache is read
+    cache, _ = jax.block_until_ready(_step_loop_jit(model.params, cache, tokens, pos, iters, config))  # compile
+    samples = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        cache, out = jax.block_until_ready(_step_loop_jit(model.params, cache, tokens, pos, iters, config))
+        samples.append((time.perf_counter() - t0) / iters)
+    return float(np.median(samples))
+
+
+# ---------------------------------------------------------------------------------------------
+# One configuration: AR against SD
+
+
+@dataclasses.dataclass
+class BenchmarkResult:
+    ar_times_s: list[float]
+    sd_times_s: list[float]
+    ar_tokens: list[int]
+    sd_tokens: list[int]
+    stats: DecodeStats
+    t_draft_s: float
+    t_target_s: float
+    t_verify_s: float
+    compile_s: float
+    n_compiles: int
+
+
+def summarize(times: list[float]) -> dict[str, float]:
+    t = np.asarray(times)
+    return {"mean_s": float(t.mean()), "std_s": float(t.std(ddof=1)) if len(t) > 1 else 0.0,
+            "min_s": float(t.min()), "max_s": float(t.max()), "median_s": float(np.median(t))}
+
+
+def run_benchmark(draft: Model, target: Model, prompt_ids: list[int], n_tokens: int, K: int, warp: Warp,
+                  seed: int = 123, repeats: int = 5, warmup: int = 1, device_loop: bool = True,
+                  on_progress=None) -> BenchmarkResult:
+    """Warm up (compile, excluded and timed apart), then AR and SD alternately `repeats` times.
+
+    Both decode the same prompt with the same seed, N and models; each call returns host token
+    ids, so its time includes the device sync. Tokenisation is the caller's, outside the clock.
+    on_progress(done, total, what) is called as the work advances.
+    """
+    validate(prompt_ids, n_tokens, K, [draft, target], None)
+    n_ctx = min(draft.config.n_ctx, target.config.n_ctx)
+    max_len = plan_max_len(len(prompt_ids), n_tokens, K, n_ctx)
+    ar = lambda: autoregressive(target, prompt_ids, n_tokens, warp, seed, max_len=max_len, device_loop=device_loop)
+    sd = lambda: speculative(draft, target, prompt_ids, n_tokens, K, warp, seed, max_len=max_len,
+                             device_loop=device_loop)
+    total = warmup + repeats + 1
+    progress = on_progress or (lambda *a: None)
+    with CompileCounter() as compiles:
+        t0 = time.perf_counter()
+        for _ in range(max(warmup, 1)):
+            ar(), sd()
+        compile_s = time.perf_counter() - t0
+        progress(warmup, total, "warm-up done")
+        ar_times, sd_times = [], []
+        for i in range(repeats):
+            t0 = time.perf_counter()
+            ar_tokens, _ = ar()
+            ar_times.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            sd_tokens, stats = sd()
+            sd_times.append(time.perf_counter() - t0)
+            progress(warmup + i + 1, total, "timing AR and SD")
+        t_draft = time_step(draft, 1, max_len)
+        t_target = time_step(target, 1, max_len)
+        t_verify = time_step(target, K + 1, max_len)
+        progress(total, total, "step times")
+    return BenchmarkResult(ar_times, sd_times, ar_tokens.tolist(), sd_tokens.tolist(), stats,
+                           t_draft, t_target, t_verify, compile_s, compiles.count)
+
+
+# ---------------------------------------------------------------------------------------------
+# Context that every result row carries
+
+
+@functools.lru_cache(maxsize=1)
+def git_commit() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True, timeout=5,
+                             cwd=Path(__file__).resolve().parent)
+        return out.stdout.strip() if out.returncode == 0 else ""
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def device_kind() -> str:
+    d = jax.devices()[0]
+    return f"{d.platform}:{d.device_kind}"
+
+
+def context() -> dict:
+    from specbench import __version__
+
+    return {"specbench_version": __version__, "git_commit": git_commit(), "jax_version": jax.__version__,
+            "device": device_kind(), "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+
+
+def result_row(res: BenchmarkResult, *, draft: str, target: str, dtype: str, K: int, warp: Warp, seed: int,
+               prompt_id: str, prompt: str, n_tokens: int, repeats: int, warmup: int, loop: str,
+               decode=None) -> dict:
+    """One flat row: the full context, the measurements, and the theory from the same measurements."""
+    from specbench import theory
+    from specbench.prompts import prompt_hash
+
+    st = res.stats
+    ar, sd = summarize(res.ar_times_s), summarize(res.sd_times_s)
+    speedups = np.asarray(res.ar_times_s) / np.asarray(res.sd_times_s)
+    seed_theory = theory.speedup_from_r(st.r, K, res.t_draft_s, res.t_target_s)
+    refined = theory.refined_speedup(st.tokens_per_round, K, res.t_draft_s, res.t_target_s, res.t_verify_s)
+    row = {**context(), "dtype": dtype, "draft": draft, "target": target, "K": K, "temperature": warp.temperature,
+           "top_k": warp.top_k, "top_p": warp.top_p, "seed": seed, "prompt_id": prompt_id,
+           "prompt_sha": prompt_hash(prompt), "n_tokens": n_tokens, "repeats": repeats, "warmup": warmup,
+           "loop": loop}
+    row.update({f"ar_{k}": v for k, v in ar.items()})
+    row.update({f"sd_{k}": v for k, v in sd.items()})
+    row.update({
+        "ar_tokens_per_s": n_tokens / ar["mean_s"], "sd_tokens_per_s": n_tokens / sd["mean_s"],
+        "speedup": float(speedups.mean()), "speedup_std": float(speedups.std(ddof=1)) if len(speedups) > 1 else 0.0,
+        "n_rounds": st.n_rounds, "tokens_per_round": st.tokens_per_round, "r": st.r, "alpha": st.alpha,
+        "accept_rate_drafted": st.accept_rate_drafted,
+        "t_draft_s": res.t_draft_s, "t_target_s": res.t_target_s, "t_verify_s": res.t_verify_s,
+        "theory_speedup": seed_theory, "refined_speedup": refined,
+        "measured_over_theory": float(speedups.mean()) / refined,
+        "compile_s": res.compile_s,
+        "identical": (res.ar_tokens == res.sd_tokens) if warp.temperature == 0 else None,
+        # JSON only
+        "prompt": prompt, "ar_times_s": res.ar_times_s, "sd_times_s": res.sd_times_s,
+        "accepted_hist": st.accepted_hist.tolist(), "per_position_acceptance": st.per_position,
+        "ar_token_ids": res.ar_tokens, "sd_token_ids": res.sd_tokens,
+    })
+    if decode is not None:
+        row["ar_text"], row["sd_text"] = decode(res.ar_tokens), decode(res.sd_tokens)
+    return row

@@ -28,6 +28,10 @@ class TokenizerError(Exception):
 
 
 def default_dir() -> Path:
+    """gpt2_weights/tokenizer/ of the checkout this package lives in, else of weights_dir()."""
+    beside_package = Path(__file__).resolve().parent.parent / "gpt2_weights" / "tokenizer"
+    if beside_package.is_dir():
+        return beside_package
     from specbench.weights import weights_dir
 
     return weights_dir() / "tokenizer"

@@ -358,3 +358,14 @@ def list_models() -> list[dict]:
                          "n_params": config.n_params, "description": "local directory", "path": str(d),
                          "layers_x_width": f"{config.n_layer}x{config.n_embd}"})
     return rows
+
+
+BUNDLED_PAIR = ("tiny-draft", "tiny-target")  # trained by specbench/train.py, committed in gpt2_weights/
+RANDOM_PAIR = ("random-draft", "random-target")
+
+
+def default_pair() -> tuple[str, str]:
+    """The bundled trained pair when it is in gpt2_weights/, else the random pair (timing only)."""
+    if all(is_model_dir(weights_dir() / name) for name in BUNDLED_PAIR):
+        return BUNDLED_PAIR
+    return RANDOM_PAIR

@@ -1,0 +1,3 @@
+from specbench.cli import main
+
+main()

@@ -1,0 +1,537 @@
+"""specbench's command line: run, sweep, trace, theory, models, prompts, plot.
+
+Every bad value or impossible configuration ends in one line, `error: ...`, naming the flag and
+what is allowed, with exit code 2; Ctrl-C ends with exit code 130 and keeps what was written.
+Human-readable output goes to standard output, or to standard error when an export is `-`.
+"""
+
+from __future__ import annotations
+
+import datetime
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+from rich.text import Text
+
+from specbench import export, prompts, theory, tokenizer
+from specbench.decoding import DecodeError
+from specbench.export import ExportError
+from specbench.tokenizer import TokenizerError
+from specbench.weights import WeightsError
+
+METRICS_HELP = """\b
+Metrics (one generation of N new tokens; the first comes from the prefill in both AR and SD):
+  tokens/round  tokens emitted per speculative round, resampled/bonus token included (AR: 1)
+  r             tokens/round / (K+1), the r of the DeepMind paper
+  alpha         accepted / (accepted + rejections): MLE of the per-token acceptance rate;
+                drafts after a rejection were never tested and do not count. Not vLLM's or
+                llama.cpp's "acceptance rate" = accepted / drafted (accept_rate_drafted)
+  t_draft       median time of one draft decode step (1 token), device loop, no dispatch
+  t_target      median time of one target decode step (1 token)
+  t_verify      median time of one target step over K+1 tokens
+  speedup       AR wall time / SD wall time, same prompt, N, seed and models; mean ± σ of repeats
+  theory        r (K+1) t_target / (K t_draft + t_target)          (DeepMind, seed 003)
+  refined       tokens/round t_target / (K t_draft + t_verify)     (with the measured verify step)
+"""
+
+
+class BadInput(click.UsageError):
+    """One line naming the flag and what is allowed."""
+
+    def __init__(self, flag: str, message: str):
+        super().__init__(f"{flag}: {message}")
+
+
+class SpecbenchGroup(click.Group):
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        try:
+            return super().main(args, prog_name or "specbench", complete_var, standalone_mode=False, **extra)
+        except click.exceptions.Exit as e:
+            sys.exit(e.exit_code)
+        except (click.exceptions.Abort, KeyboardInterrupt):
+            click.echo("interrupted", err=True)
+            sys.exit(130)
+        except click.ClickException as e:
+            click.echo(f"error: {e.format_message()}", err=True)
+            sys.exit(2)
+        except (WeightsError, DecodeError, ExportError, TokenizerError) as e:
+            click.echo(f"error: {e}", err=True)
+            sys.exit(2)
+
+
+class ListParam(click.ParamType):
+    """A comma list, with a-b ranges for integers: '1,2,4,8', '1-8', '0,0.7,1'."""
+
+    def __init__(self, kind: type):
+        self.kind = kind
+        self.name = f"{kind.__name__} list"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, list):
+            return value
+        try:
+            if self.kind is int:
+                return theory.parse_K_range(str(value))
+            values = [float(v) for v in str(value).split(",")]
+            if not values:
+                raise ValueError
+            return values
+        except ValueError:
+            example = "1,2,4,8 or 1-8 (integers >= 1)" if self.kind is int else "0,0.7,1"
+            self.fail(f"{value!r} is not a comma list like {example}", param, ctx)
+
+
+def make_console(*exports) -> Console:
+    """Where the human-readable output goes: stderr when an export writes to stdout."""
+    to_stderr = any(e == "-" for e in exports)
+    stream = sys.stderr if to_stderr else sys.stdout
+    # a pipe or file gets 120 columns, not rich's default 80, so the tables stay readable
+    return Console(stderr=to_stderr, highlight=False, width=None if stream.isatty() else 120)
+
+
+def make_progress(console: Console) -> Progress:
+    return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(), console=Console(stderr=True),
+                    transient=True)
+
+
+def load_model(name: str, flag: str, dtype: str, cache: dict):
+    import jax.numpy as jnp
+
+    from specbench import weights
+
+    key = (name, dtype)
+    if key not in cache:
+        try:
+            cache[key] = weights.load_model(name, jnp.bfloat16 if dtype == "bfloat16" else jnp.float32)
+        except WeightsError as e:
+            raise BadInput(flag, str(e)) from None
+    return cache[key]
+
+
+def load_pair(draft: str | None, target: str | None, dtype: str, cache: dict):
+    from specbench import weights
+
+    default_draft, default_target = weights.default_pair()
+    d = load_model(draft or default_draft, "--draft", dtype, cache)
+    t = load_model(target or default_target, "--target", dtype, cache)
+    if d.config.n_vocab != t.config.n_vocab:
+        raise BadInput("--draft/--target", f"draft and target must share the vocabulary "
+                       f"({d.name}: {d.config.n_vocab}, {t.name}: {t.config.n_vocab})")
+    return d, t
+
+
+def check_config(prompt_ids, n_tokens: int, K: int, draft, target):
+    from specbench.decoding import validate
+
+    try:
+        validate(prompt_ids, n_tokens, K, [draft, target], None)
+    except DecodeError as e:
+        message = str(e)
+        flag = "--prompt" if message.startswith(("prompt must", "prompt token")) else \
+            "--K" if message.startswith("K ") else "--n-tokens"
+        raise BadInput(flag, str(e)) from None
+
+
+def check_exports(**paths):
+    for flag, path in paths.items():
+        if path:
+            try:
+                export.check_writable(path)
+            except ExportError as e:
+                raise BadInput("--" + flag.replace("_", "-"), str(e)) from None
+
+
+def write_exports(rows, csv_path, json_path, md_path):
+    for path, fmt in ((csv_path, "csv"), (json_path, "json"), (md_path, "markdown")):
+        if path:
+            export.write(rows, path, fmt)
+
+
+def results_dir() -> Path:
+    from specbench.weights import weights_dir
+
+    d = weights_dir().parent / "results"
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def stamp() -> str:
+    return datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+
+
+def fmt_time(seconds: float) -> str:
+    return f"{seconds * 1e3:.2f} ms" if seconds < 1 else f"{seconds:.3f} s"
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+@click.group(cls=SpecbenchGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="specbench")
+def cli():
+    """Measure what speculative decoding buys: GPT-2 in JAX, autoregressive (AR) against
+    speculative decoding (SD), timed honestly and set beside the theory."""
+
+
+model_options = [
+    click.option("--draft", default=None, help="Draft model: registry name, alias or directory [default: bundled pair]."),
+    click.option("--target", default=None, help="Target model [default: bundled pair]."),
+    click.option("--dtype", type=click.Choice(["float32", "bfloat16"]), default="float32", show_default=True),
+]
+decode_options = [
+    click.option("--n-tokens", "-n", type=click.IntRange(min=1), default=40, show_default=True, help="New tokens N."),
+    click.option("--top-k", type=click.IntRange(min=1), default=None, help="Keep the k most likely tokens."),
+    click.option("--seed", type=int, default=123, show_default=True),
+]
+export_options = [
+    click.option("--export-csv", type=str, default=None, metavar="PATH", help="Write CSV ('-' = stdout)."),
+    click.option("--export-json", type=str, default=None, metavar="PATH", help="Write JSON ('-' = stdout)."),
+    click.option("--export-markdown", type=str, default=None, metavar="PATH", help="Write Markdown ('-' = stdout)."),
+]
+
+
+def apply(options):
+    def decorator(f):
+        for option in reversed(options):
+            f = option(f)
+        return f
+    return decorator
+
+
+def timing_table(rows: list[dict], console: Console):
+    row = rows[0]
+    n = row["n_tokens"]
+    table = Table(title=f"{n} new tokens · {row['repeats']} repeats · {row['device']} · {row['dtype']}")
+    for col in ("method", "time (mean ± σ)", "range (min … max)", "tokens/s", "speedup", "tokens/round", "r", "α"):
+        table.add_column(col, justify="left" if col == "method" else "right")
+    table.add_row("autoregressive", f"{fmt_time(row['ar_mean_s'])} ± {fmt_time(row['ar_std_s'])}",
+                  f"{fmt_time(row['ar_min_s'])} … {fmt_time(row['ar_max_s'])}", f"{row['ar_tokens_per_s']:.1f}",
+                  "1.00", "1.00", "", "")
+    table.add_row(f"speculative K={row['K']}", f"{fmt_time(row['sd_mean_s'])} ± {fmt_time(row['sd_std_s'])}",
+                  f"{fmt_time(row['sd_min_s'])} … {fmt_time(row['sd_max_s'])}", f"{row['sd_tokens_per_s']:.1f}",
+                  f"[bold]{row['speedup']:.2f} ± {row['speedup_std']:.2f}[/bold]", f"{row['tokens_per_round']:.2f}",
+                  f"{row['r']:.3f}", f"{row['alpha']:.3f}")
+    console.print(table)
+    steps = Table(title="step times (median, device loop) and theory from the same run")
+    for col in ("t_draft", "t_target", f"t_verify (K+1={row['K'] + 1})", "c = t_draft/t_target",
+                "theory", "refined", "measured / refined"):
+        steps.add_column(col, justify="right")
+    steps.add_row(fmt_time(row["t_draft_s"]), fmt_time(row["t_target_s"]), fmt_time(row["t_verify_s"]),
+                  f"{row['t_draft_s'] / row['t_target_s']:.3f}", f"{row['theory_speedup']:.2f}",
+                  f"{row['refined_speedup']:.2f}", f"{row['measured_over_theory']:.2f}")
+    console.print(steps)
+
+
+@cli.command(epilog=METRICS_HELP)
+@apply(model_options)
+@click.option("--prompt", default=prompts.SEED_PROMPT, show_default=True, help="Prompt text.")
+@click.option("--prompt-id", default=None, help="A built-in prompt id instead (see `specbench prompts`).")
+@click.option("--K", "-k", "K", type=click.IntRange(min=1), default=4, show_default=True, help="Draft tokens per round.")
+@click.option("--temperature", "-t", type=click.FloatRange(min=0), default=0.0, show_default=True,
+              help="0 = greedy (SD then gives exactly the AR tokens).")
+@click.option("--top-p", type=click.FloatRange(0, 1, min_open=True), default=None, help="Nucleus mass, in (0, 1].")
+@apply(decode_options)
+@click.option("--repeats", type=click.IntRange(min=1), default=5, show_default=True, help="Timed AR/SD pairs.")
+@click.option("--warmup", type=click.IntRange(min=1), default=1, show_default=True, help="Untimed compile runs.")
+@click.option("--host-loop", is_flag=True, help="Drive rounds from Python (one sync per round) instead of on device.")
+@click.option("--save/--no-save", default=True, show_default=True, help="Write the row to results/.")
+@apply(export_options)
+def run(draft, target, dtype, prompt, prompt_id, K, temperature, top_p, n_tokens, top_k, seed, repeats, warmup,
+        host_loop, save, export_csv, export_json, export_markdown):
+    """One configuration: autoregressive against speculative decoding, side by side."""
+    from specbench import harness
+    from specbench.sampling import Warp
+
+    console = make_console(export_csv, export_json, export_markdown)
+    check_exports(export_csv=export_csv, export_json=export_json, export_markdown=export_markdown)
+    if prompt_id is not None:
+        try:
+            prompt = prompts.select(prompt_id)[prompt_id]
+        except (ValueError, KeyError) as e:
+            raise BadInput("--prompt-id", str(e)) from None
+    else:
+        prompt_id = next((pid for pid, text in prompts.all_prompts().items() if text == prompt), "custom")
+    d, t = load_pair(draft, target, dtype, {})
+    prompt_ids = tokenizer.encode(prompt)
+    check_config(prompt_ids, n_tokens, K, d, t)
+    warp = Warp(temperature, top_k, top_p)
+    console.print(f"draft [bold]{d.name}[/bold] ({d.config.n_layer}x{d.config.n_embd}) · target [bold]{t.name}[/bold] "
+                  f"({t.config.n_layer}x{t.config.n_embd}) · K={K} · T={temperature:g}"
+                  + (f" · top-k {top_k}" if top_k else "") + (f" · top-p {top_p:g}" if top_p else "")
+                  + (" · random weights: timing only" if "random" in (d.source, t.source) else ""))
+    with make_progress(console) as progress:
+        task = progress.add_task("compiling (warm-up)", total=warmup + repeats + 1)
+        res = harness.run_benchmark(d, t, prompt_ids, n_tokens, K, warp, seed, repeats, warmup, not host_loop,
+                                    lambda done, total, what: progress.update(task, completed=done, description=what))
+    row = harness.result_row(res, draft=d.name, target=t.name, dtype=dtype, K=K, warp=warp, seed=seed,
+                             prompt_id=prompt_id, prompt=prompt, n_tokens=n_tokens, repeats=repeats, warmup=warmup,
+                             loop="host" if host_loop else "device", decode=tokenizer.decode)
+    timing_table([row], console)
+    faster = "faster" if row["speedup"] >= 1 else "slower"
+    factor = row["speedup"] if row["speedup"] >= 1 else 1 / row["speedup"]
+    console.print(f"[bold]speculative[/bold] ran [bold]{factor:.2f} ± {row['speedup_std']:.2f}[/bold] times {faster} "
+                  f"than autoregressive · compile (excluded): {res.compile_s:.1f} s, {res.n_compiles} programs")
+    console.print(Text.assemble(("prompt ", "dim"), prompt))
+    console.print(Text.assemble(("AR ", "bold"), row["ar_text"]))
+    console.print(Text.assemble(("SD ", "bold"), row["sd_text"]))
+    if temperature == 0:
+        console.print("T=0: the two generations are " + ("[green]identical[/green]" if row["identical"]
+                                                          else "[red]DIFFERENT[/red]"))
+    write_exports([row], export_csv, export_json, export_markdown)
+    if save:
+        path = results_dir() / f"run-{stamp()}.json"
+        export.write([row], str(path), "json")
+        console.print(f"[dim]saved {path}[/dim]")
+
+
+SWEEP_KEY = ("draft", "target", "dtype", "K", "temperature", "top_k", "top_p", "prompt_id", "n_tokens", "seed", "loop")
+
+
+@cli.command(epilog=METRICS_HELP)
+@apply(model_options)
+@click.option("--K", "-k", "K", type=ListParam(int), default="1,2,4,8", show_default=True, help="Comma list or range.")
+@click.option("--temperature", "-t", type=ListParam(float), default="0", show_default=True, help="Comma list.")
+@click.option("--top-p", type=ListParam(float), default=None, help="Comma list of nucleus masses in (0, 1].")
+@click.option("--prompts", "prompt_spec", default="seed", show_default=True,
+              help="all, a category, or prompt ids, comma-separated.")
+@apply(decode_options)
+@click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True)
+@click.option("--warmup", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--host-loop", is_flag=True, help="Drive rounds from Python instead of on device.")
+@click.option("--output", "-o", default=None, metavar="FILE.json",
+              help="JSON results, rewritten after every row [default: results/sweep-TIME.json].")
+@click.option("--resume", is_flag=True, help="Skip the rows already in --output.")
+@apply(export_options)
+def sweep(draft, target, dtype, K, temperature, top_p, prompt_spec, n_tokens, top_k, seed, repeats, warmup,
+          host_loop, output, resume, export_csv, export_json, export_markdown):
+    """A grid over K, temperature, top-p and prompts; every finished row is saved at once."""
+    from specbench import harness
+    from specbench.sampling import Warp
+
+    if any(not v >= 0 for v in temperature):
+        raise BadInput("--temperature", "values must be >= 0")
+    if top_p and any(not 0 < v <= 1 for v in top_p):
+        raise BadInput("--top-p", "values must be in (0, 1]")
+    try:
+        chosen = prompts.select(prompt_spec)
+    except ValueError as e:
+        raise BadInput("--prompts", str(e)) from None
+    if resume and not output:
+        raise BadInput("--resume", "needs --output FILE.json, the file to resume")
+    output = output or str(results_dir() / f"sweep-{stamp()}.json")
+    check_exports(output=output, export_csv=export_csv, export_json=export_json, export_markdown=export_markdown)
+    rows = []
+    if resume and Path(output).exists():
+        try:
+            rows = export.read_json(output)
+        except ExportError as e:
+            raise BadInput("--resume", str(e)) from None
+    console = make_console(export_csv, export_json, export_markdown)
+    cache: dict = {}
+    d, t = load_pair(draft, target, dtype, cache)
+    loop = "host" if host_loop else "device"
+    grid = [(k, temp, p, pid) for pid in chosen for temp in temperature for p in (top_p or [None]) for k in K]
+    encoded = {pid: tokenizer.encode(text) for pid, text in chosen.items()}
+    for k, _, _, pid in grid:
+        check_config(encoded[pid], n_tokens, k, d, t)
+    done = {tuple(r.get(c) for c in SWEEP_KEY) for r in rows}
+    key_of = lambda k, temp, p, pid: (d.name, t.name, dtype, k, temp, top_k, p, pid, n_tokens, seed, loop)
+    todo = [g for g in grid if key_of(*g) not in done]
+    console.print(f"sweep: {len(grid)} configurations, {len(grid) - len(todo)} already in {output}, "
+                  f"{len(todo)} to run · draft {d.name} · target {t.name}")
+    try:
+        with make_progress(console) as progress:
+            task = progress.add_task("sweep", total=len(todo))
+            for k, temp, p, pid in todo:
+                progress.update(task, description=f"K={k} T={temp:g}" + (f" top-p={p:g}" if p else "") + f" {pid}")
+                warp = Warp(temp, top_k, p)
+                res = harness.run_benchmark(d, t, encoded[pid], n_tokens, k, warp, seed, repeats, warmup, not host_loop)
+                rows.append(harness.result_row(res, draft=d.name, target=t.name, dtype=dtype, K=k, warp=warp,
+                                               seed=seed, prompt_id=pid, prompt=chosen[pid], n_tokens=n_tokens,
+                                               repeats=repeats, warmup=warmup, loop=loop, decode=tokenizer.decode))
+                export.write(rows, output, "json")
+                write_exports(rows, export_csv, export_json, export_markdown)
+                progress.advance(task)
+    except KeyboardInterrupt:
+        click.echo(f"interrupted: {len(rows)} rows kept in {output}; run again with --resume --output {output}",
+                   err=True)
+        sys.exit(130)
+    columns = ["prompt_id", "K", "temperature", "top_p", "ar_tokens_per_s", "sd_tokens_per_s", "speedup",
+               "tokens_per_round", "alpha", "theory_speedup", "refined_speedup"]
+    varying = [c for c in columns if len({str(r.get(c)) for r in rows}) > 1 or c not in ("prompt_id", "K", "temperature", "top_p")]
+    table = Table(title=f"{len(rows)} rows · {output}")
+    for c in varying:
+        table.add_column(c, justify="right")
+    for r in rows:
+        table.add_row(*[str(export._fmt(r.get(c))) for c in varying])
+    console.print(table)
+
+
+@cli.command(epilog=METRICS_HELP)
+@apply(model_options)
+@click.option("--prompt", default=prompts.SEED_PROMPT, show_default=True)
+@click.option("--K", "-k", "K", type=click.IntRange(min=1), default=4, show_default=True)
+@click.option("--temperature", "-t", type=click.FloatRange(min=0), default=0.0, show_default=True)
+@click.option("--top-p", type=click.FloatRange(0, 1, min_open=True), default=None)
+@apply(decode_options)
+def trace(draft, target, dtype, prompt, K, temperature, top_p, n_tokens, top_k, seed):
+    """One generation shown round by round: accepted drafts, the rejected draft (struck
+    through), and the resampled or bonus token."""
+    from specbench.decoding import speculative
+    from specbench.sampling import Warp
+
+    console = make_console()
+    d, t = load_pair(draft, target, dtype, {})
+    prompt_ids = tokenizer.encode(prompt)
+    check_config(prompt_ids, n_tokens, K, d, t)
+    tokens, st = speculative(d, t, prompt_ids, n_tokens, K, Warp(temperature, top_k, top_p), seed, record=True)
+    piece = lambda i: tokenizer.decode([i])
+    out = Text(prompt, style="dim")
+    out.append(piece(tokens[0]), style="magenta")  # the prefill's draw from the target
+    left = n_tokens - 1
+    for rnd in st.rounds:
+        if left <= 0:
+            break
+        out.append("│", style="dim blue")
+        a = rnd["n_accepted"]
+        for x in rnd["drafts"][:min(a, left)]:
+            out.append(piece(x), style="green")
+        left -= a
+        if a < K:
+            out.append(piece(rnd["drafts"][a]), style="red strike")
+        if left > 0:
+            out.append(piece(rnd["emitted"]), style="bold yellow" if a < K else "bold cyan")
+            left -= 1
+    console.print(Text.assemble(("legend: ", "dim"), ("accepted draft", "green"), "  ", ("rejected draft", "red strike"),
+                                "  ", ("resampled", "bold yellow"), "  ", ("bonus", "bold cyan"), "  ",
+                                ("first token (prefill)", "magenta"), "  ", ("│ round", "dim blue")))
+    console.print(out)
+    console.print(f"{st.n_rounds} rounds · {st.n_generated} tokens · tokens/round {st.tokens_per_round:.2f} · "
+                  f"r {st.r:.3f} · α {st.alpha:.3f} · accepted per round {st.accepted_hist.tolist()} · "
+                  f"draft {d.name} · target {t.name} · K={K} · T={temperature:g}")
+
+
+@cli.command("theory")
+@click.option("--K", "-k", "K", type=ListParam(int), required=True, help="K, a range (1-8) or a list (1,2,4).")
+@click.option("--t-draft", type=click.FloatRange(min=0, min_open=True), required=True,
+              help="Draft step time (any unit, the same as --t-target).")
+@click.option("--t-target", type=click.FloatRange(min=0, min_open=True), required=True, help="Target step time.")
+@click.option("--r", "r", type=click.FloatRange(0, 1), default=None, help="r = tokens per round / (K+1).")
+@click.option("--alpha", type=click.FloatRange(0, 1), default=None, help="Per-token acceptance probability.")
+@click.option("--t-verify", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Target step over K+1 tokens, for the refined formula.")
+def theory_cmd(K, t_draft, t_target, r, alpha, t_verify):
+    """The speedup that theory predicts. With --r: DeepMind's formula (seed 003); with --alpha:
+    Leviathan et al.'s, and the optimal K.
+
+    \b
+      speedup = r (K+1) t_target / (K t_draft + t_target)
+      E[tokens/round] = (1 - alpha^(K+1)) / (1 - alpha),  speedup = E / (K c + 1),  c = t_draft/t_target
+    """
+    if (r is None) == (alpha is None):
+        raise BadInput("--r/--alpha", "give exactly one of --r or --alpha")
+    console = make_console()
+    c = t_draft / t_target
+    rows = []
+    for k in K:
+        if r is not None:
+            if r < 1 / (k + 1):
+                raise BadInput("--r", f"r must be in [1/(K+1), 1] = [{1 / (k + 1):.3f}, 1] for K={k}")
+            a, tpr = theory.alpha_from_r(r, k), r * (k + 1)
+            s = theory.speedup_from_r(r, k, t_draft, t_target)
+        else:
+            a, tpr = alpha, theory.expected_tokens(alpha, k)
+            s = theory.speedup_from_alpha(alpha, k, c)
+        refined = theory.refined_speedup(tpr, k, t_draft, t_target, t_verify) if t_verify else None
+        rows.append((k, tpr, tpr / (k + 1), a, s, refined))
+    if len(rows) == 1:
+        k, tpr, rr, a, s, refined = rows[0]
+        console.print(f"K={k}  c={c:.4f}  tokens/round={tpr:.3f}  r={rr:.3f}  alpha={a:.3f}")
+        console.print(f"speedup = [bold]{s:.2f}[/bold]" + (f"  (refined with t_verify: {refined:.2f})" if refined else ""))
+        if alpha is not None:
+            best = theory.optimal_K(alpha, c)
+            console.print(f"optimal K for alpha={alpha:g}, c={c:.4f}: {best} "
+                          f"(speedup {theory.speedup_from_alpha(alpha, best, c):.2f})")
+        return
+    best = max(rows, key=lambda row: row[4])[0]
+    table = Table(title=f"c = t_draft/t_target = {c:.4f}" + (f", r = {r:g}" if r is not None else f", alpha = {alpha:g}"))
+    for col in ("K", "tokens/round", "r", "alpha", "speedup") + (("refined",) if t_verify else ()) + ("",):
+        table.add_column(col, justify="right")
+    for k, tpr, rr, a, s, refined in rows:
+        cells = [str(k), f"{tpr:.3f}", f"{rr:.3f}", f"{a:.3f}", f"{s:.2f}"] + ([f"{refined:.2f}"] if t_verify else [])
+        table.add_row(*cells, "◀ best" if k == best else "", style="bold" if k == best else None)
+    console.print(table)
+
+
+@cli.group(invoke_without_command=True)
+@click.pass_context
+def models(ctx):
+    """List models (registry, bundled, downloaded) or download one."""
+    if ctx.invoked_subcommand is None:
+        ctx.invoke(models_list)
+
+
+@models.command("list")
+def models_list():
+    """Every model specbench knows, whether it is here, and its size."""
+    from specbench import weights
+
+    table = Table(title=f"models · weights in {weights.weights_dir()}")
+    for col in ("name", "aliases", "layers x width", "parameters", "kind", "here"):
+        table.add_column(col)
+    for row in weights.list_models():
+        table.add_row(row["name"], row["aliases"], row["layers_x_width"], f"{row['n_params'] / 1e6:.1f}M",
+                      row["kind"], "[green]yes[/green]" if row["present"] else "no")
+    make_console().print(table)
+
+
+@models.command("download")
+@click.argument("name")
+def models_download(name):
+    """Download an HF GPT-2 checkpoint into gpt2_weights/NAME (honours HF_ENDPOINT)."""
+    from specbench import weights
+
+    try:
+        path = weights.download(name)
+    except WeightsError as e:
+        raise BadInput("NAME", str(e)) from None
+    click.echo(f"{name}: ready in {path}")
+
+
+@cli.command("prompts")
+def prompts_cmd():
+    """The built-in prompt suite, by category."""
+    table = Table()
+    for col in ("id", "category", "prompt"):
+        table.add_column(col)
+    for pid, text in prompts.all_prompts().items():
+        table.add_row(pid, prompts.category(pid), text)
+    make_console().print(table)
+
+
+@cli.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.option("--output", "-o", default=None, metavar="PNG", help="[default: FILE with .png]")
+def plot(file, output):
+    """Speedup and tokens/round against K from a JSON results file, with the theory curve."""
+    try:
+        from specbench import plot as plotting
+    except ImportError:
+        raise BadInput("plot", "needs matplotlib: pip install -e '.[plot]'") from None
+    try:
+        rows = export.read_json(file)
+    except ExportError as e:
+        raise BadInput("FILE", str(e)) from None
+    output = output or str(Path(file).with_suffix(".png"))
+    check_exports(output=output)
+    plotting.plot_rows(rows, output)
+    click.echo(f"wrote {output}")
+
+
+def main():
+    cli()

@@ -1,0 +1,119 @@
+"""CSV / JSON / Markdown from one list of result rows (dicts), hyperfine-style.
+
+Files are rewritten whole after every finished row, atomically (temp file + rename), so an
+interrupted sweep keeps every row it finished and never leaves a half-written file. "-" means
+standard output. CSV and Markdown hold the scalar columns; JSON holds everything, including the
+raw per-run times, the accepted-per-round histogram and the generated token ids.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from tabulate import tabulate
+
+CONTEXT_COLUMNS = ["specbench_version", "git_commit", "jax_version", "device", "timestamp", "dtype", "draft",
+                   "target", "K", "temperature", "top_k", "top_p", "seed", "prompt_id", "prompt_sha", "n_tokens",
+                   "repeats", "warmup", "loop"]
+METRIC_COLUMNS = ["ar_mean_s", "ar_std_s", "ar_min_s", "ar_max_s", "ar_median_s", "ar_tokens_per_s",
+                  "sd_mean_s", "sd_std_s", "sd_min_s", "sd_max_s", "sd_median_s", "sd_tokens_per_s",
+                  "speedup", "speedup_std", "n_rounds", "tokens_per_round", "r", "alpha", "accept_rate_drafted",
+                  "t_draft_s", "t_target_s", "t_verify_s", "theory_speedup", "refined_speedup",
+                  "measured_over_theory", "compile_s", "identical"]
+CSV_COLUMNS = CONTEXT_COLUMNS + METRIC_COLUMNS
+# the JSON rows also carry: ar_times_s, sd_times_s, accepted_hist, per_position_acceptance,
+# ar_token_ids, sd_token_ids, ar_text, sd_text, prompt
+MARKDOWN_COLUMNS = ["draft", "target", "prompt_id", "K", "temperature", "top_p", "ar_tokens_per_s",
+                    "sd_tokens_per_s", "speedup", "tokens_per_round", "alpha", "theory_speedup",
+                    "refined_speedup", "measured_over_theory"]
+
+
+class ExportError(Exception):
+    pass
+
+
+def check_writable(path: str) -> None:
+    """Fail before any work if `path` cannot be written (its folder missing or read-only)."""
+    if path == "-":
+        return
+    p = Path(path)
+    folder = p.parent if str(p.parent) else Path(".")
+    if p.is_dir():
+        raise ExportError(f"{path} is a directory")
+    if not folder.is_dir():
+        raise ExportError(f"folder {folder} does not exist")
+    try:  # the real test, which holds for root and read-only mounts alike
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=f".{p.name}.", suffix=".probe"):
+            pass
+    except OSError:
+        raise ExportError(f"{path} is not writable") from None
+    if p.exists() and not os.access(p, os.W_OK):
+        raise ExportError(f"{path} is not writable")
+
+
+def _write(path: str, text: str) -> None:
+    if path == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    p = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=p.parent if str(p.parent) else ".", prefix=f".{p.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", newline="") as f:
+            f.write(text)
+        os.replace(tmp, p)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _clean(value):
+    return None if isinstance(value, float) and math.isnan(value) else value
+
+
+def to_csv(rows: list[dict]) -> str:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buf.getvalue()
+
+
+def to_json(rows: list[dict]) -> str:
+    return json.dumps([{k: _clean(v) for k, v in row.items()} for row in rows], indent=1) + "\n"
+
+
+def _fmt(value):
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return "" if value is None else value
+
+
+def to_markdown(rows: list[dict], columns: list[str] | None = None) -> str:
+    columns = columns or MARKDOWN_COLUMNS
+    return tabulate([[_fmt(r.get(c)) for c in columns] for r in rows], headers=columns, tablefmt="github") + "\n"
+
+
+WRITERS = {"csv": to_csv, "json": to_json, "markdown": to_markdown}
+
+
+def write(rows: list[dict], path: str, fmt: str) -> None:
+    _write(path, WRITERS[fmt](rows))
+
+
+def read_json(path: str) -> list[dict]:
+    """Rows from a JSON results file; ExportError if it is not one."""
+    try:
+        rows = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ExportError(f"{path} is not a specbench JSON results file ({str(e).splitlines()[0]})") from None
+    if not isinstance(rows, list) or not all(isinstance(r, dict) and "K" in r for r in rows):
+        raise ExportError(f"{path} is not a specbench JSON results file (expected a list of result rows)")
+    return rows

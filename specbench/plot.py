@@ -1,0 +1,46 @@
+"""Speedup and tokens/round against K, measured beside the theory curve (matplotlib, extra "plot")."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+
+from specbench import theory
+
+
+def plot_rows(rows: list[dict], output: str) -> None:
+    """One line per (temperature, top_p) group: measured mean over prompts, and Leviathan's curve
+    from the group's mean alpha and c = t_draft / t_target."""
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for r in rows:
+        groups[(r.get("temperature"), r.get("top_p"))].append(r)
+    fig, (ax_s, ax_t) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for (temp, top_p), group in sorted(groups.items(), key=lambda g: str(g[0])):
+        label = f"T={temp:g}" + (f", top-p={top_p:g}" if top_p else "")
+        Ks = sorted({r["K"] for r in group})
+        mean = lambda col, k: float(np.mean([r[col] for r in group if r["K"] == k]))
+        line = ax_s.plot(Ks, [mean("speedup", k) for k in Ks], "o-", label=f"measured {label}")[0]
+        ax_t.plot(Ks, [mean("tokens_per_round", k) for k in Ks], "o-", color=line.get_color(), label=f"measured {label}")
+        alpha = float(np.nanmean([r["alpha"] for r in group]))
+        c = float(np.mean([r["t_draft_s"] / r["t_target_s"] for r in group]))
+        grid = np.arange(1, max(Ks) + 1)
+        ax_s.plot(grid, [theory.speedup_from_alpha(alpha, k, c) for k in grid], "--", color=line.get_color(),
+                  label=f"theory α={alpha:.2f}, c={c:.3f}")
+        ax_t.plot(grid, [theory.expected_tokens(alpha, k) for k in grid], "--", color=line.get_color(),
+                  label=f"theory α={alpha:.2f}")
+    ax_s.axhline(1.0, color="grey", lw=0.8)
+    ax_s.set(xlabel="K (draft tokens per round)", ylabel="speedup (AR time / SD time)", title="speedup")
+    ax_t.set(xlabel="K (draft tokens per round)", ylabel="tokens per round", title="tokens per round")
+    for ax in (ax_s, ax_t):
+        ax.legend(fontsize=7)
+        ax.grid(alpha=0.3)
+    first = rows[0]
+    fig.suptitle(f"draft {first.get('draft')} · target {first.get('target')} · {first.get('device')}", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(output, dpi=120)
+    plt.close(fig)

@@ -1,0 +1,67 @@
+"""A small built-in prompt suite, a few prompts per category, each with a stable id.
+
+The categories follow the contrast of the DeepMind paper (predictable text accepts more drafts
+than open-ended prose) within what a small fiction-trained pair can continue.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+SEED_PROMPT = "Alan Turing theorized that computers would one day become"
+
+PROMPTS: dict[str, dict[str, str]] = {
+    "seed": {"seed-turing": SEED_PROMPT},
+    "narrative": {
+        "narrative-1": "It was a dark and stormy night, and the old house at the end of the lane",
+        "narrative-2": "When the carriage stopped at last before the gates of the hall, she",
+        "narrative-3": "The boy ran down to the river as fast as his legs would carry him, for",
+    },
+    "dialogue": {
+        "dialogue-1": '"I do not know what you mean," said the lady, turning to her brother. "',
+        "dialogue-2": '"Where have you been all this time?" asked his mother. "I have been',
+        "dialogue-3": '"Good morning, sir," said the servant, bowing low. "The master',
+    },
+    "fairy-tale": {
+        "fairy-1": "Once upon a time there lived a king who had three daughters, and the youngest",
+        "fairy-2": "Long ago, in a forest far away, there was a little cottage where",
+        "fairy-3": "The wolf looked at the little pig and said,",
+    },
+    "description": {
+        "description-1": "The room was large and low, with a great fireplace at one end and",
+        "description-2": "The town lay in a valley between two hills, and in the summer",
+    },
+}
+
+
+def all_prompts() -> dict[str, str]:
+    """id -> text, every category."""
+    return {pid: text for group in PROMPTS.values() for pid, text in group.items()}
+
+
+def category(prompt_id: str) -> str:
+    for name, group in PROMPTS.items():
+        if prompt_id in group:
+            return name
+    return "custom"
+
+
+def select(spec: str) -> dict[str, str]:
+    """'all', a category, prompt ids, or a mix, comma-separated -> id -> text. Unknown -> ValueError."""
+    chosen: dict[str, str] = {}
+    everything = all_prompts()
+    for item in (s.strip() for s in spec.split(",")):
+        if item == "all":
+            chosen.update(everything)
+        elif item in PROMPTS:
+            chosen.update(PROMPTS[item])
+        elif item in everything:
+            chosen[item] = everything[item]
+        else:
+            raise ValueError(f"unknown prompt {item!r}: use all, a category ({', '.join(PROMPTS)}) or an id "
+                             f"(see `specbench prompts`)")
+    return chosen
+
+
+def prompt_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:12]

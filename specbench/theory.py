@@ -1,0 +1,89 @@
+"""What speculative decoding should buy, from K, the step times and the acceptance.
+
+Notation: K drafts per round, t_draft / t_target one decode step (1 token) of each model,
+t_verify one target step over K+1 tokens, c = t_draft / t_target, alpha the per-token acceptance
+probability, r = (tokens per round) / (K+1).
+"""
+
+from __future__ import annotations
+
+
+
+def speedup_from_r(r: float, K: int, t_draft: float, t_target: float) -> float:
+    """speedup = r (K+1) t_target / (K t_draft + t_target).
+
+    DeepMind's speculative sampling (Chen et al., 2023, arXiv:2302.01318) as analysed in seed 003:
+    a round costs K draft steps plus one target step (the verify step taken as costing t_target)
+    and yields r(K+1) tokens on average, where AR yields 1 token per t_target.
+    K=4, t_draft=1.8, t_target=14.1: r=0.8 -> 2.65, r=0.62 -> 2.05.
+    """
+    return r * (K + 1) * t_target / (K * t_draft + t_target)
+
+
+def expected_tokens(alpha: float, K: int) -> float:
+    """E[tokens per round] = (1 - alpha^(K+1)) / (1 - alpha); K+1 at alpha = 1.
+
+    Leviathan et al. (2023, arXiv:2211.17192), equation (1), for i.i.d. acceptance alpha.
+    """
+    if alpha >= 1.0:
+        return K + 1.0
+    return (1.0 - alpha ** (K + 1)) / (1.0 - alpha)
+
+
+def r_from_alpha(alpha: float, K: int) -> float:
+    """r = E[tokens per round] / (K+1)."""
+    return expected_tokens(alpha, K) / (K + 1)
+
+
+def alpha_from_r(r: float, K: int) -> float:
+    """The alpha whose expected tokens per round is r (K+1): inverts r_from_alpha (monotone) by bisection."""
+    if not 1.0 / (K + 1) <= r <= 1.0:
+        raise ValueError(f"r must be in [1/(K+1), 1] = [{1 / (K + 1):.3f}, 1] for K={K} (got {r})")
+    if r == 1.0:
+        return 1.0
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if r_from_alpha(mid, K) < r else (lo, mid)
+    return (lo + hi) / 2
+
+
+def speedup_from_alpha(alpha: float, K: int, c: float) -> float:
+    """speedup = E[tokens per round] / (K c + 1), c = t_draft / t_target.
+
+    Leviathan et al. (2023), Theorem 3.8 (walltime improvement), verify step costing one target step.
+    """
+    return expected_tokens(alpha, K) / (K * c + 1.0)
+
+
+def optimal_K(alpha: float, c: float, K_max: int = 16) -> int:
+    """The K in 1..K_max that maximises speedup_from_alpha (Leviathan et al., section 3.5)."""
+    return max(range(1, K_max + 1), key=lambda K: speedup_from_alpha(alpha, K, c))
+
+
+def refined_speedup(tokens_per_round: float, K: int, t_draft: float, t_target: float, t_verify: float,
+                    t_overhead: float = 0.0) -> float:
+    """speedup = tokens_per_round t_target / (K t_draft + t_verify + t_overhead).
+
+    The seed formula with the measured verify step (K+1 tokens) in place of t_target, and any
+    per-round overhead (sampling, accept/reject, dispatch) added: what the measurements predict.
+    """
+    return tokens_per_round * t_target / (K * t_draft + t_verify + t_overhead)
+
+
+def parse_K_range(text: str) -> list[int]:
+    """'4' -> [4]; '1-8' -> [1..8]; '1,2,4,8' -> [1, 2, 4, 8]. Raises ValueError on anything else."""
+    values: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if "-" in part[1:]:
+            a, b = part.split("-", 1)
+            lo, hi = int(a), int(b)
+            if lo > hi:
+                raise ValueError(f"empty range {part!r}")
+            values.extend(range(lo, hi + 1))
+        else:
+            values.append(int(part))
+    if not values or any(v < 1 for v in values):
+        raise ValueError("values must be integers >= 1")
+    return values

@@ -1,0 +1,208 @@
+"""The command line through click's CliRunner, on small models made on the fly."""
+
+import csv
+import io
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from conftest import random_model
+from specbench import cli as cli_module
+from specbench import harness, weights
+from specbench.cli import cli
+from specbench.export import CSV_COLUMNS
+from specbench.gpt2 import GPT2Config
+
+# GPT-2's vocabulary, so the real tokenizer's ids fit; tiny otherwise
+TARGET = GPT2Config(n_layer=2, n_head=2, n_embd=32, n_ctx=128, n_vocab=50257)
+DRAFT = GPT2Config(n_layer=1, n_head=2, n_embd=16, n_ctx=128, n_vocab=50257)
+
+
+@pytest.fixture(scope="module")
+def model_dirs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("weights")
+    weights.save(root / "t", random_model(TARGET, 0, scale=10).params, TARGET)
+    weights.save(root / "d", random_model(DRAFT, 1, scale=10).params, DRAFT)
+    small = GPT2Config(n_layer=1, n_head=2, n_embd=16, n_ctx=128, n_vocab=1000)
+    weights.save(root / "small-vocab", random_model(small, 2).params, small)
+    return root
+
+
+@pytest.fixture
+def env(model_dirs, tmp_path, monkeypatch):
+    """Weights and results in temporary folders; returns the --draft/--target arguments."""
+    monkeypatch.setenv("SPECBENCH_WEIGHTS_DIR", str(tmp_path / "gpt2_weights"))
+    (tmp_path / "gpt2_weights").mkdir()
+    monkeypatch.chdir(tmp_path)
+    return ["--draft", str(model_dirs / "d"), "--target", str(model_dirs / "t")]
+
+
+def invoke(*args):
+    return CliRunner().invoke(cli, [str(a) for a in args])
+
+
+def assert_one_line_error(result, *fragments):
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.output
+    assert "Traceback" not in result.output
+    for f in fragments:
+        assert f in lines[0], lines[0]
+
+
+FAST = ["--repeats", 2, "--n-tokens", 12]
+
+
+def test_run_shows_ar_against_sd_and_saves_results(env, tmp_path):
+    result = invoke("run", *env, *FAST, "--K", 3, "--export-json", tmp_path / "out.json", "--export-csv", "-")
+    assert result.exit_code == 0, result.output
+    for text in ("autoregressive", "speculative K=3", "t_verify", "measured / refined", "identical", "saved"):
+        assert text in result.output
+    row = json.loads((tmp_path / "out.json").read_text())[0]
+    assert row["K"] == 3 and row["n_tokens"] == 12 and row["identical"] is True
+    assert row["ar_token_ids"] == row["sd_token_ids"] and len(row["ar_token_ids"]) == 12
+    assert len(row["ar_times_s"]) == len(row["sd_times_s"]) == 2
+    assert len(row["accepted_hist"]) == 4 and sum(row["accepted_hist"]) == row["n_rounds"]
+    assert row["speedup"] == pytest.approx(sum(a / s for a, s in zip(row["ar_times_s"], row["sd_times_s"])) / 2)
+    for key in ("specbench_version", "jax_version", "device", "timestamp", "prompt_sha", "t_draft_s", "alpha"):
+        assert row[key] not in (None, "")
+    saved = list((tmp_path / "results").glob("run-*.json"))
+    assert len(saved) == 1
+    # the CSV went to stdout: it parses and has the documented columns
+    csv_text = result.output[result.output.index(",".join(CSV_COLUMNS[:3])):]
+    rows = list(csv.DictReader(io.StringIO(csv_text)))
+    assert list(rows[0].keys()) == CSV_COLUMNS and rows[0]["K"] == "3"
+
+
+def test_run_markdown_export_and_sampling_flags(env, tmp_path):
+    md = tmp_path / "out.md"
+    result = invoke("run", *env, *FAST, "--temperature", 0.8, "--top-p", 0.9, "--top-k", 50, "--no-save",
+                    "--export-markdown", md)
+    assert result.exit_code == 0, result.output
+    lines = md.read_text().splitlines()
+    assert lines[0].startswith("| draft") and "speedup" in lines[0] and len(lines) == 3
+    assert "identical" not in result.output
+    assert not (tmp_path / "results").exists() or not list((tmp_path / "results").glob("*.json"))
+
+
+def test_trace_colours_each_round(env):
+    result = invoke("trace", *env, "--n-tokens", 20, "--K", 4)
+    assert result.exit_code == 0, result.output
+    assert "legend" in result.output and "rounds" in result.output and "α" in result.output
+    assert "tokens/round" in result.output
+
+
+def test_theory_seed_points():
+    for r, expected in ((0.8, "2.65"), (0.62, "2.05")):
+        result = invoke("theory", "--K", 4, "--t-draft", 1.8, "--t-target", 14.1, "--r", r)
+        assert result.exit_code == 0, result.output
+        assert f"speedup = {expected}" in result.output
+
+
+def test_theory_range_marks_the_best_K():
+    result = invoke("theory", "--K", "1-8", "--t-draft", 1, "--t-target", 10, "--alpha", 0.8)
+    assert result.exit_code == 0, result.output
+    best_lines = [line for line in result.output.splitlines() if "best" in line]
+    # by hand, (1 - 0.8^(K+1)) / (0.2 (0.1 K + 1)): K=4 2.401, K=5 2.459, K=6 2.470, K=7 2.448
+    assert len(best_lines) == 1 and best_lines[0].split()[1] == "6" and "2.47" in best_lines[0]
+
+
+def test_models_list_and_prompts(env):
+    result = invoke("models", "list")
+    assert result.exit_code == 0
+    for name in ("124M", "gpt2-xl", "1558M", "random-target"):
+        assert name in result.output
+    assert "124.4M" in result.output
+    result = invoke("prompts")
+    assert result.exit_code == 0 and "seed-turing" in result.output and "dialogue-1" in result.output
+
+
+def test_sweep_writes_every_row_and_resume_completes_the_grid(env, tmp_path, monkeypatch):
+    out = tmp_path / "sweep.json"
+    args = ["sweep", *env, "--K", "1,3", "--temperature", "0,1", "--prompts", "seed-turing,fairy-1",
+            "--repeats", 1, "--n-tokens", 6, "--output", out]
+    real = harness.run_benchmark
+    calls = []
+
+    def dies_on_the_fourth(*a, **k):
+        calls.append(1)
+        if len(calls) == 4:
+            raise KeyboardInterrupt
+        return real(*a, **k)
+
+    monkeypatch.setattr(harness, "run_benchmark", dies_on_the_fourth)
+    result = invoke(*args)
+    assert result.exit_code == 130
+    assert len(json.loads(out.read_text())) == 3  # the three finished rows survived
+    monkeypatch.setattr(harness, "run_benchmark", real)
+    result = invoke(*args, "--resume", "--export-csv", tmp_path / "sweep.csv")
+    assert result.exit_code == 0, result.output
+    assert "3 already in" in result.output
+    rows = json.loads(out.read_text())
+    keys = [(r["K"], r["temperature"], r["prompt_id"]) for r in rows]
+    assert sorted(keys) == sorted((k, t, p) for k in (1, 3) for t in (0.0, 1.0) for p in ("seed-turing", "fairy-1"))
+    assert len(list(csv.DictReader((tmp_path / "sweep.csv").open()))) == 8
+    result = invoke(*args, "--resume")  # nothing left to do
+    assert result.exit_code == 0 and "0 to run" in result.output and len(json.loads(out.read_text())) == 8
+
+
+def test_plot_writes_a_png(env, tmp_path):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "s.json"
+    assert invoke("sweep", *env, "--K", "1,2", "--repeats", 1, "--n-tokens", 6, "--output", out).exit_code == 0
+    result = invoke("plot", out, "--output", tmp_path / "s.png")
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "s.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("args, fragments", [
+    (["run", "--K", 0], ["--K", "range"]),
+    (["run", "--K", -3], ["--K"]),
+    (["run", "--temperature", -0.5], ["--temperature", "range"]),
+    (["run", "--top-p", 1.5], ["--top-p", "range"]),
+    (["run", "--top-p", 0], ["--top-p"]),
+    (["run", "--draft", "no-such-model"], ["--draft", "unknown model 'no-such-model'"]),
+    (["run", "--target", "gpt2-large"], ["--target", "not downloaded"]),
+    (["run", "--n-tokens", 5000], ["--n-tokens", "exceeds the context"]),
+    (["sweep", "--K", "1,x,4"], ["--K", "comma list"]),
+    (["sweep", "--K", "8-2"], ["--K"]),
+    (["run", "--export-csv", "/nonexistent-dir/out.csv"], ["--export-csv", "does not exist"]),
+    (["theory", "--K", 4, "--t-draft", 1, "--t-target", 10], ["--r/--alpha"]),
+    (["theory", "--K", 4, "--t-draft", 1, "--t-target", 10, "--r", 0.1], ["--r", "1/(K+1)"]),
+])
+def test_bad_input_gives_one_line_and_exit_2(env, args, fragments):
+    if args[0] in ("run", "sweep") and "--draft" not in args and "--target" not in args:
+        args = args[:1] + env + args[1:]
+    assert_one_line_error(invoke(*args), *fragments)
+
+
+def test_vocab_mismatch_is_refused(env, model_dirs):
+    result = invoke("run", "--draft", model_dirs / "small-vocab", "--target", model_dirs / "t")
+    assert_one_line_error(result, "--draft/--target", "share the vocabulary")
+
+
+def test_unwritable_export_path(env, tmp_path):
+    import os
+
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    # a read-only folder stops a normal user; /proc stops root too
+    target = locked / "x.json" if not os.access(locked, os.W_OK) else "/proc/specbench-test.json"
+    try:
+        assert_one_line_error(invoke("run", *env, "--export-json", target), "--export-json", "not writable")
+    finally:
+        locked.chmod(0o700)
+
+
+def test_export_path_that_is_a_directory(env, tmp_path):
+    assert_one_line_error(invoke("run", *env, "--export-json", tmp_path), "--export-json", "is a directory")
+
+
+def test_corrupt_results_file_for_resume(env, tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('[{"K": 1}, {"trunc')
+    result = invoke("sweep", *env, "--output", bad, "--resume")
+    assert_one_line_error(result, "--resume", "not a specbench JSON results file")
+    assert bad.read_text() == '[{"K": 1}, {"trunc'  # nothing already written is lost
