@@ -533,5 +533,76 @@ def plot(file, output):
     click.echo(f"wrote {output}")
 
 
+@cli.command("roofline")
+@click.option("--model", "-m", "model_names", multiple=True, default=None,
+              help="Model(s) to measure: registry name, alias or directory [default: the bundled pair].")
+@click.option("--random-init", is_flag=True, help="Random weights of the registry shape (timing only), for "
+                                                 "sizes not on disk.")
+@click.option("--dtype", "dtypes", type=ListParam(str), default=None,
+              help="Comma list of float32,bfloat16 [default: both on GPU, float32 on CPU].")
+@click.option("--K", "-k", "K", type=click.IntRange(min=1), default=4, show_default=True,
+              help="Measure steps of 1 .. K+1 tokens.")
+@click.option("--context", type=click.IntRange(min=8), default=128, show_default=True, help="Cache length.")
+@click.option("--iters", type=click.IntRange(min=1), default=20, show_default=True, help="Steps per device loop.")
+@apply(export_options)
+def roofline_cmd(model_names, random_init, dtypes, K, context, iters, export_csv, export_json, export_markdown):
+    """Decode-step time for 1 .. K+1 tokens against the memory-bandwidth bound.
+
+    A step must read every weight once whatever the number of tokens, so while the step is
+    memory-bound, t(K+1)/t(1) stays near 1: that is why verifying K drafts is nearly free.
+    """
+    import jax
+    import jax.numpy as jnp
+
+    from specbench import harness, weights
+
+    console = make_console(export_csv, export_json, export_markdown)
+    check_exports(export_csv=export_csv, export_json=export_json, export_markdown=export_markdown)
+    on_gpu = jax.devices()[0].platform == "gpu"
+    dtypes = dtypes or (["float32", "bfloat16"] if on_gpu else ["float32"])
+    if any(d not in ("float32", "bfloat16") for d in dtypes):
+        raise BadInput("--dtype", "values must be float32 or bfloat16")
+    names = list(model_names) or list(weights.default_pair()[::-1])
+    rows = []
+    for name in names:
+        for dtype in dtypes:
+            jdtype = jnp.bfloat16 if dtype == "bfloat16" else jnp.float32
+            if random_init:
+                try:
+                    spec = weights.resolve(name)
+                except WeightsError as e:
+                    raise BadInput("--model", str(e)) from None
+                if not isinstance(spec, weights.ModelSpec):
+                    raise BadInput("--random-init", "needs registry names (a directory has weights already)")
+                from specbench.gpt2 import init_params
+                model = weights.Model(spec.name, spec.config, init_params(spec.config, 0, jdtype), "random")
+            else:
+                model = load_model(name, "--model", dtype, {})
+            if K + 1 > min(context, model.config.n_ctx):
+                raise BadInput("--K", f"K+1 must fit the context ({min(context, model.config.n_ctx)})")
+            max_len = min(context, model.config.n_ctx)
+            with console.status(f"timing {model.name} {dtype}"):
+                measured = harness.roofline(model, K + 1, max_len, iters)
+            for r in measured:
+                rows.append({**harness.context(), "model": model.name, "weights": "random (timing only)"
+                             if model.source == "random" else model.source, "dtype": dtype, "context": max_len, **r})
+    table = Table(title=f"decode-step roofline · {rows[0]['device']} · cache {context} · peak "
+                        + (f"{rows[0]['peak_gbps']:.0f} GB/s" if rows[0]["peak_gbps"] else "unknown"))
+    for col in ("model", "dtype", "tokens/step", "t_step", "bound", "t/bound", "MB/step", "GB/s", "t(n)/t(1)"):
+        table.add_column(col, justify="left" if col in ("model", "dtype") else "right")
+    for r in rows:
+        bound = r["bound_s"]
+        table.add_row(r["model"] + (" (random)" if r["weights"].startswith("random") else ""), r["dtype"],
+                      str(r["n_tokens_per_step"]), fmt_time(r["t_step_s"]), fmt_time(bound) if bound else "—",
+                      f"{r['t_step_s'] / bound:.2f}" if bound else "—", f"{r['bytes_per_step'] / 1e6:.1f}",
+                      f"{r['achieved_gbps']:.1f}", f"{r['t_over_t1']:.2f}")
+    console.print(table)
+    for path, fmt in ((export_csv, "csv"), (export_json, "json"), (export_markdown, "markdown")):
+        if path:
+            text = {"json": export.to_json, "csv": lambda rs: export.to_csv(rs, list(rs[0])),
+                    "markdown": lambda rs: export.to_markdown(rs, list(rs[0]))}[fmt](rows)
+            export.write_text(path, text)
+
+
 def main():
     cli()

@@ -58,7 +58,7 @@ def check_writable(path: str) -> None:
         raise ExportError(f"{path} is not writable")
 
 
-def _write(path: str, text: str) -> None:
+def write_text(path: str, text: str) -> None:
     if path == "-":
         sys.stdout.write(text)
         sys.stdout.flush()
@@ -78,9 +78,9 @@ def _clean(value):
     return None if isinstance(value, float) and math.isnan(value) else value
 
 
-def to_csv(rows: list[dict]) -> str:
+def to_csv(rows: list[dict], columns: list[str] | None = None) -> str:
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, extrasaction="ignore")
+    writer = csv.DictWriter(buf, fieldnames=columns or CSV_COLUMNS, extrasaction="ignore")
     writer.writeheader()
     writer.writerows(rows)
     return buf.getvalue()
@@ -105,7 +105,7 @@ WRITERS = {"csv": to_csv, "json": to_json, "markdown": to_markdown}
 
 
 def write(rows: list[dict], path: str, fmt: str) -> None:
-    _write(path, WRITERS[fmt](rows))
+    write_text(path, WRITERS[fmt](rows))
 
 
 def read_json(path: str) -> list[dict]:

@@ -20,7 +20,7 @@ import numpy as np
 from jax import lax
 
 from specbench.decoding import DecodeStats, autoregressive, plan_max_len, speculative, validate
-from specbench.gpt2 import GPT2Config, init_cache, step
+from specbench.gpt2 import GPT2Config, init_cache, param_bytes, step
 from specbench.sampling import Warp
 from specbench.weights import Model
 
@@ -217,3 +217,41 @@ def result_row(res: BenchmarkResult, *, draft: str, target: str, dtype: str, K: 
     if decode is not None:
         row["ar_text"], row["sd_text"] = decode(res.ar_tokens), decode(res.sd_tokens)
     return row
+
+
+# ---------------------------------------------------------------------------------------------
+# Roofline: why verifying K+1 tokens costs about as much as decoding 1
+
+# Peak memory bandwidth in GB/s by device-kind substring (vendor datasheets). Unknown -> None.
+PEAK_GBPS = {"H200": 4800.0, "H100 PCIe": 2000.0, "H100": 3350.0, "A100-SXM4-80GB": 2039.0, "A100": 1555.0,
+             "L4": 300.0, "A10G": 600.0, "T4": 320.0, "V100": 900.0, "RTX 4090": 1008.0}
+
+
+def peak_gbps(device: str | None = None) -> float | None:
+    device = device or jax.devices()[0].device_kind
+    for name, gbps in PEAK_GBPS.items():
+        if name.lower() in device.lower():
+            return gbps
+    return None
+
+
+def step_bytes(model: Model, max_len: int) -> int:
+    """Bytes one step must read: every weight once, plus the whole K/V cache (read under the mask)."""
+    c = model.config
+    itemsize = model.params["wte"].dtype.itemsize
+    return param_bytes(model.params) + 2 * c.n_layer * max_len * c.n_embd * itemsize
+
+
+def roofline(model: Model, n_max: int, max_len: int, iters: int = 20, repeats: int = 5) -> list[dict]:
+    """Step time for 1 .. n_max tokens, bytes moved, bandwidth achieved, and t(n)/t(1)."""
+    moved = step_bytes(model, max_len)
+    peak = peak_gbps()
+    rows = []
+    for n in range(1, n_max + 1):
+        t = time_step(model, n, max_len, iters, repeats)
+        gbps = moved / t / 1e9
+        rows.append({"n_tokens_per_step": n, "t_step_s": t, "bytes_per_step": moved, "achieved_gbps": gbps,
+                     "peak_gbps": peak, "fraction_of_peak": gbps / peak if peak else None,
+                     "bound_s": moved / (peak * 1e9) if peak else None,
+                     "t_over_t1": t / rows[0]["t_step_s"] if rows else 1.0})
+    return rows
