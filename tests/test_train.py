@@ -52,7 +52,7 @@ def test_target_then_distilled_draft_learn(data, tmp_path):
     assert target.config == target_config
 
     draft_config = GPT2Config(n_layer=1, n_head=1, n_embd=16, n_ctx=64, n_vocab=tokenizer.N_VOCAB)
-    _, drecord = train.train(draft_config, tr, va, train.TrainConfig(**{**tc.__dict__, "kd": 0.7}), teacher=target,
+    _, drecord = train.train(draft_config, tr, va, train.TrainConfig(**{**tc.__dict__, "kd": 0.7, "lr": 1e-2}), teacher=target,
                              log=lambda *a: None)
     h = drecord["history"]
     assert h[-1]["loss"] < 0.9 * h[0]["loss"]  # the distillation objective (0.7 KL + 0.3 CE) goes down
