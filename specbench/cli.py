@@ -168,6 +168,10 @@ def fmt_time(seconds: float) -> str:
     return f"{seconds * 1e3:.2f} ms" if seconds < 1 else f"{seconds:.3f} s"
 
 
+def fmt_range(lo: float, hi: float) -> str:
+    return f"{lo * 1e3:.1f} … {hi * 1e3:.1f} ms" if hi < 1 else f"{lo:.3f} … {hi:.3f} s"
+
+
 # ---------------------------------------------------------------------------------------------
 
 
@@ -210,10 +214,10 @@ def timing_table(rows: list[dict], console: Console):
     for col in ("method", "time (mean ± σ)", "range (min … max)", "tokens/s", "speedup", "tokens/round", "r", "α"):
         table.add_column(col, justify="left" if col == "method" else "right")
     table.add_row("autoregressive", f"{fmt_time(row['ar_mean_s'])} ± {fmt_time(row['ar_std_s'])}",
-                  f"{fmt_time(row['ar_min_s'])} … {fmt_time(row['ar_max_s'])}", f"{row['ar_tokens_per_s']:.1f}",
+                  fmt_range(row['ar_min_s'], row['ar_max_s']), f"{row['ar_tokens_per_s']:.1f}",
                   "1.00", "1.00", "", "")
     table.add_row(f"speculative K={row['K']}", f"{fmt_time(row['sd_mean_s'])} ± {fmt_time(row['sd_std_s'])}",
-                  f"{fmt_time(row['sd_min_s'])} … {fmt_time(row['sd_max_s'])}", f"{row['sd_tokens_per_s']:.1f}",
+                  fmt_range(row['sd_min_s'], row['sd_max_s']), f"{row['sd_tokens_per_s']:.1f}",
                   f"[bold]{row['speedup']:.2f} ± {row['speedup_std']:.2f}[/bold]", f"{row['tokens_per_round']:.2f}",
                   f"{row['r']:.3f}", f"{row['alpha']:.3f}")
     console.print(table)
@@ -361,14 +365,17 @@ def sweep(draft, target, dtype, K, temperature, top_p, prompt_spec, n_tokens, to
         click.echo(f"interrupted: {len(rows)} rows kept in {output}; run again with --resume --output {output}",
                    err=True)
         sys.exit(130)
-    columns = ["prompt_id", "K", "temperature", "top_p", "ar_tokens_per_s", "sd_tokens_per_s", "speedup",
-               "tokens_per_round", "alpha", "theory_speedup", "refined_speedup"]
-    varying = [c for c in columns if len({str(r.get(c)) for r in rows}) > 1 or c not in ("prompt_id", "K", "temperature", "top_p")]
+    headers = {"prompt_id": "prompt", "K": "K", "temperature": "T", "top_p": "top-p", "ar_tokens_per_s": "AR tok/s",
+               "sd_tokens_per_s": "SD tok/s", "speedup": "speedup", "speedup_std": "±", "tokens_per_round": "tok/round",
+               "alpha": "α", "theory_speedup": "theory", "refined_speedup": "refined", "identical": "T=0 same"}
+    settings = ("prompt_id", "K", "temperature", "top_p")
+    # like llama-bench: settings that do not vary are left out of the table (they are in the file)
+    shown = [c for c in headers if c not in settings or len({str(r.get(c)) for r in rows}) > 1]
     table = Table(title=f"{len(rows)} rows · {output}")
-    for c in varying:
-        table.add_column(c, justify="right")
+    for c in shown:
+        table.add_column(headers[c], justify="left" if c == "prompt_id" else "right")
     for r in rows:
-        table.add_row(*[str(export._fmt(r.get(c))) for c in varying])
+        table.add_row(*[str(export._fmt(r.get(c))) for c in shown])
     console.print(table)
 
 

@@ -130,9 +130,9 @@ def validate(prompt_ids, n_tokens: int, K: int, models: list[Model], max_len: in
 def _start(params, prompt_buf, n_prompt, key, config: GPT2Config, warp: Warp, max_len: int):
     """Prefill the prompt (padded to a bucket), draw the first token from q. Returns the state."""
     cache = init_cache(config, max_len, params["wte"].dtype)
-    logits, cache = step(params, cache, prompt_buf, 0, config)
+    logits, cache = step(params, cache, prompt_buf, 0, config, logits_at=n_prompt - 1)
     key, k_first = jax.random.split(key)
-    first = sample(k_first, probs(logits[n_prompt - 1], warp))
+    first = sample(k_first, probs(logits[0], warp))
     tokens = jnp.zeros(max_len, jnp.int32).at[: prompt_buf.shape[0]].set(prompt_buf).at[n_prompt].set(first)
     return {"tokens": tokens, "n": jnp.asarray(n_prompt + 1, jnp.int32), "key": key, "target_cache": cache}
 
@@ -165,9 +165,9 @@ def _spec_round(draft_params, target_params, state, draft_config, target_config,
 
     # 1. the draft proposes K tokens, keeping p for each
     logits, draft_cache = step(draft_params, state["draft_cache"], lax.dynamic_slice(tokens, (n - 2,), (2,)),
-                               n - 2, draft_config)
+                               n - 2, draft_config, logits_at=1)
     draft_keys = jax.random.split(k_draft, K)
-    p_first = probs(logits[1], warp)
+    p_first = probs(logits[0], warp)
     x_first = sample(draft_keys[0], p_first)
 
     def draft_step(carry, k):

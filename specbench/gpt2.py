@@ -112,10 +112,12 @@ def block(x, ln_1, attn, ln_2, mlp_params, k_cache, v_cache, pos, config: GPT2Co
     return x, k_cache, v_cache
 
 
-def step(params, cache, tokens, pos, config: GPT2Config):
+def step(params, cache, tokens, pos, config: GPT2Config, logits_at=None):
     """Run `tokens` [n_seq] at positions pos.. through the model, reading and writing `cache`.
 
-    Returns (logits [n_seq, n_vocab] in float32, new cache).
+    Returns (logits [n_seq, n_vocab] in float32, new cache). With `logits_at` (an index, may be
+    traced) only that row's logits are computed, [1, n_vocab]: the output head is the largest
+    matmul of a small GPT-2, and a padded prefill needs only its last real row.
     """
     n_seq = tokens.shape[0]
     positions = jnp.minimum(pos + jnp.arange(n_seq), config.n_ctx - 1)  # pads past n_ctx are junk
@@ -128,6 +130,8 @@ def step(params, cache, tokens, pos, config: GPT2Config):
         return x, (k_cache, v_cache)
 
     x, (k, v) = lax.scan(layer, x, (params["blocks"], cache["k"], cache["v"]))
+    if logits_at is not None:
+        x = lax.dynamic_slice_in_dim(x, logits_at, 1)  # [1, n_embd]
     x = layer_norm(x, **params["ln_f"], eps=config.layer_norm_epsilon)
     logits = (x @ params["wte"].T).astype(jnp.float32)  # output head tied to the embedding
     return logits, {"k": k, "v": v}

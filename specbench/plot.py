@@ -25,6 +25,8 @@ def plot_rows(rows: list[dict], output: str) -> None:
         Ks = sorted({r["K"] for r in group})
         mean = lambda col, k: float(np.mean([r[col] for r in group if r["K"] == k]))
         line = ax_s.plot(Ks, [mean("speedup", k) for k in Ks], "o-", label=f"measured {label}")[0]
+        ax_s.plot(Ks, [mean("refined_speedup", k) for k in Ks], "x:", color=line.get_color(),
+                  label=f"refined (measured t_verify) {label}")
         ax_t.plot(Ks, [mean("tokens_per_round", k) for k in Ks], "o-", color=line.get_color(), label=f"measured {label}")
         alpha = float(np.nanmean([r["alpha"] for r in group]))
         c = float(np.mean([r["t_draft_s"] / r["t_target_s"] for r in group]))

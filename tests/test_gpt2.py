@@ -66,3 +66,13 @@ def test_bfloat16_forward_is_close_to_float32():
     l16, _ = step_jit(params16, init_cache(config, 16, jnp.bfloat16), tokens, jnp.int32(0), config=config)
     assert l16.dtype == jnp.float32
     assert np.abs(np.asarray(l16) - np.asarray(l32)).max() < 0.05 * np.abs(np.asarray(l32)).max() + 0.02
+
+
+def test_logits_at_one_row_equals_that_row_of_all():
+    config = CONFIGS[1]
+    model = random_model(config, seed=9)
+    tokens = jnp.arange(10, dtype=jnp.int32) % config.n_vocab
+    full, _ = step_jit(model.params, init_cache(config, 16), tokens, jnp.int32(0), config=config)
+    one, _ = step_jit(model.params, init_cache(config, 16), tokens, jnp.int32(0), config=config, logits_at=jnp.int32(6))
+    assert one.shape == (1, config.n_vocab)
+    np.testing.assert_allclose(one[0], full[6], atol=1e-6)
