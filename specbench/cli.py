@@ -398,25 +398,33 @@ def trace(draft, target, dtype, prompt, K, temperature, top_p, n_tokens, top_k, 
     check_config(prompt_ids, n_tokens, K, d, t)
     tokens, st = speculative(d, t, prompt_ids, n_tokens, K, Warp(temperature, top_k, top_p), seed, record=True)
     piece = lambda i: tokenizer.decode([i])
+    # without colour (a pipe, a file) the roles are marked in the text instead
+    plain = not console.is_terminal or console.no_color
+    mark = (lambda role, t: {"rejected": f"[-{t}-]", "resampled": f"[+{t}]", "bonus": f"[*{t}]"}.get(role, t)) \
+        if plain else (lambda role, t: t)
+    style = {"accepted": "green", "rejected": "red strike", "resampled": "bold yellow", "bonus": "bold cyan",
+             "first": "magenta", "round": "dim blue"}
     out = Text(prompt, style="dim")
-    out.append(piece(tokens[0]), style="magenta")  # the prefill's draw from the target
+    out.append(piece(tokens[0]), style=style["first"])  # the prefill's draw from the target
     left = n_tokens - 1
     for rnd in st.rounds:
         if left <= 0:
             break
-        out.append("│", style="dim blue")
+        out.append("│", style=style["round"])
         a = rnd["n_accepted"]
         for x in rnd["drafts"][:min(a, left)]:
-            out.append(piece(x), style="green")
+            out.append(piece(x), style=style["accepted"])
         left -= a
         if a < K:
-            out.append(piece(rnd["drafts"][a]), style="red strike")
+            out.append(mark("rejected", piece(rnd["drafts"][a])), style=style["rejected"])
         if left > 0:
-            out.append(piece(rnd["emitted"]), style="bold yellow" if a < K else "bold cyan")
+            role = "resampled" if a < K else "bonus"
+            out.append(mark(role, piece(rnd["emitted"])), style=style[role])
             left -= 1
-    console.print(Text.assemble(("legend: ", "dim"), ("accepted draft", "green"), "  ", ("rejected draft", "red strike"),
-                                "  ", ("resampled", "bold yellow"), "  ", ("bonus", "bold cyan"), "  ",
-                                ("first token (prefill)", "magenta"), "  ", ("│ round", "dim blue")))
+    legend = [("accepted draft", "accepted"), (mark("rejected", "rejected draft"), "rejected"),
+              (mark("resampled", "resampled"), "resampled"), (mark("bonus", "bonus"), "bonus"),
+              ("first token (prefill)", "first"), ("│ round", "round")]
+    console.print(Text.assemble(("legend: ", "dim"), *[part for text, role in legend for part in ((text, style[role]), "  ")]))
     console.print(out)
     console.print(f"{st.n_rounds} rounds · {st.n_generated} tokens · tokens/round {st.tokens_per_round:.2f} · "
                   f"r {st.r:.3f} · α {st.alpha:.3f} · accepted per round {st.accepted_hist.tolist()} · "
