@@ -515,7 +515,7 @@ def models_download(name):
         path = weights.download(name)
     except WeightsError as e:
         raise BadInput("NAME", str(e)) from None
-    click.echo(f"{name}: ready in {path}")
+    click.echo(f"{path.name}: ready in {path}")
 
 
 @cli.command("prompts")

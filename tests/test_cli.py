@@ -78,10 +78,11 @@ def test_run_shows_ar_against_sd_and_saves_results(env, tmp_path):
 def test_run_markdown_export_and_sampling_flags(env, tmp_path):
     md = tmp_path / "out.md"
     result = invoke("run", *env, *FAST, "--temperature", 0.8, "--top-p", 0.9, "--top-k", 50, "--no-save",
-                    "--export-markdown", md)
+                    "--host-loop", "--export-markdown", md)
     assert result.exit_code == 0, result.output
     lines = md.read_text().splitlines()
     assert lines[0].startswith("| draft") and "speedup" in lines[0] and len(lines) == 3
+    assert "0.8" in lines[2] and "0.9" in lines[2]
     assert "identical" not in result.output
     assert not (tmp_path / "results").exists() or not list((tmp_path / "results").glob("*.json"))
 

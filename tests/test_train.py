@@ -33,6 +33,10 @@ def test_prepare_splits_by_document_and_ends_each_with_eot(data):
     assert tokenizer.decode(tokens[:3].tolist()).startswith("Chapter")
     val = train.load_tokens(out, "val")
     assert set(json.loads((out / "meta.json").read_text())["val_documents"]) == set(meta["val_documents"])
+    train.compress(out)
+    (out / "val.bin").rename(out / "val.bin.moved")
+    np.testing.assert_array_equal(train.load_tokens(out, "val"), val)  # read back from val.bin.xz
+    (out / "val.bin.moved").rename(out / "val.bin")
     # no document is in both splits
     first_words = lambda t: {tokenizer.decode(t[i + 1: i + 4].tolist()) for i in np.flatnonzero(t == tokenizer.EOT_ID)[:-1]}
     assert not (first_words(tokens) & first_words(val))

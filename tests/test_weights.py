@@ -214,3 +214,22 @@ def test_download_with_server_down_fails_cleanly(tiny_hub):
     assert not (weights.weights_dir() / "124M").exists()  # no half-written model directory
     with pytest.raises(WeightsError, match="not downloaded"):
         weights.load_model("124M")
+
+
+def test_models_download_command(tiny_hub, monkeypatch):
+    from click.testing import CliRunner
+
+    from specbench.cli import cli
+
+    hub, _ = tiny_hub
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens there
+    result = CliRunner().invoke(cli, ["models", "download", "gpt2"])
+    assert result.exit_code == 2 and result.output.count("\n") == 1
+    assert result.output.startswith("error: NAME: cannot download 124M from http://127.0.0.1:9")
+    monkeypatch.setenv("HF_ENDPOINT", hub.url)
+    result = CliRunner().invoke(cli, ["models", "download", "gpt2"])
+    assert result.exit_code == 0, result.output
+    assert "124M: ready in" in result.output
+    listing = CliRunner().invoke(cli, ["models", "list"])
+    row = next(line for line in listing.output.splitlines() if line.startswith("│ 124M"))
+    assert "yes" in row
