@@ -21,7 +21,7 @@ from jax import lax
 
 from specbench.decoding import DecodeStats, autoregressive, plan_max_len, speculative, validate
 from specbench.gpt2 import GPT2Config, init_cache, param_bytes, step
-from specbench.sampling import Warp
+from specbench.sampling import Warp, argmax
 from specbench.weights import Model
 
 
@@ -64,7 +64,7 @@ def _step_loop(params, cache, tokens, pos, iters, config: GPT2Config):
     def body(_, carry):
         cache, tokens = carry
         logits, cache = step(params, cache, tokens, pos, config)
-        return cache, jnp.full_like(tokens, jnp.argmax(logits[-1]).astype(tokens.dtype))
+        return cache, jnp.full_like(tokens, argmax(logits[-1]).astype(tokens.dtype))
 
     return lax.fori_loop(0, iters, body, (cache, tokens))
 

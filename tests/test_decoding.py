@@ -257,3 +257,18 @@ def test_broken_sampler_is_detected(small_pair, record_property):
     record_property("p_values", p_values)
     print(f"\nnegative control: chi-square p-values {p_values}")
     assert max(p_values) < P_THRESHOLD
+
+
+def test_two_level_sampler_matches_its_distribution():
+    rng = np.random.default_rng(0)
+    V = 1000  # 16 blocks of 64, the last one partial
+    pr = rng.dirichlet(np.full(V, 0.3))
+    pr[rng.random(V) < 0.3] = 0.0  # scattered zeros
+    pr[128:256] = 0.0  # and two whole blocks of zeros
+    pr /= pr.sum()
+    keys = jax.random.split(jax.random.PRNGKey(7), N_SAMPLES)
+    draws = np.asarray(jax.jit(jax.vmap(lambda k: sample(k, jnp.asarray(pr, jnp.float32), block=64)))(keys))
+    assert pr[draws].min() > 0, "drew a token of probability 0"
+    assert chi_square_p(draws, pr) > P_THRESHOLD
+    for one in (0, 63, 64, 999):  # a one-hot anywhere, the last partial block included
+        assert int(sample(jax.random.PRNGKey(one), jax.nn.one_hot(one, V), block=64)) == one
