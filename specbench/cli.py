@@ -52,6 +52,12 @@ class SpecbenchGroup(click.Group):
             return super().main(args, prog_name or "specbench", complete_var, standalone_mode=False, **extra)
         except click.exceptions.Exit as e:
             sys.exit(e.exit_code)
+        except click.UsageError as e:
+            if type(e).__name__ == "NoArgsIsHelpError" and e.ctx is not None:  # bare `specbench`: help
+                click.echo(e.ctx.get_help())
+                sys.exit(0)
+            click.echo(f"error: {e.format_message()}", err=True)
+            sys.exit(2)
         except (click.exceptions.Abort, KeyboardInterrupt):
             click.echo("interrupted", err=True)
             sys.exit(130)
@@ -561,7 +567,7 @@ def plot(file, output):
 @click.option("--iters", type=click.IntRange(min=1), default=20, show_default=True, help="Steps per device loop.")
 @apply(export_options)
 def roofline_cmd(model_names, random_init, dtypes, K, context, iters, export_csv, export_json, export_markdown):
-    """Decode-step time for 1 .. K+1 tokens against the memory-bandwidth bound.
+    """Decode-step time against the memory-bandwidth bound, for steps of 1 to K+1 tokens.
 
     A step must read every weight once whatever the number of tokens, so while the step is
     memory-bound, t(K+1)/t(1) stays near 1: that is why verifying K drafts is nearly free.

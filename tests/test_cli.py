@@ -207,3 +207,17 @@ def test_corrupt_results_file_for_resume(env, tmp_path):
     result = invoke("sweep", *env, "--output", bad, "--resume")
     assert_one_line_error(result, "--resume", "not a specbench JSON results file")
     assert bad.read_text() == '[{"K": 1}, {"trunc'  # nothing already written is lost
+
+
+def test_roofline_times_steps_of_1_to_K_plus_1(env, model_dirs, tmp_path):
+    out = tmp_path / "roof.json"
+    result = invoke("roofline", "-m", model_dirs / "t", "--K", 2, "--iters", 2, "--context", 32, "--export-json", out)
+    assert result.exit_code == 0, result.output
+    rows = json.loads(out.read_text())
+    assert [r["n_tokens_per_step"] for r in rows] == [1, 2, 3]
+    assert rows[0]["t_over_t1"] == 1.0 and all(r["t_step_s"] > 0 for r in rows)
+    # bytes per step: every weight once, plus the K/V cache (2 x n_layer x context x n_embd floats)
+    n_weights = sum(x.size for x in __import__("jax").tree_util.tree_leaves(weights.load_dir(model_dirs / "t")[1]))
+    assert rows[0]["bytes_per_step"] == 4 * (n_weights + 2 * TARGET.n_layer * 32 * TARGET.n_embd)
+    assert rows[0]["achieved_gbps"] == pytest.approx(rows[0]["bytes_per_step"] / rows[0]["t_step_s"] / 1e9)
+    assert_one_line_error(invoke("roofline", "-m", model_dirs / "t", "--random-init"), "--random-init")
