@@ -41,7 +41,7 @@ import numpy as np
 from jax import lax
 
 from specbench.gpt2 import GPT2Config, init_cache, step
-from specbench.sampling import Warp, accept_reject, probs, sample
+from specbench.sampling import Warp, accept_reject, draw, probs
 from specbench.weights import Model
 
 
@@ -132,7 +132,7 @@ def _start(params, prompt_buf, n_prompt, key, config: GPT2Config, warp: Warp, ma
     cache = init_cache(config, max_len, params["wte"].dtype)
     logits, cache = step(params, cache, prompt_buf, 0, config, logits_at=n_prompt - 1)
     key, k_first = jax.random.split(key)
-    first = sample(k_first, probs(logits[0], warp))
+    first, _ = draw(k_first, logits[0], warp)
     tokens = jnp.zeros(max_len, jnp.int32).at[: prompt_buf.shape[0]].set(prompt_buf).at[n_prompt].set(first)
     return {"tokens": tokens, "n": jnp.asarray(n_prompt + 1, jnp.int32), "key": key, "target_cache": cache}
 
@@ -141,7 +141,7 @@ def _ar_step(params, state, config: GPT2Config, warp: Warp):
     key, k = jax.random.split(state["key"])
     n, tokens = state["n"], state["tokens"]
     logits, cache = step(params, state["target_cache"], lax.dynamic_slice(tokens, (n - 1,), (1,)), n - 1, config)
-    token = sample(k, probs(logits[0], warp))
+    token, _ = draw(k, logits[0], warp)
     return {"tokens": tokens.at[n].set(token), "n": n + 1, "key": key, "target_cache": cache}
 
 
@@ -167,14 +167,12 @@ def _spec_round(draft_params, target_params, state, draft_config, target_config,
     logits, draft_cache = step(draft_params, state["draft_cache"], lax.dynamic_slice(tokens, (n - 2,), (2,)),
                                n - 2, draft_config, logits_at=1)
     draft_keys = jax.random.split(k_draft, K)
-    p_first = probs(logits[0], warp)
-    x_first = sample(draft_keys[0], p_first)
+    x_first, p_first = draw(draft_keys[0], logits[0], warp)
 
     def draft_step(carry, k):
         cache, x, pos = carry
         logits, cache = step(draft_params, cache, x[None], pos, draft_config)
-        p_i = probs(logits[0], warp)
-        x_i = sample(k, p_i)
+        x_i, p_i = draw(k, logits[0], warp)
         return (cache, x_i, pos + 1), (x_i, p_i)
 
     (draft_cache, _, _), (xs, ps) = lax.scan(draft_step, (draft_cache, x_first, n), draft_keys[1:])
@@ -187,7 +185,7 @@ def _spec_round(draft_params, target_params, state, draft_config, target_config,
     q = probs(logits, warp)  # [K+1, V]
 
     # 3. accept / reject, 4. commit a + 1 tokens (the rest of the write is overwritten later)
-    n_accepted, emitted = verdict(k_verdict, drafts, p, q)
+    n_accepted, emitted = verdict(k_verdict, drafts, p, q, greedy=warp.temperature == 0)
     idx = jnp.arange(K + 1)
     out = jnp.where(idx < n_accepted, jnp.concatenate([drafts, drafts[:1]]), emitted)
     tokens = lax.dynamic_update_slice(tokens, out, (n,))

@@ -95,6 +95,19 @@ def sample(key, pr, block: int = 256):
     return (b * block + j).astype(jnp.int32)
 
 
+def draw(key, logits, warp: Warp):
+    """A token from the warped distribution, and that distribution: (token, probs).
+
+    At temperature 0 the token is the argmax itself: what `sample` returns for a one-hot, without
+    the CDF work.
+    """
+    if warp.temperature == 0:
+        token = argmax(logits)
+        return token, jax.nn.one_hot(token, logits.shape[-1], dtype=jnp.float32)
+    pr = probs(logits, warp)
+    return sample(key, pr), pr
+
+
 def residual(q, p):
     """norm(max(q - p, 0)): the distribution to resample from after a rejection.
 
@@ -106,12 +119,13 @@ def residual(q, p):
     return jnp.where(total > 0, r / jnp.where(total > 0, total, 1.0), q)
 
 
-def accept_reject(key, draft_tokens, p, q):
+def accept_reject(key, draft_tokens, p, q, greedy: bool = False):
     """One round's verdict.
 
     draft_tokens [K] were drawn from p [K, V]; q [K+1, V] is the target at the same positions
     plus one. Returns (n_accepted in 0..K, the emitted token: resampled from the residual at the
-    first rejection, or the bonus token from q[K] if all K were accepted).
+    first rejection, or the bonus token from q[K] if all K were accepted). greedy=True (one-hot
+    p and q) takes the one-hot residual's index directly instead of sampling it.
     """
     n_draft = draft_tokens.shape[0]
     k_accept, k_emit = jax.random.split(key)
@@ -122,5 +136,6 @@ def accept_reject(key, draft_tokens, p, q):
     n_accepted = jnp.sum(jnp.cumprod(accepted.astype(jnp.int32)))  # accepted before the first rejection
     # p padded with a zero row: at n_accepted == K the residual of q[K] against 0 is q[K] itself
     p_pad = jnp.concatenate([p, jnp.zeros_like(p[:1])], axis=0)
-    emitted = sample(k_emit, residual(q[n_accepted], p_pad[n_accepted]))
+    dist = residual(q[n_accepted], p_pad[n_accepted])
+    emitted = argmax(dist) if greedy else sample(k_emit, dist)
     return n_accepted.astype(jnp.int32), emitted
