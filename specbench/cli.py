@@ -421,9 +421,9 @@ def trace(draft, target, dtype, prompt, K, temperature, top_p, n_tokens, top_k, 
         for x in rnd["drafts"][:min(a, left)]:
             out.append(piece(x), style=style["accepted"])
         left -= a
-        if a < K:
-            out.append(mark("rejected", piece(rnd["drafts"][a])), style=style["rejected"])
-        if left > 0:
+        if left > 0:  # the round's last token, still within N
+            if a < K:
+                out.append(mark("rejected", piece(rnd["drafts"][a])), style=style["rejected"])
             role = "resampled" if a < K else "bonus"
             out.append(mark(role, piece(rnd["emitted"])), style=style[role])
             left -= 1
