@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from specbench import decoding
 from specbench.decoding import DecodeStats, autoregressive, plan_max_len, speculative, validate
 from specbench.gpt2 import GPT2Config, init_cache, param_bytes, step
 from specbench.sampling import Warp, argmax
@@ -72,6 +73,18 @@ def _step_loop(params, cache, tokens, pos, iters, config: GPT2Config):
 _step_loop_jit = jax.jit(_step_loop, static_argnames=("iters", "config"), donate_argnames=("cache",))
 
 
+def _median_seconds(loop, state, iters: int, repeats: int) -> float:
+    """Median seconds per iteration of `loop(state) -> state`, a jitted device loop of `iters`
+    iterations; the first call compiles and is not counted."""
+    state = jax.block_until_ready(loop(state))
+    samples = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        state = jax.block_until_ready(loop(state))
+        samples.append((time.perf_counter() - t0) / iters)
+    return float(np.median(samples))
+
+
 def time_step(model: Model, n_seq: int, max_len: int, iters: int = 20, repeats: int = 5) -> float:
     """Median seconds of one forward step over n_seq tokens (1 = decode, K+1 = verify).
 
@@ -80,15 +93,48 @@ def time_step(model: Model, n_seq: int, max_len: int, iters: int = 20, repeats: 
     """
     config = model.config
     cache = init_cache(config, max_len, model.params["wte"].dtype)
-    tokens = jnp.zeros(n_seq, jnp.int32)
     pos = jnp.int32(max(0, max_len // 2 - n_seq))  # any position costs the same: the whole cache is read
-    cache, _ = jax.block_until_ready(_step_loop_jit(model.params, cache, tokens, pos, iters, config))  # compile
-    samples = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        cache, out = jax.block_until_ready(_step_loop_jit(model.params, cache, tokens, pos, iters, config))
-        samples.append((time.perf_counter() - t0) / iters)
-    return float(np.median(samples))
+    loop = lambda s: _step_loop_jit(model.params, s[0], s[1], pos, iters, config)
+    return _median_seconds(loop, (cache, jnp.zeros(n_seq, jnp.int32)), iters, repeats)
+
+
+def _hold_position(step_fn):
+    """A decoding step that leaves `n` where it was, so it can be repeated any number of times
+    at the same cost (the work of a round does not depend on how many drafts it accepts)."""
+    return lambda _, state: {**step_fn(state), "n": state["n"]}
+
+
+@functools.partial(jax.jit, static_argnames=("iters", "draft_config", "target_config", "warp", "K"),
+                   donate_argnames=("state",))
+def _rounds_loop(draft_params, target_params, state, iters, draft_config, target_config, warp, K):
+    one = lambda s: decoding._spec_round(draft_params, target_params, s, draft_config, target_config, warp, K)[0]
+    return lax.fori_loop(0, iters, _hold_position(one), state)
+
+
+@functools.partial(jax.jit, static_argnames=("iters", "config", "warp"), donate_argnames=("state",))
+def _ar_loop(params, state, iters, config, warp):
+    return lax.fori_loop(0, iters, _hold_position(lambda s: decoding._ar_step(params, s, config, warp)), state)
+
+
+def time_round(draft: Model, target: Model, prompt_ids, K: int, warp: Warp, max_len: int, seed: int = 0,
+               iters: int = 10, repeats: int = 5) -> float:
+    """Median seconds of one whole speculative round (K draft steps, verify, warping, accept/reject,
+    bookkeeping) as the device loop runs it."""
+    buf, n_prompt = decoding._prompt_buffer(prompt_ids, max_len)
+    state = decoding.spec_start_jit(draft.params, target.params, buf, n_prompt, jax.random.PRNGKey(seed),
+                                    draft_config=draft.config, target_config=target.config, warp=warp,
+                                    max_len=max_len, K=K)
+    loop = lambda s: _rounds_loop(draft.params, target.params, s, iters, draft.config, target.config, warp, K)
+    return _median_seconds(loop, state, iters, repeats)
+
+
+def time_ar_token(target: Model, prompt_ids, warp: Warp, max_len: int, seed: int = 0, iters: int = 20,
+                  repeats: int = 5) -> float:
+    """Median seconds of one autoregressive token (decode step, warping, sampling) in the device loop."""
+    buf, n_prompt = decoding._prompt_buffer(prompt_ids, max_len)
+    state = decoding.start_jit(target.params, buf, n_prompt, jax.random.PRNGKey(seed), config=target.config,
+                               warp=warp, max_len=max_len)
+    return _median_seconds(lambda s: _ar_loop(target.params, s, iters, target.config, warp), state, iters, repeats)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -105,6 +151,8 @@ class BenchmarkResult:
     t_draft_s: float
     t_target_s: float
     t_verify_s: float
+    t_round_s: float
+    t_ar_token_s: float
     compile_s: float
     n_compiles: int
 
@@ -150,9 +198,11 @@ def run_benchmark(draft: Model, target: Model, prompt_ids: list[int], n_tokens: 
         t_draft = time_step(draft, 1, max_len)
         t_target = time_step(target, 1, max_len)
         t_verify = time_step(target, K + 1, max_len)
+        t_round = time_round(draft, target, prompt_ids, K, warp, max_len, seed)
+        t_ar_token = time_ar_token(target, prompt_ids, warp, max_len, seed)
         progress(total, total, "step times")
     return BenchmarkResult(ar_times, sd_times, ar_tokens.tolist(), sd_tokens.tolist(), stats,
-                           t_draft, t_target, t_verify, compile_s, compiles.count)
+                           t_draft, t_target, t_verify, t_round, t_ar_token, compile_s, compiles.count)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -205,7 +255,10 @@ def result_row(res: BenchmarkResult, *, draft: str, target: str, dtype: str, K: 
         "n_rounds": st.n_rounds, "tokens_per_round": st.tokens_per_round, "r": st.r, "alpha": st.alpha,
         "accept_rate_drafted": st.accept_rate_drafted,
         "t_draft_s": res.t_draft_s, "t_target_s": res.t_target_s, "t_verify_s": res.t_verify_s,
+        "t_round_s": res.t_round_s, "t_overhead_s": res.t_round_s - K * res.t_draft_s - res.t_verify_s,
+        "t_ar_token_s": res.t_ar_token_s,
         "theory_speedup": seed_theory, "refined_speedup": refined,
+        "round_model_speedup": st.tokens_per_round * res.t_ar_token_s / res.t_round_s,
         "measured_over_theory": float(speedups.mean()) / refined,
         "compile_s": res.compile_s,
         "identical": (res.ar_tokens == res.sd_tokens) if warp.temperature == 0 else None,

@@ -57,7 +57,8 @@ FAST = ["--repeats", 2, "--n-tokens", 12]
 def test_run_shows_ar_against_sd_and_saves_results(env, tmp_path):
     result = invoke("run", *env, *FAST, "--K", 3, "--export-json", tmp_path / "out.json", "--export-csv", "-")
     assert result.exit_code == 0, result.output
-    for text in ("autoregressive", "speculative K=3", "t_verify", "measured / refined", "identical", "saved"):
+    for text in ("autoregressive", "speculative K=3", "t_verify", "measured/refined", "round model", "identical",
+                 "saved"):
         assert text in result.output
     row = json.loads((tmp_path / "out.json").read_text())[0]
     assert row["K"] == 3 and row["n_tokens"] == 12 and row["identical"] is True
@@ -67,6 +68,8 @@ def test_run_shows_ar_against_sd_and_saves_results(env, tmp_path):
     assert row["speedup"] == pytest.approx(sum(a / s for a, s in zip(row["ar_times_s"], row["sd_times_s"])) / 2)
     for key in ("specbench_version", "jax_version", "device", "timestamp", "prompt_sha", "t_draft_s", "alpha"):
         assert row[key] not in (None, "")
+    assert row["t_overhead_s"] == pytest.approx(row["t_round_s"] - 3 * row["t_draft_s"] - row["t_verify_s"])
+    assert row["round_model_speedup"] == pytest.approx(row["tokens_per_round"] * row["t_ar_token_s"] / row["t_round_s"])
     saved = list((tmp_path / "results").glob("run-*.json"))
     assert len(saved) == 1
     # the CSV went to stdout: it parses and has the documented columns
