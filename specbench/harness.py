@@ -117,7 +117,7 @@ def _ar_loop(params, state, iters, config, warp):
 
 
 def time_round(draft: Model, target: Model, prompt_ids, K: int, warp: Warp, max_len: int, seed: int = 0,
-               iters: int = 10, repeats: int = 5) -> float:
+               iters: int = 5, repeats: int = 5) -> float:
     """Median seconds of one whole speculative round (K draft steps, verify, warping, accept/reject,
     bookkeeping) as the device loop runs it."""
     buf, n_prompt = decoding._prompt_buffer(prompt_ids, max_len)
@@ -128,7 +128,7 @@ def time_round(draft: Model, target: Model, prompt_ids, K: int, warp: Warp, max_
     return _median_seconds(loop, state, iters, repeats)
 
 
-def time_ar_token(target: Model, prompt_ids, warp: Warp, max_len: int, seed: int = 0, iters: int = 20,
+def time_ar_token(target: Model, prompt_ids, warp: Warp, max_len: int, seed: int = 0, iters: int = 10,
                   repeats: int = 5) -> float:
     """Median seconds of one autoregressive token (decode step, warping, sampling) in the device loop."""
     buf, n_prompt = decoding._prompt_buffer(prompt_ids, max_len)

@@ -80,12 +80,15 @@ def test_run_shows_ar_against_sd_and_saves_results(env, tmp_path):
 
 def test_run_markdown_export_and_sampling_flags(env, tmp_path):
     md = tmp_path / "out.md"
-    result = invoke("run", *env, *FAST, "--temperature", 0.8, "--top-p", 0.9, "--top-k", 50, "--no-save",
+    # top-p is left out here: a sort over 50,257 logits per step is slow on a CPU (tested in test_decoding)
+    result = invoke("run", *env, *FAST, "--temperature", 0.8, "--top-k", 50, "--no-save",
                     "--host-loop", "--export-markdown", md)
     assert result.exit_code == 0, result.output
     lines = md.read_text().splitlines()
     assert lines[0].startswith("| draft") and "speedup" in lines[0] and len(lines) == 3
-    assert "0.8" in lines[2] and "0.9" in lines[2]
+    assert "0.8" in lines[2]
+    row = {k.strip(): v.strip() for k, v in zip(lines[0].strip("|").split("|"), lines[2].strip("|").split("|"))}
+    assert row["temperature"] == "0.8" and row["K"] == "4"
     assert "identical" not in result.output
     assert not (tmp_path / "results").exists() or not list((tmp_path / "results").glob("*.json"))
 
@@ -124,7 +127,7 @@ def test_models_list_and_prompts(env):
 
 def test_sweep_writes_every_row_and_resume_completes_the_grid(env, tmp_path, monkeypatch):
     out = tmp_path / "sweep.json"
-    args = ["sweep", *env, "--K", "1,3", "--temperature", "0,1", "--prompts", "seed-turing,fairy-1",
+    args = ["sweep", *env, "--K", "1,3", "--temperature", "0", "--prompts", "seed-turing,fairy-1,dialogue-1",
             "--repeats", 1, "--n-tokens", 6, "--output", out]
     real = harness.run_benchmark
     calls = []
@@ -145,16 +148,16 @@ def test_sweep_writes_every_row_and_resume_completes_the_grid(env, tmp_path, mon
     assert "3 already in" in result.output
     rows = json.loads(out.read_text())
     keys = [(r["K"], r["temperature"], r["prompt_id"]) for r in rows]
-    assert sorted(keys) == sorted((k, t, p) for k in (1, 3) for t in (0.0, 1.0) for p in ("seed-turing", "fairy-1"))
-    assert len(list(csv.DictReader((tmp_path / "sweep.csv").open()))) == 8
+    assert sorted(keys) == sorted((k, 0.0, p) for k in (1, 3) for p in ("seed-turing", "fairy-1", "dialogue-1"))
+    assert len(list(csv.DictReader((tmp_path / "sweep.csv").open()))) == 6
     result = invoke(*args, "--resume")  # nothing left to do
-    assert result.exit_code == 0 and "0 to run" in result.output and len(json.loads(out.read_text())) == 8
+    assert result.exit_code == 0 and "0 to run" in result.output and len(json.loads(out.read_text())) == 6
 
 
 def test_plot_writes_a_png(env, tmp_path):
     pytest.importorskip("matplotlib")
     out = tmp_path / "s.json"
-    assert invoke("sweep", *env, "--K", "1,2", "--repeats", 1, "--n-tokens", 6, "--output", out).exit_code == 0
+    assert invoke("sweep", *env, "--K", "1,3", "--repeats", 1, "--n-tokens", 6, "--output", out).exit_code == 0
     result = invoke("plot", out, "--output", tmp_path / "s.png")
     assert result.exit_code == 0, result.output
     assert (tmp_path / "s.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
