@@ -45,7 +45,7 @@ def test_prepare_splits_by_document_and_ends_each_with_eot(data):
 def test_target_then_distilled_draft_learn(data, tmp_path):
     out, _ = data
     tr, va = train.load_tokens(out, "train"), train.load_tokens(out, "val")
-    tc = train.TrainConfig(steps=30, batch=4, ctx=32, lr=3e-3, warmup=3, eval_batches=2)
+    tc = train.TrainConfig(steps=30, batch=4, ctx=16, lr=3e-3, warmup=3, eval_batches=2)
     target_config = GPT2Config(n_layer=1, n_head=2, n_embd=32, n_ctx=64, n_vocab=tokenizer.N_VOCAB)
     params, record = train.train(target_config, tr, va, tc, log=lambda *a: None)
     first, last = record["history"][0]["loss"], record["history"][-1]["loss"]
