@@ -576,6 +576,8 @@ def roofline_cmd(model_names, random_init, dtypes, K, context, iters, export_csv
 
     A step must read every weight once whatever the number of tokens, so while the step is
     memory-bound, t(K+1)/t(1) stays near 1: that is why verifying K drafts is nearly free.
+    Steps are timed as device-side loops; "plain step" is the same 1-token step dispatched from
+    Python one call per token, the usual way, and plain/loop what the device loop saves.
     """
     import jax
     import jax.numpy as jnp
@@ -612,16 +614,20 @@ def roofline_cmd(model_names, random_init, dtypes, K, context, iters, export_csv
             for r in measured:
                 rows.append({**harness.context(), "model": model.name, "weights": "random (timing only)"
                              if model.source == "random" else model.source, "dtype": dtype, "context": max_len, **r})
+    random_note = " · random weights: timing only" if any(r["weights"].startswith("random") for r in rows) else ""
     table = Table(title=f"decode-step roofline · {rows[0]['device']} · cache {context} · peak "
-                        + (f"{rows[0]['peak_gbps']:.0f} GB/s" if rows[0]["peak_gbps"] else "unknown"))
-    for col in ("model", "dtype", "tokens/step", "t_step", "bound", "t/bound", "MB/step", "GB/s", "t(n)/t(1)"):
+                        + (f"{rows[0]['peak_gbps']:.0f} GB/s" if rows[0]["peak_gbps"] else "unknown") + random_note)
+    for col in ("model", "dtype", "tok/step", "t_step", "bound", "t/bound", "MB/step", "GB/s", "t(n)/t(1)",
+                "plain", "plain/loop"):
         table.add_column(col, justify="left" if col in ("model", "dtype") else "right")
     for r in rows:
         bound = r["bound_s"]
-        table.add_row(r["model"] + (" (random)" if r["weights"].startswith("random") else ""), r["dtype"],
+        table.add_row(r["model"], r["dtype"],
                       str(r["n_tokens_per_step"]), fmt_time(r["t_step_s"]), fmt_time(bound) if bound else "—",
                       f"{r['t_step_s'] / bound:.2f}" if bound else "—", f"{r['bytes_per_step'] / 1e6:.1f}",
-                      f"{r['achieved_gbps']:.1f}", f"{r['t_over_t1']:.2f}")
+                      f"{r['achieved_gbps']:.1f}", f"{r['t_over_t1']:.2f}",
+                      fmt_time(r["t_plain_step_s"]) if r["t_plain_step_s"] else "",
+                      f"{r['plain_over_loop']:.2f}" if r["plain_over_loop"] else "")
     console.print(table)
     for path, fmt in ((export_csv, "csv"), (export_json, "json"), (export_markdown, "markdown")):
         if path:

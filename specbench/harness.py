@@ -98,6 +98,27 @@ def time_step(model: Model, n_seq: int, max_len: int, iters: int = 20, repeats: 
     return _median_seconds(loop, (cache, jnp.zeros(n_seq, jnp.int32)), iters, repeats)
 
 
+@functools.partial(jax.jit, static_argnames=("config",), donate_argnames=("cache",))
+def _plain_step(params, cache, tokens, pos, config: GPT2Config):
+    logits, cache = step(params, cache, tokens, pos, config)
+    return cache, jnp.full_like(tokens, argmax(logits[-1]).astype(tokens.dtype))
+
+
+def time_plain_step(model: Model, max_len: int, iters: int = 20, repeats: int = 5) -> float:
+    """Median seconds per token of the plain way: one jitted 1-token step per Python call (no
+    sync until the end), the baseline that the device loops are compared with."""
+    cache = init_cache(model.config, max_len, model.params["wte"].dtype)
+    pos = jnp.int32(max(0, max_len // 2 - 1))
+
+    def loop(state):
+        cache, tokens = state
+        for _ in range(iters):
+            cache, tokens = _plain_step(model.params, cache, tokens, pos, model.config)
+        return cache, tokens
+
+    return _median_seconds(loop, (cache, jnp.zeros(1, jnp.int32)), iters, repeats)
+
+
 def _hold_position(step_fn):
     """A decoding step that leaves `n` where it was, so it can be repeated any number of times
     at the same cost (the work of a round does not depend on how many drafts it accepts)."""
@@ -296,9 +317,11 @@ def step_bytes(model: Model, max_len: int) -> int:
 
 
 def roofline(model: Model, n_max: int, max_len: int, iters: int = 20, repeats: int = 5) -> list[dict]:
-    """Step time for 1 .. n_max tokens, bytes moved, bandwidth achieved, and t(n)/t(1)."""
+    """Step time for 1 .. n_max tokens, bytes moved, bandwidth achieved, and t(n)/t(1); for 1
+    token also the plain host-dispatched step and its ratio to the device loop."""
     moved = step_bytes(model, max_len)
     peak = peak_gbps()
+    t_plain = time_plain_step(model, max_len, iters, repeats)
     rows = []
     for n in range(1, n_max + 1):
         t = time_step(model, n, max_len, iters, repeats)
@@ -306,5 +329,7 @@ def roofline(model: Model, n_max: int, max_len: int, iters: int = 20, repeats: i
         rows.append({"n_tokens_per_step": n, "t_step_s": t, "bytes_per_step": moved, "achieved_gbps": gbps,
                      "peak_gbps": peak, "fraction_of_peak": gbps / peak if peak else None,
                      "bound_s": moved / (peak * 1e9) if peak else None,
-                     "t_over_t1": t / rows[0]["t_step_s"] if rows else 1.0})
+                     "t_over_t1": t / rows[0]["t_step_s"] if rows else 1.0,
+                     "t_plain_step_s": t_plain if n == 1 else None,
+                     "plain_over_loop": t_plain / t if n == 1 else None})
     return rows

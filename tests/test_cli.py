@@ -226,6 +226,7 @@ def test_roofline_times_steps_of_1_to_K_plus_1(env, model_dirs, tmp_path):
     rows = json.loads(out.read_text())
     assert [r["n_tokens_per_step"] for r in rows] == [1, 2, 3]
     assert rows[0]["t_over_t1"] == 1.0 and all(r["t_step_s"] > 0 for r in rows)
+    assert rows[0]["plain_over_loop"] == pytest.approx(rows[0]["t_plain_step_s"] / rows[0]["t_step_s"])
     # bytes per step: every weight once, plus the K/V cache (2 x n_layer x context x n_embd floats)
     n_weights = sum(x.size for x in __import__("jax").tree_util.tree_leaves(weights.load_dir(model_dirs / "t")[1]))
     assert rows[0]["bytes_per_step"] == 4 * (n_weights + 2 * TARGET.n_layer * 32 * TARGET.n_embd)
