@@ -86,12 +86,12 @@ class ListParam(click.ParamType):
         try:
             if self.kind is int:
                 return theory.parse_K_range(str(value))
-            values = [float(v) for v in str(value).split(",")]
+            values = [self.kind(v.strip()) for v in str(value).split(",")]
             if not values:
                 raise ValueError
             return values
         except ValueError:
-            example = "1,2,4,8 or 1-8 (integers >= 1)" if self.kind is int else "0,0.7,1"
+            example = {int: "1,2,4,8 or 1-8 (integers >= 1)", float: "0,0.7,1"}.get(self.kind, "a,b")
             self.fail(f"{value!r} is not a comma list like {example}", param, ctx)
 
 
@@ -103,7 +103,8 @@ def make_console(*exports) -> Console:
     return Console(stderr=to_stderr, highlight=False, width=None if stream.isatty() else 120)
 
 
-def make_progress(console: Console) -> Progress:
+def make_progress() -> Progress:
+    """A transient progress bar on stderr, so it never mixes with exports on stdout."""
     return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                     TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(), console=Console(stderr=True),
                     transient=True)
@@ -279,7 +280,7 @@ def run(draft, target, dtype, prompt, prompt_id, K, temperature, top_p, n_tokens
                   f"({t.config.n_layer}x{t.config.n_embd}) · K={K} · T={temperature:g}"
                   + (f" · top-k {top_k}" if top_k else "") + (f" · top-p {top_p:g}" if top_p else "")
                   + (" · random weights: timing only" if "random" in (d.source, t.source) else ""))
-    with make_progress(console) as progress:
+    with make_progress() as progress:
         task = progress.add_task("compiling (warm-up)", total=warmup + repeats + 1)
         res = harness.run_benchmark(d, t, prompt_ids, n_tokens, K, warp, seed, repeats, warmup, not host_loop,
                                     lambda done, total, what: progress.update(task, completed=done, description=what))
@@ -360,7 +361,7 @@ def sweep(draft, target, dtype, K, temperature, top_p, prompt_spec, n_tokens, to
     console.print(f"sweep: {len(grid)} configurations, {len(grid) - len(todo)} already in {output}, "
                   f"{len(todo)} to run · draft {d.name} · target {t.name}")
     try:
-        with make_progress(console) as progress:
+        with make_progress() as progress:
             task = progress.add_task("sweep", total=len(todo))
             for k, temp, p, pid in todo:
                 progress.update(task, description=f"K={k} T={temp:g}" + (f" top-p={p:g}" if p else "") + f" {pid}")

@@ -180,6 +180,7 @@ def test_plot_writes_a_png(env, tmp_path):
     (["sweep", "--K", "8-2"], ["--K"]),
     (["run", "--export-csv", "/nonexistent-dir/out.csv"], ["--export-csv", "does not exist"]),
     (["theory", "--K", 4, "--t-draft", 1, "--t-target", 10], ["--r/--alpha"]),
+    (["roofline", "--dtype", "float32,float16"], ["--dtype", "float32 or bfloat16"]),
     (["theory", "--K", 4, "--t-draft", 1, "--t-target", 10, "--r", 0.1], ["--r", "1/(K+1)"]),
 ])
 def test_bad_input_gives_one_line_and_exit_2(env, args, fragments):
