@@ -23,6 +23,7 @@ uses nn.Linear, which stores [out, in].) Ignored on load: the causal-mask buffer
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import re
@@ -315,9 +316,16 @@ def download(name: str, endpoint: str | None = None, progress: bool = True) -> P
         for filename in (CONFIG_FILE, SAFETENSORS_FILE):
             path = Path(hf_hub_download(spec.hf_repo, filename, local_dir=staging, endpoint=endpoint))
             meta = get_hf_file_metadata(hf_hub_url(spec.hf_repo, filename, endpoint=endpoint), endpoint=endpoint)
-            if meta.size is not None and path.stat().st_size != meta.size:
-                raise WeightsError(f"{filename} of {spec.name} is {path.stat().st_size} bytes, expected "
-                                   f"{meta.size}; run the download again")
+            size = path.stat().st_size
+            if meta.size is not None and size != meta.size:
+                path.unlink()
+                raise WeightsError(f"{filename} of {spec.name} is {size} bytes, expected {meta.size}; "
+                                   "run the download again")
+            # the Hub's ETag of a large (LFS) file is the sha256 of its content: check it where given
+            if meta.etag and re.fullmatch(r"[0-9a-f]{64}", meta.etag) and _sha256(path) != meta.etag:
+                path.unlink()
+                raise WeightsError(f"{filename} of {spec.name} is corrupt (sha256 differs from the server's "
+                                   f"{meta.etag[:12]}…); run the download again")
         load_dir(staging)  # every key and shape present
     except WeightsError:
         raise
@@ -329,6 +337,14 @@ def download(name: str, endpoint: str | None = None, progress: bool = True) -> P
         os.replace(staging / filename, final / filename)
     shutil.rmtree(staging, ignore_errors=True)
     return final
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def _root_cause(e: BaseException) -> str:

@@ -132,6 +132,7 @@ def test_registry_names_and_aliases(tmp_path, monkeypatch):
 class FakeHub(http.server.ThreadingHTTPServer):
     def __init__(self, files: dict[str, bytes]):
         self.files = files
+        self.etags: dict[str, str] = {}  # path -> ETag to send instead of the body's sha256
         self.requests: list[str] = []
         super().__init__(("127.0.0.1", 0), HubHandler)
 
@@ -148,15 +149,16 @@ class HubHandler(http.server.BaseHTTPRequestHandler):
         # /{org}/{repo}/resolve/{revision}/{filename}
         parts = self.path.split("?")[0].strip("/").split("/")
         self.server.requests.append(self.path)
-        if len(parts) == 5 and parts[2] == "resolve" and f"{parts[0]}/{parts[1]}/{parts[4]}" in self.server.files:
-            return self.server.files[f"{parts[0]}/{parts[1]}/{parts[4]}"]
+        self.key = f"{parts[0]}/{parts[1]}/{parts[-1]}"
+        if len(parts) == 5 and parts[2] == "resolve" and self.key in self.server.files:
+            return self.server.files[self.key]
         return None
 
     def _headers(self, body):
         import hashlib
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
-        self.send_header("ETag", f'"{hashlib.sha256(body).hexdigest()}"')
+        self.send_header("ETag", f'"{self.server.etags.get(self.key, hashlib.sha256(body).hexdigest())}"')
         self.send_header("X-Repo-Commit", "0" * 40)
         self.end_headers()
 
@@ -200,6 +202,23 @@ def test_download_from_hf_endpoint(tiny_hub, monkeypatch):
     model = weights.load_model("gpt2")
     assert model.config == CONFIG and model.source == str(path)
     assert not any(p.name.startswith(".download") for p in weights.weights_dir().iterdir())
+
+
+def test_download_refuses_a_file_whose_sha256_differs(tiny_hub, monkeypatch):
+    import hashlib
+
+    hub, src = tiny_hub
+    key = "openai-community/gpt2/model.safetensors"
+    good = hub.files[key]
+    bad = bytearray(good)
+    bad[-10] ^= 0xFF  # same size, one byte changed in the tensor data
+    hub.files[key], hub.etags[key] = bytes(bad), hashlib.sha256(good).hexdigest()
+    monkeypatch.setenv("HF_ENDPOINT", hub.url)
+    with pytest.raises(WeightsError, match="model.safetensors of 124M is corrupt"):
+        weights.download("124M", progress=False)
+    assert not (weights.weights_dir() / "124M").exists()
+    hub.files[key] = good  # the server is fixed: the same command now succeeds
+    assert weights.download("124M", progress=False) == weights.weights_dir() / "124M"
 
 
 def test_download_with_server_down_fails_cleanly(tiny_hub):
