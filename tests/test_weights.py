@@ -162,20 +162,20 @@ class HubHandler(http.server.BaseHTTPRequestHandler):
         self.send_header("X-Repo-Commit", "0" * 40)
         self.end_headers()
 
-    def do_HEAD(self):
+    def _respond(self, with_body: bool):
         body = self._find()
         if body is None:
             self.send_error(404)
             return
         self._headers(body)
+        if with_body:
+            self.wfile.write(body)
+
+    def do_HEAD(self):
+        self._respond(with_body=False)
 
     def do_GET(self):
-        body = self._find()
-        if body is None:
-            self.send_error(404)
-            return
-        self._headers(body)
-        self.wfile.write(body)
+        self._respond(with_body=True)
 
 
 @pytest.fixture
