@@ -33,7 +33,6 @@ Generation stops at exactly N new tokens; a last round that overshoots is cut.
 from __future__ import annotations
 
 import dataclasses
-import functools
 
 import jax
 import jax.numpy as jnp

@@ -8,7 +8,6 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import random_model
-from specbench import cli as cli_module
 from specbench import harness, weights
 from specbench.cli import cli
 from specbench.export import CSV_COLUMNS

@@ -3,7 +3,6 @@
 import http.server
 import json
 import threading
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
