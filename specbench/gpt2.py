@@ -154,6 +154,12 @@ def gpt2(params, tokens, config: GPT2Config):
 
     The reference that the cached step is tested against; also used for training.
     """
+    x = transformer(params, tokens, config)  # [n_seq, n_embd]
+    return (x @ params["wte"].T).astype(jnp.float32)
+
+
+def transformer(params, tokens, config: GPT2Config):
+    """gpt2() without the output head: [n_seq] -> final hidden states [n_seq, n_embd] after ln_f."""
     n_seq = tokens.shape[-1]
     x = params["wte"][tokens] + params["wpe"][jnp.arange(n_seq)]
     causal = jnp.tril(jnp.ones((n_seq, n_seq), dtype=bool))
@@ -168,8 +174,7 @@ def gpt2(params, tokens, config: GPT2Config):
         return x, None
 
     x, _ = lax.scan(layer, x, params["blocks"])
-    x = layer_norm(x, **params["ln_f"], eps=eps)
-    return (x @ params["wte"].T).astype(jnp.float32)
+    return layer_norm(x, **params["ln_f"], eps=eps)
 
 
 def init_params(config: GPT2Config, seed: int = 0, dtype=jnp.float32):
