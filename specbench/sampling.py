@@ -59,17 +59,60 @@ def probs(logits, warp: Warp):
         return jax.nn.one_hot(argmax(logits), n_vocab, dtype=jnp.float32)
     logits = logits / warp.temperature
     if warp.top_k is not None and warp.top_k < n_vocab:
-        kth = lax.top_k(logits, warp.top_k)[0][..., -1:]  # the k-th largest logit
+        # keep every token at least as likely as the k-th (ties at the k-th are all kept). The
+        # k-th is the min of top_k's values, not top_k(...)[..., -1:]: XLA rewrites that slice
+        # into a full sort of the vocabulary, 237 ms instead of 2.2 ms for 5 x 50,257 logits on
+        # the 2-core CPU.
+        kth = jnp.min(lax.top_k(logits, warp.top_k)[0], axis=-1, keepdims=True)
         logits = jnp.where(logits < kth, -jnp.inf, logits)
     pr = jax.nn.softmax(logits, axis=-1)
     if warp.top_p is not None and warp.top_p < 1:
-        # keep the smallest set of most likely tokens whose mass reaches top_p
-        desc = -jnp.sort(-pr, axis=-1)
-        mass_before = jnp.cumsum(desc, axis=-1) - desc
-        threshold = jnp.min(jnp.where(mass_before < warp.top_p, desc, jnp.inf), axis=-1, keepdims=True)
-        pr = jnp.where(pr >= threshold, pr, 0.0)
+        pr = jnp.where(pr >= nucleus_threshold(pr, warp.top_p), pr, 0.0)
         pr = pr / jnp.sum(pr, axis=-1, keepdims=True)
     return pr
+
+
+NUCLEUS_FAST = 128  # nucleus_threshold's fast path looks at this many most likely tokens
+
+
+def nucleus_threshold(pr, top_p: float):
+    """[..., V] probabilities -> [..., 1]: the smallest probability inside the nucleus.
+
+    The nucleus (Holtzman et al. 2020) is the smallest set of most likely tokens whose mass
+    reaches top_p: sorted descending, token i is in while the mass before it is < top_p; ties
+    with the last one are kept too (pr >= threshold). A sort of all 50,257 entries costs ~50 ms
+    a row on the CPU, so the threshold is found among the NUCLEUS_FAST most likely tokens
+    (lax.top_k) whenever their mass reaches top_p, which settles it exactly; only when some row's
+    nucleus is wider does the exact radix search below run (1.3 ms a row).
+    """
+    top = lax.top_k(pr, min(NUCLEUS_FAST, pr.shape[-1]))[0]  # [..., M], descending
+    mass_before = jnp.cumsum(top, axis=-1) - top
+    fast = jnp.min(jnp.where(mass_before < top_p, top, jnp.inf), axis=-1, keepdims=True)
+    settled = jnp.all(jnp.sum(top, axis=-1) >= top_p)
+    flat = pr.reshape(-1, pr.shape[-1])
+    exact = lambda: jax.vmap(lambda row: _nucleus_threshold_radix(row, top_p))(flat).reshape(fast.shape)
+    return lax.cond(settled, lambda: fast, exact)
+
+
+def _nucleus_threshold_radix(pr, top_p: float):
+    """nucleus_threshold of one row [V] by a radix search over the bits of the probabilities.
+
+    For p >= 0 the float32 bit pattern, read as an integer key, orders like p. The threshold is
+    the smallest key t whose mass strictly above it is < top_p; it is found 12 + 12 + 7 bits at a
+    time: the mass of each bucket of keys sharing the prefix found so far, then the first
+    bucket whose mass above (plus everything above the prefix) is < top_p.
+    """
+    key = lax.bitcast_convert_type(pr, jnp.int32)
+    above_prefix, prefix = jnp.float32(0.0), jnp.int32(0)
+    for shift, bits in ((19, 12), (7, 12), (0, 7)):
+        inside = (key >> (shift + bits)) == prefix
+        bucket = (key >> shift) & ((1 << bits) - 1)
+        mass = jax.ops.segment_sum(jnp.where(inside, pr, 0.0), bucket, num_segments=1 << bits)
+        above = jnp.cumsum(mass[::-1])[::-1] - mass  # mass in the buckets above each bucket
+        first = jnp.argmax(above_prefix + above < top_p)
+        above_prefix = above_prefix + above[first]
+        prefix = (prefix << bits) | first.astype(jnp.int32)
+    return lax.bitcast_convert_type(prefix, jnp.float32)
 
 
 def sample(key, pr, block: int = 256):

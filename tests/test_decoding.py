@@ -274,3 +274,40 @@ def test_two_level_sampler_matches_its_distribution():
     assert chi_square_p(draws, pr) > P_THRESHOLD
     for one in (0, 63, 64, 999):  # a one-hot anywhere, the last partial block included
         assert int(sample(jax.random.PRNGKey(one), jax.nn.one_hot(one, V), block=64)) == one
+
+
+def _sorted_warp_reference(logits, warp):
+    """The warping as first written, with full sorts: what the fast version must equal."""
+    logits = logits / warp.temperature
+    if warp.top_k and warp.top_k < logits.shape[-1]:
+        kth = -jnp.sort(-logits, axis=-1)[..., warp.top_k - 1: warp.top_k]
+        logits = jnp.where(logits < kth, -jnp.inf, logits)
+    pr = jax.nn.softmax(logits, -1)
+    if warp.top_p:
+        desc = -jnp.sort(-pr, axis=-1)
+        before = jnp.cumsum(desc, -1) - desc
+        threshold = jnp.min(jnp.where(before < warp.top_p, desc, jnp.inf), -1, keepdims=True)
+        pr = jnp.where(pr >= threshold, pr, 0.0)
+        pr = pr / pr.sum(-1, keepdims=True)
+    return pr
+
+
+def test_fast_top_k_and_top_p_keep_the_same_sets_as_sorting_ties_included():
+    from specbench import sampling
+
+    rng = np.random.default_rng(0)
+    paths = set()
+    for trial in range(18):
+        V = (60, 1000, 50257)[trial % 3]
+        scale = (0.05, 1.0, 6.0)[trial // 3 % 3]  # flat rows take the radix path, peaked ones the fast path
+        x = jnp.asarray(np.round(rng.normal(0, scale, (3, V)), int(rng.integers(1, 4))), jnp.float32)  # ties
+        for warp in (Warp(1.0, top_k=int(rng.integers(1, 70))), Warp(0.7, top_p=float(rng.uniform(0.05, 0.99))),
+                     Warp(1.3, top_k=40, top_p=0.8)):
+            fast, ref = probs(x, warp), _sorted_warp_reference(x, warp)
+            np.testing.assert_array_equal(np.asarray(fast) > 0, np.asarray(ref) > 0)
+            np.testing.assert_allclose(fast, ref, atol=1e-6)
+            if warp.top_p:
+                pr = jax.nn.softmax(x / warp.temperature, -1)
+                top = jax.lax.top_k(pr, min(sampling.NUCLEUS_FAST, V))[0]
+                paths.add(bool(jnp.all(top.sum(-1) >= warp.top_p)))
+    assert paths == {True, False}  # both the fast path and the exact radix search were tested
