@@ -1,14 +1,17 @@
 """A small built-in prompt suite, a few prompts per category, each with a stable id.
 
 The categories follow the contrast of the DeepMind paper (predictable text accepts more drafts
-than open-ended prose) within what a small fiction-trained pair can continue.
+than open-ended prose) within what the bundled pair, trained on Victorian novels and children's
+books, can continue: prose openings in that style, and `repetition`, whose continuation repeats
+text the prompt already holds (a refrain, a list being continued, a line quoted twice), where
+drafts are easy.
 """
 
 from __future__ import annotations
 
 import hashlib
 
-SEED_PROMPT = "Alan Turing theorized that computers would one day become"
+SEED_PROMPT = "Alan Turing theorized that computers would one day become"  # the seeds' worked example
 
 PROMPTS: dict[str, dict[str, str]] = {
     "seed": {"seed-turing": SEED_PROMPT},
@@ -31,7 +34,18 @@ PROMPTS: dict[str, dict[str, str]] = {
         "description-1": "The room was large and low, with a great fireplace at one end and",
         "description-2": "The town lay in a valley between two hills, and in the summer",
     },
+    "repetition": {
+        "refrain-1": ("Row, row, row your boat, gently down the stream. Merrily, merrily, merrily, merrily, "
+                      "life is but a dream. Row, row, row your boat, gently down the stream. Merrily,"),
+        "list-1": ("Monday, Tuesday, Wednesday, Thursday, Friday, Saturday, Sunday. Monday, Tuesday, "
+                   "Wednesday, Thursday,"),
+        "quote-1": ('"The little house stood at the edge of the wood, and no one had lived in it for many '
+                    'years." She read the line again, slowly: "The little house stood at the edge of the'),
+        "count-1": "One, two, three, four, five, six, seven, eight, nine, ten. One, two, three, four, five,",
+    },
 }
+DEFAULT_PROMPT_ID = "narrative-1"
+DEFAULT_PROMPT = PROMPTS["narrative"][DEFAULT_PROMPT_ID]  # what run and trace decode unless told
 
 
 def all_prompts() -> dict[str, str]:
