@@ -1,3 +1,44 @@
-from specbench.cli import main
+"""`specbench` and `python -m specbench`: Ctrl-C made safe before anything else is imported.
 
-main()
+Ctrl-C must end the process at once with exit 130, whatever it is doing. A Python-level
+handler runs only when the main thread returns from XLA, and a KeyboardInterrupt raised while
+XLA compiled tore the process down with a segmentation fault. So SIGINT is blocked in the main
+thread before JAX (or any library) starts a thread, every later thread inherits the mask, and
+one thread waits for the signal with sigwait, says what was kept, and leaves with os._exit(130).
+Every file specbench writes is replaced atomically, so exiting at any instant loses only the
+unfinished row. The message comes from specbench.cli.interrupt_message, once that is imported.
+"""
+
+import os
+import signal
+import sys
+import threading
+
+
+def watch_interrupts() -> None:
+    """Block SIGINT in this (main) thread and end the process from a waiting thread instead."""
+    if not hasattr(signal, "pthread_sigmask"):
+        return
+
+    def wait():
+        signal.sigwait({signal.SIGINT})
+        try:
+            message = getattr(sys.modules.get("specbench.cli"), "interrupt_message", ["interrupted"])[0]
+            sys.stderr.write(message + "\n")
+            sys.stderr.flush()
+        finally:
+            os._exit(130)
+
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    threading.Thread(target=wait, name="specbench-sigint", daemon=True).start()
+
+
+def main():
+    watch_interrupts()
+    from specbench.cli import main as cli_main
+
+    cli_main()
+
+
+if __name__ == "__main__":
+    main()

@@ -8,18 +8,19 @@ Human-readable output goes to standard output, or to standard error when an expo
 from __future__ import annotations
 
 import datetime
+import os
 import sys
 from pathlib import Path
 
 import click
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 from rich.text import Text
 
 from specbench import export, prompts, theory, tokenizer
 from specbench.decoding import DecodeError
 from specbench.export import ExportError
+from specbench.progress import progress as progress_bar
 from specbench.tokenizer import TokenizerError
 from specbench.weights import WeightsError
 
@@ -43,6 +44,10 @@ Metrics (one generation of N new tokens; the first comes from the prefill in bot
 """
 
 
+# What Ctrl-C prints before exit 130; a sweep points it at the rows it has kept.
+interrupt_message = ["interrupted"]
+
+
 class BadInput(click.UsageError):
     """One line naming the flag and what is allowed."""
 
@@ -50,10 +55,25 @@ class BadInput(click.UsageError):
         super().__init__(f"{flag}: {message}")
 
 
+class PipeClosed(Exception):
+    """stdout's reader went away (`specbench run | head -1`)."""
+
+
 class SpecbenchGroup(click.Group):
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:  # before click turns it into a bare exit 1
+            raise PipeClosed() from None
+
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         try:
             return super().main(args, prog_name or "specbench", complete_var, standalone_mode=False, **extra)
+        except PipeClosed:
+            # the reader has what it wanted: end quietly, and point stdout at /dev/null so that
+            # the interpreter's last flush cannot fail again
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(0)
         except click.exceptions.Exit as e:
             sys.exit(e.exit_code)
         except click.UsageError as e:
@@ -95,19 +115,22 @@ class ListParam(click.ParamType):
             self.fail(f"{value!r} is not a comma list like {example}", param, ctx)
 
 
+class QuietConsole(Console):
+    """rich's Console, but a closed pipe is an ordinary end (exit 0), not rich's exit 1."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise PipeClosed()
+
+
 def make_console(*exports) -> Console:
     """Where the human-readable output goes: stderr when an export writes to stdout."""
     to_stderr = any(e == "-" for e in exports)
     stream = sys.stderr if to_stderr else sys.stdout
     # a pipe or file gets 120 columns, not rich's default 80, so the tables stay readable
-    return Console(stderr=to_stderr, highlight=False, width=None if stream.isatty() else 120)
+    return QuietConsole(stderr=to_stderr, highlight=False, width=None if stream.isatty() else 120)
 
 
-def make_progress() -> Progress:
-    """A transient progress bar on stderr, so it never mixes with exports on stdout."""
-    return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(), console=Console(stderr=True),
-                    transient=True)
 
 
 def load_model(name: str, flag: str, dtype: str, cache: dict):
@@ -149,9 +172,13 @@ def check_config(prompt_ids, n_tokens: int, K: int, draft, target):
 
 
 def check_exports(**paths):
+    """Every --export-* (and sweep's --output) path: the right extension, and writable, before any work."""
+    formats = {"export_csv": "csv", "export_json": "json", "export_markdown": "markdown", "output": "json"}
     for flag, path in paths.items():
         if path:
             try:
+                if flag in formats:
+                    export.check_extension(path, formats[flag])
                 export.check_writable(path)
             except ExportError as e:
                 raise BadInput("--" + flag.replace("_", "-"), str(e)) from None
@@ -164,11 +191,41 @@ def write_exports(rows, csv_path, json_path, md_path):
 
 
 def results_dir() -> Path:
-    from specbench.weights import weights_dir
+    """Where run and sweep save by default: $SPECBENCH_RESULTS_DIR (made if missing, since the
+    user named it), else the results/ folder of the checkout this package runs from, else the
+    working directory. No folder the user did not name is ever created."""
+    named = os.environ.get("SPECBENCH_RESULTS_DIR")
+    if named:
+        try:
+            Path(named).mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise BadInput("SPECBENCH_RESULTS_DIR", f"cannot create {named} ({e.strerror})") from None
+        return Path(named)
+    checkout = Path(__file__).resolve().parent.parent
+    if (checkout / "pyproject.toml").is_file() and (checkout / "results").is_dir():
+        return checkout / "results"
+    return Path.cwd()
 
-    d = weights_dir().parent / "results"
-    d.mkdir(parents=True, exist_ok=True)
-    return d
+
+def check_save_path(path: Path, flag: str = "--save") -> None:
+    """Before any work: the default results file must be writable, or say how to avoid it."""
+    try:
+        export.check_writable(str(path))
+    except ExportError as e:
+        raise BadInput(flag, f"{e}; pass --no-save, or set SPECBENCH_RESULTS_DIR to a writable folder") from None
+
+
+def resolve_prompt(prompt: str, prompt_id: str | None) -> tuple[str, str]:
+    """(text, id) for run and trace: --prompt-id names one built-in prompt; else the text's own id."""
+    if prompt_id is None:
+        return prompt, next((pid for pid, text in prompts.all_prompts().items() if text == prompt), "custom")
+    everything = prompts.all_prompts()
+    if prompt_id not in everything:
+        several = prompt_id == "all" or prompt_id in prompts.PROMPTS or "," in prompt_id
+        hint = ("this command decodes one prompt; `specbench sweep --prompts " + prompt_id + "` runs several"
+                if several else "see `specbench prompts`")
+        raise BadInput("--prompt-id", f"{prompt_id!r} is not a prompt id ({', '.join(everything)}); {hint}")
+    return everything[prompt_id], prompt_id
 
 
 def stamp() -> str:
@@ -177,6 +234,21 @@ def stamp() -> str:
 
 def fmt_time(seconds: float) -> str:
     return f"{seconds * 1e3:.2f} ms" if seconds < 1 else f"{seconds:.3f} s"
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def fmt_speedup(row: dict) -> str:
+    """mean ± σ of the per-repeat ratios; one repeat has no spread, so none is printed."""
+    return f"{row['speedup']:.2f}" if row["repeats"] == 1 else f"{row['speedup']:.2f} ± {row['speedup_std']:.2f}"
+
+
+def fmt_overhead(row: dict) -> str:
+    """The per-round overhead with its uncertainty (it is a difference of separately timed medians)."""
+    ms = lambda s: f"{s * 1e3:.2f}"
+    return f"{ms(row['t_overhead_s'])} ± {ms(row.get('t_overhead_err_s') or 0.0)} ms"
 
 
 def fmt_range(lo: float, hi: float) -> str:
@@ -221,31 +293,38 @@ def apply(options):
 def timing_table(rows: list[dict], console: Console):
     row = rows[0]
     n = row["n_tokens"]
-    table = Table(title=f"{n} new tokens · {row['repeats']} repeats · {row['device']} · {row['dtype']}")
-    for col in ("method", "time (mean ± σ)", "range (min … max)", "tokens/s", "speedup", "tokens/round", "r", "α"):
+    one = row["repeats"] == 1
+    table = Table(title=f"{n} new tokens · {plural(row['repeats'], 'repeat')}"
+                        + (" (no spread from one repeat)" if one else "") + f" · {row['device']} · {row['dtype']}")
+    for col in ("method", "time" if one else "time (mean ± σ)", "range (min … max)", "tokens/s", "speedup",
+                "tokens/round", "r", "α"):
         table.add_column(col, justify="left" if col == "method" else "right")
-    table.add_row("autoregressive", f"{fmt_time(row['ar_mean_s'])} ± {fmt_time(row['ar_std_s'])}",
+    spread = (lambda m, sd: fmt_time(m)) if one else (lambda m, sd: f"{fmt_time(m)} ± {fmt_time(sd)}")
+    table.add_row("autoregressive", spread(row['ar_mean_s'], row['ar_std_s']),
                   fmt_range(row['ar_min_s'], row['ar_max_s']), f"{row['ar_tokens_per_s']:.1f}",
                   "1.00", "1.00", "", "")
-    table.add_row(f"speculative K={row['K']}", f"{fmt_time(row['sd_mean_s'])} ± {fmt_time(row['sd_std_s'])}",
+    table.add_row(f"speculative K={row['K']}", spread(row['sd_mean_s'], row['sd_std_s']),
                   fmt_range(row['sd_min_s'], row['sd_max_s']), f"{row['sd_tokens_per_s']:.1f}",
-                  f"[bold]{row['speedup']:.2f} ± {row['speedup_std']:.2f}[/bold]", f"{row['tokens_per_round']:.2f}",
+                  f"[bold]{fmt_speedup(row)}[/bold]", f"{row['tokens_per_round']:.2f}",
                   f"{row['r']:.3f}", f"{row['alpha']:.3f}")
     console.print(table)
     steps = Table(title="step times (median, device loop) and theory from the same run")
-    for col in ("t_draft", "t_target", f"t_verify({row['K'] + 1})", "c", "t_round", "overhead",
+    for col in ("t_draft", "t_target", f"t_verify({row['K'] + 1})", "c", "t_round", "overhead (± σ)",
                 "theory", "refined", "measured/refined", "round model"):
         steps.add_column(col, justify="right")
     steps.add_row(fmt_time(row["t_draft_s"]), fmt_time(row["t_target_s"]), fmt_time(row["t_verify_s"]),
-                  f"{row['t_draft_s'] / row['t_target_s']:.3f}", fmt_time(row["t_round_s"]),
-                  fmt_time(row["t_overhead_s"]), f"{row['theory_speedup']:.2f}", f"{row['refined_speedup']:.2f}",
-                  f"{row['measured_over_theory']:.2f}", f"{row['round_model_speedup']:.2f}")
+                  f"{row['t_draft_s'] / row['t_target_s']:.3f}", fmt_time(row["t_round_s"]), fmt_overhead(row),
+                  f"{row['theory_speedup']:.2f}", f"{row['refined_speedup']:.2f}",
+                  f"{row['measured_over_refined']:.2f}", f"{row['round_model_speedup']:.2f}")
     console.print(steps)
+    if row["t_overhead_s"] < 0:
+        console.print("[dim]overhead < 0: t_round, t_draft and t_verify are separately timed medians, and their "
+                      "difference is within the timing noise shown (± σ)[/dim]")
 
 
 @cli.command(epilog=METRICS_HELP)
 @apply(model_options)
-@click.option("--prompt", default=prompts.SEED_PROMPT, show_default=True, help="Prompt text.")
+@click.option("--prompt", default=prompts.DEFAULT_PROMPT, show_default=True, help="Prompt text.")
 @click.option("--prompt-id", default=None, help="A built-in prompt id instead (see `specbench prompts`).")
 @click.option("--K", "-k", "K", type=click.IntRange(min=1), default=4, show_default=True, help="Draft tokens per round.")
 @click.option("--temperature", "-t", type=click.FloatRange(min=0), default=0.0, show_default=True,
@@ -265,13 +344,10 @@ def run(draft, target, dtype, prompt, prompt_id, K, temperature, top_p, n_tokens
 
     console = make_console(export_csv, export_json, export_markdown)
     check_exports(export_csv=export_csv, export_json=export_json, export_markdown=export_markdown)
-    if prompt_id is not None:
-        try:
-            prompt = prompts.select(prompt_id)[prompt_id]
-        except (ValueError, KeyError) as e:
-            raise BadInput("--prompt-id", str(e)) from None
-    else:
-        prompt_id = next((pid for pid, text in prompts.all_prompts().items() if text == prompt), "custom")
+    save_path = results_dir() / f"run-{stamp()}.json" if save else None
+    if save_path:
+        check_save_path(save_path)
+    prompt, prompt_id = resolve_prompt(prompt, prompt_id)
     d, t = load_pair(draft, target, dtype, {})
     prompt_ids = tokenizer.encode(prompt)
     check_config(prompt_ids, n_tokens, K, d, t)
@@ -280,17 +356,17 @@ def run(draft, target, dtype, prompt, prompt_id, K, temperature, top_p, n_tokens
                   f"({t.config.n_layer}x{t.config.n_embd}) · K={K} · T={temperature:g}"
                   + (f" · top-k {top_k}" if top_k else "") + (f" · top-p {top_p:g}" if top_p else "")
                   + (" · random weights: timing only" if "random" in (d.source, t.source) else ""))
-    with make_progress() as progress:
-        task = progress.add_task("compiling (warm-up)", total=warmup + repeats + 1)
+    with progress_bar("compiling (warm-up)", warmup + repeats + 5) as bar:
         res = harness.run_benchmark(d, t, prompt_ids, n_tokens, K, warp, seed, repeats, warmup, not host_loop,
-                                    lambda done, total, what: progress.update(task, completed=done, description=what))
+                                    lambda done, total, what: bar.update(done, what=what))
     row = harness.result_row(res, draft=d.name, target=t.name, dtype=dtype, K=K, warp=warp, seed=seed,
                              prompt_id=prompt_id, prompt=prompt, n_tokens=n_tokens, repeats=repeats, warmup=warmup,
                              loop="host" if host_loop else "device", decode=tokenizer.decode)
     timing_table([row], console)
     faster = "faster" if row["speedup"] >= 1 else "slower"
     factor = row["speedup"] if row["speedup"] >= 1 else 1 / row["speedup"]
-    console.print(f"[bold]speculative[/bold] ran [bold]{factor:.2f} ± {row['speedup_std']:.2f}[/bold] times {faster} "
+    spread = "" if repeats == 1 else f" ± {row['speedup_std']:.2f}"
+    console.print(f"[bold]speculative[/bold] ran [bold]{factor:.2f}{spread}[/bold] times {faster} "
                   f"than autoregressive · compile (excluded): {res.compile_s:.1f} s, {res.n_compiles} programs")
     console.print(Text.assemble(("prompt ", "dim"), prompt))
     console.print(Text.assemble(("AR ", "bold"), row["ar_text"]))
@@ -299,10 +375,9 @@ def run(draft, target, dtype, prompt, prompt_id, K, temperature, top_p, n_tokens
         console.print("T=0: the two generations are " + ("[green]identical[/green]" if row["identical"]
                                                           else "[red]DIFFERENT[/red]"))
     write_exports([row], export_csv, export_json, export_markdown)
-    if save:
-        path = results_dir() / f"run-{stamp()}.json"
-        export.write([row], str(path), "json")
-        console.print(f"[dim]saved {path}[/dim]")
+    if save_path:
+        export.write([row], str(save_path), "json")
+        console.print(f"[dim]saved {save_path}[/dim]")
 
 
 SWEEP_KEY = ("draft", "target", "dtype", "K", "temperature", "top_k", "top_p", "prompt_id", "n_tokens", "seed", "loop")
@@ -313,7 +388,7 @@ SWEEP_KEY = ("draft", "target", "dtype", "K", "temperature", "top_k", "top_p", "
 @click.option("--K", "-k", "K", type=ListParam(int), default="1,2,4,8", show_default=True, help="Comma list or range.")
 @click.option("--temperature", "-t", type=ListParam(float), default="0", show_default=True, help="Comma list.")
 @click.option("--top-p", type=ListParam(float), default=None, help="Comma list of nucleus masses in (0, 1].")
-@click.option("--prompts", "prompt_spec", default="seed", show_default=True,
+@click.option("--prompts", "prompt_spec", default=prompts.DEFAULT_PROMPT_ID, show_default=True,
               help="all, a category, or prompt ids, comma-separated.")
 @apply(decode_options)
 @click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True)
@@ -355,45 +430,71 @@ def sweep(draft, target, dtype, K, temperature, top_p, prompt_spec, n_tokens, to
     encoded = {pid: tokenizer.encode(text) for pid, text in chosen.items()}
     for k, _, _, pid in grid:
         check_config(encoded[pid], n_tokens, k, d, t)
+    fixed = {"draft": d.name, "target": t.name, "dtype": dtype, "top_k": top_k, "n_tokens": n_tokens, "seed": seed,
+             "loop": loop, "repeats": repeats, "warmup": warmup}
+    check_resume_settings(rows, fixed, output)
     done = {tuple(r.get(c) for c in SWEEP_KEY) for r in rows}
     key_of = lambda k, temp, p, pid: (d.name, t.name, dtype, k, temp, top_k, p, pid, n_tokens, seed, loop)
     todo = [g for g in grid if key_of(*g) not in done]
-    console.print(f"sweep: {len(grid)} configurations, {len(grid) - len(todo)} already in {output}, "
+    console.print(f"sweep: {plural(len(grid), 'configuration')}, {len(grid) - len(todo)} already in {output}, "
                   f"{len(todo)} to run · draft {d.name} · target {t.name}")
+    # files are rewritten after every row; standard output gets the exports once, at the end
+    file_exports = {f: p for f, p in (("csv", export_csv), ("json", export_json), ("markdown", export_markdown))
+                    if p and p != "-"}
+    kept = lambda: f"{plural(len(rows), 'row')} kept in {output}; run again with --resume --output {output}"
+    interrupt_message[0] = "interrupted: " + kept()
     try:
-        with make_progress() as progress:
-            task = progress.add_task("sweep", total=len(todo))
-            for k, temp, p, pid in todo:
-                progress.update(task, description=f"K={k} T={temp:g}" + (f" top-p={p:g}" if p else "") + f" {pid}")
+        with progress_bar("sweep", len(todo), unit="configuration") as bar:
+            for i, (k, temp, p, pid) in enumerate(todo):
+                bar.update(i, what=f"K={k} T={temp:g}" + (f" top-p={p:g}" if p else "") + f" {pid}")
                 warp = Warp(temp, top_k, p)
                 res = harness.run_benchmark(d, t, encoded[pid], n_tokens, k, warp, seed, repeats, warmup, not host_loop)
                 rows.append(harness.result_row(res, draft=d.name, target=t.name, dtype=dtype, K=k, warp=warp,
                                                seed=seed, prompt_id=pid, prompt=chosen[pid], n_tokens=n_tokens,
                                                repeats=repeats, warmup=warmup, loop=loop, decode=tokenizer.decode))
                 export.write(rows, output, "json")
-                write_exports(rows, export_csv, export_json, export_markdown)
-                progress.advance(task)
-    except KeyboardInterrupt:
-        click.echo(f"interrupted: {len(rows)} rows kept in {output}; run again with --resume --output {output}",
-                   err=True)
+                for fmt, path in file_exports.items():
+                    export.write(rows, path, fmt)
+                interrupt_message[0] = "interrupted: " + kept()
+                bar.update(i + 1)
+    except KeyboardInterrupt:  # in-process callers (tests); the console script exits from watch_interrupts
+        click.echo("interrupted: " + kept(), err=True)
         sys.exit(130)
+    for fmt, path in (("csv", export_csv), ("json", export_json), ("markdown", export_markdown)):
+        if path == "-":
+            export.write(rows, path, fmt)
     headers = {"prompt_id": "prompt", "K": "K", "temperature": "T", "top_p": "top-p", "ar_tokens_per_s": "AR tok/s",
                "sd_tokens_per_s": "SD tok/s", "speedup": "speedup", "speedup_std": "±", "tokens_per_round": "tok/round",
                "alpha": "α", "theory_speedup": "theory", "refined_speedup": "refined", "identical": "T=0 same"}
     settings = ("prompt_id", "K", "temperature", "top_p")
     # like llama-bench: settings that do not vary are left out of the table (they are in the file)
     shown = [c for c in headers if c not in settings or len({str(r.get(c)) for r in rows}) > 1]
-    table = Table(title=f"{len(rows)} rows · {output}")
+    if repeats == 1:
+        shown.remove("speedup_std")
+    table = Table(title=f"{plural(len(rows), 'row')} · {output}" + (" · one repeat: no spread" if repeats == 1 else ""))
     for c in shown:
         table.add_column(headers[c], justify="left" if c == "prompt_id" else "right")
     for r in rows:
-        table.add_row(*[str(export._fmt(r.get(c))) for c in shown])
+        table.add_row(*[export.fmt_fixed(c, r.get(c)) for c in shown])
     console.print(table)
+
+
+def check_resume_settings(rows: list[dict], fixed: dict, output: str) -> None:
+    """--resume adds rows only to a file of the same settings: refuse, naming each that differs."""
+    differing = []
+    for name, value in fixed.items():
+        before = {r.get(name) for r in rows}
+        if before and before != {value}:
+            shown = ", ".join(str(v) for v in sorted(before, key=str))
+            differing.append(f"{name} {shown} there, {value} now")
+    if differing:
+        raise BadInput("--resume", f"{output} holds rows of other settings ({'; '.join(differing)}); "
+                                   "pass the same settings, or write to another --output")
 
 
 @cli.command(epilog=METRICS_HELP)
 @apply(model_options)
-@click.option("--prompt", default=prompts.SEED_PROMPT, show_default=True)
+@click.option("--prompt", default=prompts.DEFAULT_PROMPT, show_default=True)
 @click.option("--K", "-k", "K", type=click.IntRange(min=1), default=4, show_default=True)
 @click.option("--temperature", "-t", type=click.FloatRange(min=0), default=0.0, show_default=True)
 @click.option("--top-p", type=click.FloatRange(0, 1, min_open=True), default=None)
@@ -443,6 +544,9 @@ def trace(draft, target, dtype, prompt, K, temperature, top_p, n_tokens, top_k, 
                   f"draft {d.name} · target {t.name} · K={K} · T={temperature:g}")
 
 
+K_SEARCH = 64  # theory --alpha looks for the optimal K in 1..K_SEARCH
+
+
 @cli.command("theory")
 @click.option("--K", "-k", "K", type=ListParam(int), required=True, help="K, a range (1-8) or a list (1,2,4).")
 @click.option("--t-draft", type=click.FloatRange(min=0, min_open=True), required=True,
@@ -481,18 +585,27 @@ def theory_cmd(K, t_draft, t_target, r, alpha, t_verify):
         console.print(f"K={k}  c={c:.4f}  tokens/round={tpr:.3f}  r={rr:.3f}  alpha={a:.3f}")
         console.print(f"speedup = [bold]{s:.2f}[/bold]" + (f"  (refined with t_verify: {refined:.2f})" if refined else ""))
         if alpha is not None:
-            best = theory.optimal_K(alpha, c)
-            console.print(f"optimal K for alpha={alpha:g}, c={c:.4f}: {best} "
-                          f"(speedup {theory.speedup_from_alpha(alpha, best, c):.2f})")
+            best = theory.optimal_K(alpha, c, K_SEARCH)
+            if best == K_SEARCH:  # still rising at the end of the search: no finite optimum to report
+                console.print(f"no optimal K for alpha={alpha:g}, c={c:.4f}: the speedup still grows at K={K_SEARCH} "
+                              f"({theory.speedup_from_alpha(alpha, best, c):.2f}), the end of the search"
+                              + (" and, at alpha = 1, for ever, toward 1/c" if alpha == 1 else ""))
+            else:
+                console.print(f"optimal K for alpha={alpha:g}, c={c:.4f}: {best} "
+                              f"(speedup {theory.speedup_from_alpha(alpha, best, c):.2f})")
         return
     best = max(rows, key=lambda row: row[4])[0]
+    rising = best == max(K) and len(rows) > 1
     table = Table(title=f"c = t_draft/t_target = {c:.4f}" + (f", r = {r:g}" if r is not None else f", alpha = {alpha:g}"))
     for col in ("K", "tokens/round", "r", "alpha", "speedup") + (("refined",) if t_verify else ()) + ("",):
         table.add_column(col, justify="right")
     for k, tpr, rr, a, s, refined in rows:
         cells = [str(k), f"{tpr:.3f}", f"{rr:.3f}", f"{a:.3f}", f"{s:.2f}"] + ([f"{refined:.2f}"] if t_verify else [])
-        table.add_row(*cells, "◀ best" if k == best else "", style="bold" if k == best else None)
+        mark = ("◀ best so far" if rising else "◀ best") if k == best else ""
+        table.add_row(*cells, mark, style="bold" if k == best else None)
     console.print(table)
+    if rising:
+        console.print(f"the speedup still grows at K={best}, the largest K asked for: try larger K")
 
 
 @cli.group(invoke_without_command=True)
@@ -554,10 +667,37 @@ def plot(file, output):
         rows = export.read_json(file)
     except ExportError as e:
         raise BadInput("FILE", str(e)) from None
+    missing = plotting.missing_fields(rows)
+    if missing:
+        raise BadInput("FILE", f"{file}: {missing}; plot needs rows written by `specbench run` or `sweep`")
     output = output or str(Path(file).with_suffix(".png"))
-    check_exports(output=output)
+    if Path(output).suffix.lower() != ".png":
+        raise BadInput("--output", f"{output}: the plot is a PNG, so name the file *.png")
+    try:
+        export.check_writable(output)
+    except ExportError as e:
+        raise BadInput("--output", str(e)) from None
     plotting.plot_rows(rows, output)
     click.echo(f"wrote {output}")
+
+
+def roofline_model(name: str, dtype: str, random_init: bool):
+    """The model roofline times: from disk, or random weights of a registry shape."""
+    import jax.numpy as jnp
+
+    from specbench import weights
+    from specbench.gpt2 import init_params
+
+    if not random_init:
+        return load_model(name, "--model", dtype, {})
+    try:
+        spec = weights.resolve(name)
+    except WeightsError as e:
+        raise BadInput("--model", str(e)) from None
+    if not isinstance(spec, weights.ModelSpec):
+        raise BadInput("--random-init", "needs registry names (a directory has weights already)")
+    jdtype = jnp.bfloat16 if dtype == "bfloat16" else jnp.float32
+    return weights.Model(spec.name, spec.config, init_params(spec.config, 0, jdtype), "random")
 
 
 @cli.command("roofline")
@@ -581,7 +721,6 @@ def roofline_cmd(model_names, random_init, dtypes, K, context, iters, export_csv
     Python one call per token, the usual way, and plain/loop what the device loop saves.
     """
     import jax
-    import jax.numpy as jnp
 
     from specbench import harness, weights
 
@@ -592,29 +731,21 @@ def roofline_cmd(model_names, random_init, dtypes, K, context, iters, export_csv
     if any(d not in ("float32", "bfloat16") for d in dtypes):
         raise BadInput("--dtype", "values must be float32 or bfloat16")
     names = list(model_names) or list(weights.default_pair()[::-1])
-    rows = []
-    for name in names:
-        for dtype in dtypes:
-            jdtype = jnp.bfloat16 if dtype == "bfloat16" else jnp.float32
-            if random_init:
-                try:
-                    spec = weights.resolve(name)
-                except WeightsError as e:
-                    raise BadInput("--model", str(e)) from None
-                if not isinstance(spec, weights.ModelSpec):
-                    raise BadInput("--random-init", "needs registry names (a directory has weights already)")
-                from specbench.gpt2 import init_params
-                model = weights.Model(spec.name, spec.config, init_params(spec.config, 0, jdtype), "random")
-            else:
-                model = load_model(name, "--model", dtype, {})
-            if K + 1 > min(context, model.config.n_ctx):
-                raise BadInput("--K", f"K+1 must fit the context ({min(context, model.config.n_ctx)})")
-            max_len = min(context, model.config.n_ctx)
-            with console.status(f"timing {model.name} {dtype}"):
-                measured = harness.roofline(model, K + 1, max_len, iters)
-            for r in measured:
-                rows.append({**harness.context(), "model": model.name, "weights": "random (timing only)"
-                             if model.source == "random" else model.source, "dtype": dtype, "context": max_len, **r})
+    runs = [(roofline_model(name, dtype, random_init), dtype) for name in names for dtype in dtypes]
+    for model, _ in runs:  # every check before any timing
+        if context > model.config.n_ctx:
+            raise BadInput("--context", f"{context} exceeds {model.name}'s context of {model.config.n_ctx} "
+                                        f"tokens; use at most {model.config.n_ctx}")
+    if K + 1 > context:
+        raise BadInput("--K", f"K+1 = {K + 1} must fit the cache of --context {context}")
+    rows: list[dict] = []
+    with progress_bar("roofline", len(runs) * (K + 2), unit="timing") as bar:
+        for model, dtype in runs:
+            bar.update(what=f"timing {model.name} {dtype}")
+            measured = harness.roofline(model, K + 1, context, iters, on_timing=lambda: bar.update(advance=1))
+            rows += [{**harness.context(), "model": model.name, "weights": "random (timing only)"
+                      if model.source == "random" else model.source, "dtype": dtype, "context": context, **r}
+                     for r in measured]
     random_note = " · random weights: timing only" if any(r["weights"].startswith("random") for r in rows) else ""
     table = Table(title=f"decode-step roofline · {rows[0]['device']} · cache {context} · peak "
                         + (f"{rows[0]['peak_gbps']:.0f} GB/s" if rows[0]["peak_gbps"] else "unknown") + random_note)
@@ -638,4 +769,6 @@ def roofline_cmd(model_names, random_init, dtypes, K, context, iters, export_csv
 
 
 def main():
+    """Run the command line. The console script enters through specbench.__main__, which first
+    makes Ctrl-C safe at any moment."""
     cli()

@@ -25,19 +25,29 @@ CONTEXT_COLUMNS = ["specbench_version", "git_commit", "jax_version", "device", "
 METRIC_COLUMNS = ["ar_mean_s", "ar_std_s", "ar_min_s", "ar_max_s", "ar_median_s", "ar_tokens_per_s",
                   "sd_mean_s", "sd_std_s", "sd_min_s", "sd_max_s", "sd_median_s", "sd_tokens_per_s",
                   "speedup", "speedup_std", "n_rounds", "tokens_per_round", "r", "alpha", "accept_rate_drafted",
-                  "t_draft_s", "t_target_s", "t_verify_s", "t_round_s", "t_overhead_s", "t_ar_token_s",
-                  "theory_speedup", "refined_speedup", "round_model_speedup", "measured_over_theory", "compile_s",
-                  "identical"]
+                  "t_draft_s", "t_target_s", "t_verify_s", "t_round_s", "t_overhead_s", "t_overhead_err_s", "t_ar_token_s",
+                  "theory_speedup", "refined_speedup", "round_model_speedup", "measured_over_theory",
+                  "measured_over_refined", "compile_s", "identical"]
 CSV_COLUMNS = CONTEXT_COLUMNS + METRIC_COLUMNS
 # the JSON rows also carry: ar_times_s, sd_times_s, accepted_hist, per_position_acceptance,
 # ar_token_ids, sd_token_ids, ar_text, sd_text, prompt
 MARKDOWN_COLUMNS = ["draft", "target", "prompt_id", "K", "temperature", "top_p", "ar_tokens_per_s",
                     "sd_tokens_per_s", "speedup", "tokens_per_round", "alpha", "theory_speedup",
-                    "refined_speedup", "measured_over_theory"]
+                    "refined_speedup", "measured_over_refined"]
 
 
 class ExportError(Exception):
     pass
+
+
+# Which file names each format may be written to: the extension must agree with the format.
+EXTENSIONS = {"csv": (".csv",), "json": (".json",), "markdown": (".md", ".markdown")}
+
+
+def check_extension(path: str, fmt: str) -> None:
+    """Refuse `out.csv` for JSON and the like: a file's name says what is in it. '-' is stdout."""
+    if path != "-" and Path(path).suffix.lower() not in EXTENSIONS[fmt]:
+        raise ExportError(f"{path}: {fmt} goes to a file named *{' or *'.join(EXTENSIONS[fmt])} (or - for stdout)")
 
 
 def check_writable(path: str) -> None:
@@ -95,6 +105,19 @@ def _fmt(value):
     if isinstance(value, float):
         return f"{value:.4g}"
     return "" if value is None else value
+
+
+def fmt_fixed(column: str, value) -> str:
+    """A table cell with the decimals its column deserves (tokens/s 1, speedups 2, alpha 3)."""
+    if value is None:
+        return ""
+    if isinstance(value, bool) or not isinstance(value, float):
+        return str(value)
+    decimals = {"ar_tokens_per_s": 1, "sd_tokens_per_s": 1, "alpha": 3, "r": 3, "temperature": 2,
+                "top_p": 2}.get(column, 2)
+    if column in ("temperature", "top_p"):
+        return f"{value:g}"
+    return f"{value:.{decimals}f}"
 
 
 def to_markdown(rows: list[dict], columns: list[str] | None = None) -> str:

@@ -73,20 +73,24 @@ def _step_loop(params, cache, tokens, pos, iters, config: GPT2Config):
 _step_loop_jit = jax.jit(_step_loop, static_argnames=("iters", "config"), donate_argnames=("cache",))
 
 
-def _median_seconds(loop, state, iters: int, repeats: int) -> float:
-    """Median seconds per iteration of `loop(state) -> state`, a jitted device loop of `iters`
-    iterations; the first call compiles and is not counted."""
+def _seconds(loop, state, iters: int, repeats: int) -> np.ndarray:
+    """Seconds per iteration of `loop(state) -> state`, a jitted device loop of `iters`
+    iterations, once per repeat; the first call compiles and is not counted."""
     state = jax.block_until_ready(loop(state))
     samples = []
     for _ in range(repeats):
         t0 = time.perf_counter()
         state = jax.block_until_ready(loop(state))
         samples.append((time.perf_counter() - t0) / iters)
-    return float(np.median(samples))
+    return np.asarray(samples)
 
 
-def time_step(model: Model, n_seq: int, max_len: int, iters: int = 20, repeats: int = 5) -> float:
-    """Median seconds of one forward step over n_seq tokens (1 = decode, K+1 = verify).
+def _median_seconds(loop, state, iters: int, repeats: int) -> float:
+    return float(np.median(_seconds(loop, state, iters, repeats)))
+
+
+def step_seconds(model: Model, n_seq: int, max_len: int, iters: int = 20, repeats: int = 5) -> np.ndarray:
+    """Seconds of one forward step over n_seq tokens (1 = decode, K+1 = verify), one per repeat.
 
     Measured as a device-side loop of `iters` steps, divided by iters, so the figure is the
     model's step time without Python dispatch: what the device-loop decoders pay per step.
@@ -95,7 +99,12 @@ def time_step(model: Model, n_seq: int, max_len: int, iters: int = 20, repeats: 
     cache = init_cache(config, max_len, model.params["wte"].dtype)
     pos = jnp.int32(max(0, max_len // 2 - n_seq))  # any position costs the same: the whole cache is read
     loop = lambda s: _step_loop_jit(model.params, s[0], s[1], pos, iters, config)
-    return _median_seconds(loop, (cache, jnp.zeros(n_seq, jnp.int32)), iters, repeats)
+    return _seconds(loop, (cache, jnp.zeros(n_seq, jnp.int32)), iters, repeats)
+
+
+def time_step(model: Model, n_seq: int, max_len: int, iters: int = 20, repeats: int = 5) -> float:
+    """Median of step_seconds: the step time the theory columns use."""
+    return float(np.median(step_seconds(model, n_seq, max_len, iters, repeats)))
 
 
 @functools.partial(jax.jit, static_argnames=("config",), donate_argnames=("cache",))
@@ -138,15 +147,15 @@ def _ar_loop(params, state, iters, config, warp):
 
 
 def time_round(draft: Model, target: Model, prompt_ids, K: int, warp: Warp, max_len: int, seed: int = 0,
-               iters: int = 5, repeats: int = 5) -> float:
-    """Median seconds of one whole speculative round (K draft steps, verify, warping, accept/reject,
-    bookkeeping) as the device loop runs it."""
+               iters: int = 5, repeats: int = 5) -> np.ndarray:
+    """Seconds of one whole speculative round (K draft steps, verify, warping, accept/reject,
+    bookkeeping) as the device loop runs it, one per repeat."""
     buf, n_prompt = decoding._prompt_buffer(prompt_ids, max_len)
     state = decoding.spec_start_jit(draft.params, target.params, buf, n_prompt, jax.random.PRNGKey(seed),
                                     draft_config=draft.config, target_config=target.config, warp=warp,
                                     max_len=max_len, K=K)
     loop = lambda s: _rounds_loop(draft.params, target.params, s, iters, draft.config, target.config, warp, K)
-    return _median_seconds(loop, state, iters, repeats)
+    return _seconds(loop, state, iters, repeats)
 
 
 def time_ar_token(target: Model, prompt_ids, warp: Warp, max_len: int, seed: int = 0, iters: int = 10,
@@ -176,6 +185,7 @@ class BenchmarkResult:
     t_ar_token_s: float
     compile_s: float
     n_compiles: int
+    t_overhead_err_s: float = 0.0  # σ of t_round - K t_draft - t_verify, from the spread of each timing
 
 
 def summarize(times: list[float]) -> dict[str, float]:
@@ -199,7 +209,7 @@ def run_benchmark(draft: Model, target: Model, prompt_ids: list[int], n_tokens: 
     ar = lambda: autoregressive(target, prompt_ids, n_tokens, warp, seed, max_len=max_len, device_loop=device_loop)
     sd = lambda: speculative(draft, target, prompt_ids, n_tokens, K, warp, seed, max_len=max_len,
                              device_loop=device_loop)
-    total = warmup + repeats + 1
+    total = warmup + repeats + 5
     progress = on_progress or (lambda *a: None)
     with CompileCounter() as compiles:
         t0 = time.perf_counter()
@@ -216,14 +226,24 @@ def run_benchmark(draft: Model, target: Model, prompt_ids: list[int], n_tokens: 
             sd_tokens, stats = sd()
             sd_times.append(time.perf_counter() - t0)
             progress(warmup + i + 1, total, "timing AR and SD")
-        t_draft = time_step(draft, 1, max_len)
-        t_target = time_step(target, 1, max_len)
-        t_verify = time_step(target, K + 1, max_len)
-        t_round = time_round(draft, target, prompt_ids, K, warp, max_len, seed)
+        done = warmup + repeats
+        progress(done, total, "step time: draft")
+        draft_s = step_seconds(draft, 1, max_len)
+        progress(done + 1, total, "step time: target")
+        target_s = step_seconds(target, 1, max_len)
+        progress(done + 2, total, f"step time: verify ({K + 1} tokens)")
+        verify_s = step_seconds(target, K + 1, max_len)
+        progress(done + 3, total, "step time: whole round")
+        round_s = time_round(draft, target, prompt_ids, K, warp, max_len, seed)
+        progress(done + 4, total, "step time: AR token")
         t_ar_token = time_ar_token(target, prompt_ids, warp, max_len, seed)
-        progress(total, total, "step times")
+        progress(total, total, "done")
+    # the overhead is a difference of separately timed medians: carry its uncertainty with it
+    sd_of = lambda x: float(np.std(x, ddof=1)) if len(x) > 1 else 0.0
+    overhead_err = float(np.sqrt(sd_of(round_s) ** 2 + (K * sd_of(draft_s)) ** 2 + sd_of(verify_s) ** 2))
     return BenchmarkResult(ar_times, sd_times, ar_tokens.tolist(), sd_tokens.tolist(), stats,
-                           t_draft, t_target, t_verify, t_round, t_ar_token, compile_s, compiles.count)
+                           float(np.median(draft_s)), float(np.median(target_s)), float(np.median(verify_s)),
+                           float(np.median(round_s)), t_ar_token, compile_s, compiles.count, overhead_err)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -277,10 +297,12 @@ def result_row(res: BenchmarkResult, *, draft: str, target: str, dtype: str, K: 
         "accept_rate_drafted": st.accept_rate_drafted,
         "t_draft_s": res.t_draft_s, "t_target_s": res.t_target_s, "t_verify_s": res.t_verify_s,
         "t_round_s": res.t_round_s, "t_overhead_s": res.t_round_s - K * res.t_draft_s - res.t_verify_s,
+        "t_overhead_err_s": res.t_overhead_err_s,
         "t_ar_token_s": res.t_ar_token_s,
         "theory_speedup": seed_theory, "refined_speedup": refined,
         "round_model_speedup": st.tokens_per_round * res.t_ar_token_s / res.t_round_s,
-        "measured_over_theory": float(speedups.mean()) / refined,
+        "measured_over_theory": float(speedups.mean()) / seed_theory,
+        "measured_over_refined": float(speedups.mean()) / refined,
         "compile_s": res.compile_s,
         "identical": (res.ar_tokens == res.sd_tokens) if warp.temperature == 0 else None,
         # JSON only
@@ -316,15 +338,20 @@ def step_bytes(model: Model, max_len: int) -> int:
     return param_bytes(model.params) + 2 * c.n_layer * max_len * c.n_embd * itemsize
 
 
-def roofline(model: Model, n_max: int, max_len: int, iters: int = 20, repeats: int = 5) -> list[dict]:
+def roofline(model: Model, n_max: int, max_len: int, iters: int = 20, repeats: int = 5,
+             on_timing=None) -> list[dict]:
     """Step time for 1 .. n_max tokens, bytes moved, bandwidth achieved, and t(n)/t(1); for 1
-    token also the plain host-dispatched step and its ratio to the device loop."""
+    token also the plain host-dispatched step and its ratio to the device loop. on_timing() is
+    called after each of the n_max + 1 timings."""
     moved = step_bytes(model, max_len)
     peak = peak_gbps()
+    done = on_timing or (lambda: None)
     t_plain = time_plain_step(model, max_len, iters, repeats)
+    done()
     rows = []
     for n in range(1, n_max + 1):
         t = time_step(model, n, max_len, iters, repeats)
+        done()
         gbps = moved / t / 1e9
         rows.append({"n_tokens_per_step": n, "t_step_s": t, "bytes_per_step": moved, "achieved_gbps": gbps,
                      "peak_gbps": peak, "fraction_of_peak": gbps / peak if peak else None,

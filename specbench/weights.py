@@ -210,6 +210,11 @@ def load_dir(directory: str | Path, dtype=jnp.float32) -> tuple[GPT2Config, dict
         raise WeightsError(f"{directory} is not a model directory (needs {CONFIG_FILE} and {SAFETENSORS_FILE} or {INDEX_FILE})")
     try:
         config = config_from_hf(json.loads((directory / CONFIG_FILE).read_text()))
+    except (OSError, ValueError) as e:  # unreadable, or not JSON
+        raise WeightsError(f"{directory / CONFIG_FILE} is not a valid config: {e}") from None
+    except WeightsError as e:  # JSON, but not a GPT-2 config
+        raise WeightsError(f"{directory / CONFIG_FILE}: {e}") from None
+    try:
         if (directory / SAFETENSORS_FILE).is_file():
             files = [directory / SAFETENSORS_FILE]
         else:

@@ -3,6 +3,7 @@
 import csv
 import io
 import json
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -32,6 +33,7 @@ def model_dirs(tmp_path_factory):
 def env(model_dirs, tmp_path, monkeypatch):
     """Weights and results in temporary folders; returns the --draft/--target arguments."""
     monkeypatch.setenv("SPECBENCH_WEIGHTS_DIR", str(tmp_path / "gpt2_weights"))
+    monkeypatch.setenv("SPECBENCH_RESULTS_DIR", str(tmp_path / "results"))
     (tmp_path / "gpt2_weights").mkdir()
     monkeypatch.chdir(tmp_path)
     return ["--draft", str(model_dirs / "d"), "--target", str(model_dirs / "t")]
@@ -122,6 +124,7 @@ def test_models_list_and_prompts(env):
     assert "124.4M" in result.output
     result = invoke("prompts")
     assert result.exit_code == 0 and "seed-turing" in result.output and "dialogue-1" in result.output
+    assert "repetition" in result.output and "refrain-1" in result.output
 
 
 def test_sweep_writes_every_row_and_resume_completes_the_grid(env, tmp_path, monkeypatch):
@@ -174,7 +177,12 @@ def test_plot_writes_a_png(env, tmp_path):
     (["sweep", "--K", "1,x,4"], ["--K", "comma list"]),
     (["sweep", "--prompts", "no-such-prompt"], ["--prompts", "unknown prompt"]),
     (["sweep", "--temperature", "0,-1"], ["--temperature", ">= 0"]),
-    (["run", "--prompt-id", "no-such-prompt"], ["--prompt-id", "unknown prompt"]),
+    (["run", "--prompt-id", "no-such-prompt"], ["--prompt-id", "not a prompt id"]),
+    (["run", "--prompt-id", "all"], ["--prompt-id", "sweep --prompts all"]),
+    (["sweep", "-o", "out.csv"], ["--output", "*.json"]),
+    (["run", "--export-csv", "out.json"], ["--export-csv", "*.csv"]),
+    (["run", "--export-markdown", "out.txt"], ["--export-markdown", "*.md"]),
+    (["roofline", "--context", 100000], ["--context", "exceeds", "use at most"]),
     (["run", "--prompt", ""], ["--prompt", "at least one token"]),
     (["sweep", "--K", "8-2"], ["--K"]),
     (["run", "--export-csv", "/nonexistent-dir/out.csv"], ["--export-csv", "does not exist"]),
@@ -232,3 +240,156 @@ def test_roofline_times_steps_of_1_to_K_plus_1(env, model_dirs, tmp_path):
     assert rows[0]["bytes_per_step"] == 4 * (n_weights + 2 * TARGET.n_layer * 32 * TARGET.n_embd)
     assert rows[0]["achieved_gbps"] == pytest.approx(rows[0]["bytes_per_step"] / rows[0]["t_step_s"] / 1e9)
     assert_one_line_error(invoke("roofline", "-m", model_dirs / "t", "--random-init"), "--random-init")
+
+
+# --- issue 10: a new user's trial ----------------------------------------------------------------
+
+
+def test_run_refuses_an_unwritable_results_folder_before_any_work(env, monkeypatch):
+    monkeypatch.setenv("SPECBENCH_RESULTS_DIR", "/proc")  # not writable, even for root
+    called = []
+    monkeypatch.setattr(harness, "run_benchmark", lambda *a, **k: called.append(1))
+    assert_one_line_error(invoke("run", *env), "--save", "not writable", "--no-save")
+    assert not called
+
+
+def test_no_folder_is_made_that_the_user_did_not_name(env, tmp_path, monkeypatch):
+    from specbench import cli as cli_module
+
+    monkeypatch.delenv("SPECBENCH_RESULTS_DIR")
+    monkeypatch.setenv("SPECBENCH_WEIGHTS_DIR", str(tmp_path / "nonexistent" / "weights"))
+    before = set(Path("/").iterdir())
+    folder = cli_module.results_dir()
+    assert folder.is_dir() and folder.name == "results" and (folder.parent / "pyproject.toml").exists()
+    assert set(Path("/").iterdir()) == before and not (tmp_path / "nonexistent").exists()
+    assert invoke("models", "list").exit_code == 0 and not (tmp_path / "nonexistent").exists()
+
+
+@pytest.mark.parametrize("content, fragment", [("[]", "no rows"), ('[{"K": 4}]', "has no temperature")])
+def test_plot_of_rows_it_cannot_draw_is_one_line(env, tmp_path, content, fragment):
+    pytest.importorskip("matplotlib")
+    f = tmp_path / "rows.json"
+    f.write_text(content)
+    assert_one_line_error(invoke("plot", f), "FILE", fragment)
+    assert not (tmp_path / "rows.png").exists()
+
+
+def test_invalid_config_json_is_named(env, model_dirs, tmp_path):
+    import shutil
+
+    broken = tmp_path / "broken"
+    shutil.copytree(model_dirs / "t", broken)
+    (broken / "config.json").write_text("{not json")
+    assert_one_line_error(invoke("run", "--draft", model_dirs / "d", "--target", broken), "config.json",
+                          "not a valid config")
+
+
+def test_sweep_prints_stdout_exports_once_and_plurals(env, tmp_path):
+    out = tmp_path / "s.json"
+    result = invoke("sweep", *env, "--K", "1,2", "--repeats", 1, "--n-tokens", 5, "-o", out, "--export-csv", "-")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.count("specbench_version,") == 1  # the CSV header, once, after the last row
+    assert len(list(csv.DictReader(io.StringIO(result.stdout)))) == 2
+    assert "2 configurations" in result.output and "2 rows" in result.output and "no spread" in result.output
+    result = invoke("sweep", *env, "--K", "3", "--repeats", 1, "--n-tokens", 5, "-o", tmp_path / "t.json")
+    assert "1 configuration," in result.output and "1 row " in result.output
+    assert "1 configurations" not in result.output and "1 rows" not in result.output
+    row = json.loads(out.read_text())[0]
+    assert row["measured_over_refined"] == pytest.approx(row["speedup"] / row["refined_speedup"])
+    assert row["measured_over_theory"] == pytest.approx(row["speedup"] / row["theory_speedup"])
+
+
+def test_sweep_table_cells_have_fixed_decimals():
+    from specbench.export import fmt_fixed
+
+    assert [fmt_fixed("speedup", 1.0), fmt_fixed("speedup", 1.23456), fmt_fixed("alpha", 0.5),
+            fmt_fixed("ar_tokens_per_s", 311.56), fmt_fixed("temperature", 0.7), fmt_fixed("K", 4),
+            fmt_fixed("identical", True), fmt_fixed("top_p", None)] == \
+        ["1.00", "1.23", "0.500", "311.6", "0.7", "4", "True", ""]
+
+
+def test_resume_refuses_rows_of_other_settings(env, tmp_path):
+    out = tmp_path / "s.json"
+    base = ["sweep", *env, "--K", "1", "--repeats", 1, "-o", out]
+    assert invoke(*base, "--n-tokens", 5).exit_code == 0
+    before = out.read_text()
+    result = invoke(*base, "--n-tokens", 6, "--repeats", 2, "--resume")
+    assert_one_line_error(result, "--resume", "n_tokens 5 there, 6 now", "repeats")
+    assert out.read_text() == before
+
+
+def test_one_repeat_prints_no_spread(env):
+    result = invoke("run", *env, "--repeats", 1, "-n", 5, "--no-save")
+    assert result.exit_code == 0, result.output
+    assert "± 0.00" not in result.output and "no spread" in result.output and "1 repeat " in result.output
+
+
+def test_overhead_carries_its_uncertainty():
+    from specbench.cli import fmt_overhead
+
+    text = fmt_overhead({"t_overhead_s": -0.0061, "t_overhead_err_s": 0.007})
+    assert text == "-6.10 ± 7.00 ms"
+
+
+def test_theory_says_when_the_optimum_is_the_search_limit():
+    result = invoke("theory", "--K", 4, "--t-draft", 1, "--t-target", 10, "--alpha", 1)
+    assert result.exit_code == 0, result.output
+    assert "no optimal K" in result.output and "still grows" in result.output
+    assert not any(line.startswith("optimal K") for line in result.output.splitlines())
+    result = invoke("theory", "--K", "1-4", "--t-draft", 1, "--t-target", 10, "--alpha", 0.99)
+    assert "best so far" in result.output and "try larger K" in result.output
+
+
+def test_progress_is_printed_as_plain_lines_when_not_a_terminal(env):
+    result = invoke("run", *env, "--repeats", 1, "-n", 5, "--no-save")
+    assert result.exit_code == 0
+    assert "[progress]" in result.stderr and "\x1b" not in result.stderr
+
+
+def test_plain_progress_lines_say_what_how_far_and_eta():
+    from specbench.progress import progress
+
+    buf = io.StringIO()
+    with progress("train", 10, unit="step", interval=0, stream=buf) as bar:
+        bar.update(5, info="loss 3.2")
+    lines = buf.getvalue().splitlines()
+    assert lines[0].startswith("[progress] train: step 5/10 (50%) · loss 3.2 · elapsed") and "ETA" in lines[0]
+
+
+def _cli_subprocess(*args, **kw):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONUNBUFFERED": "1"}
+    return subprocess.Popen([sys.executable, "-m", "specbench", *map(str, args)], env=env, text=True, **kw)
+
+
+def test_ctrl_c_during_the_first_row_exits_130(env, tmp_path):
+    import signal
+    import subprocess
+    import time
+
+    out = tmp_path / "s.json"
+    proc = _cli_subprocess("sweep", *env, "--K", "1,2,3", "--repeats", 1, "-n", 5, "-o", out,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(5)  # importing JAX, loading, compiling the first row
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "interrupted" in stderr and "Traceback" not in stderr and "Segmentation" not in stderr
+    if out.exists():  # whatever finished is whole
+        json.loads(out.read_text())
+
+
+def test_a_closed_pipe_ends_quietly(env):
+    import subprocess
+
+    proc = _cli_subprocess("run", *env, "--repeats", 1, "-n", 5, "--no-save", stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE)
+    first = proc.stdout.readline()
+    proc.stdout.close()  # like `| head -1`
+    stderr = proc.stderr.read()
+    proc.wait(timeout=120)
+    assert first.startswith("draft") and proc.returncode == 0, stderr
+    assert "Traceback" not in stderr and "Error" not in stderr
