@@ -39,6 +39,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from specbench import drafters
+from specbench.drafters import Drafter
 from specbench.gpt2 import GPT2Config, init_cache, step
 from specbench.sampling import Warp, accept_reject, draw, probs
 from specbench.weights import Model
@@ -59,6 +61,7 @@ class DecodeStats:
     evaluated: np.ndarray  # [K]: rounds in which draft position i was tested
     accepted: np.ndarray  # [K]: rounds in which draft position i was accepted
     rounds: list[dict] | None = None  # per round (host loop with record=True): drafts, n_accepted, emitted
+    drafted_hist: np.ndarray | None = None  # [K+1]: rounds in which 0, 1, ..., K drafts were proposed
 
     @property
     def tokens_per_round(self) -> float:
@@ -144,39 +147,27 @@ def _ar_step(params, state, config: GPT2Config, warp: Warp):
     return {"tokens": tokens.at[n].set(token), "n": n + 1, "key": key, "target_cache": cache}
 
 
-def _spec_start(draft_params, target_params, prompt_buf, n_prompt, key, draft_config, target_config, warp, max_len, K):
+def _spec_start(draft_params, target_params, prompt_buf, n_prompt, key, drafter, target_config, warp, max_len, K):
     state = _start(target_params, prompt_buf, n_prompt, key, target_config, warp, max_len)
-    # the draft reads the prompt too (its last token again in round 1's first step)
-    _, draft_cache = step(draft_params, init_cache(draft_config, max_len, draft_params["wte"].dtype),
-                          prompt_buf, 0, draft_config)
-    stats = {"rounds": jnp.int32(0), "hist": jnp.zeros(K + 1, jnp.int32),
+    stats = {"rounds": jnp.int32(0), "hist": jnp.zeros(K + 1, jnp.int32), "drafted": jnp.zeros(K + 1, jnp.int32),
              "evaluated": jnp.zeros(K, jnp.int32), "accepted": jnp.zeros(K, jnp.int32)}
-    return {**state, "draft_cache": draft_cache, "stats": stats}
+    # the drafter reads the prompt too (a network drafter re-reads its last token in round 1)
+    return {**state, "draft": drafters.start(drafter, draft_params, prompt_buf, max_len), "stats": stats}
 
 
-def _spec_round(draft_params, target_params, state, draft_config, target_config, warp, K, verdict=accept_reject):
-    """One speculative round (module docstring, steps 1-4). Returns (state, (drafts, n_accepted, emitted)).
+def _spec_round(draft_params, target_params, state, drafter, target_config, warp, K, verdict=accept_reject):
+    """One speculative round (module docstring, steps 1-4).
+
+    Returns (state, (drafts, n_accepted, emitted, n_drafted)).
 
     `verdict` is sampling.accept_reject; the tests swap in a broken one to show they can fail.
     """
     key, k_draft, k_verdict = jax.random.split(state["key"], 3)
     n, tokens = state["n"], state["tokens"]
 
-    # 1. the draft proposes K tokens, keeping p for each
-    logits, draft_cache = step(draft_params, state["draft_cache"], lax.dynamic_slice(tokens, (n - 2,), (2,)),
-                               n - 2, draft_config, logits_at=1)
-    draft_keys = jax.random.split(k_draft, K)
-    x_first, p_first = draw(draft_keys[0], logits[0], warp)
-
-    def draft_step(carry, k):
-        cache, x, pos = carry
-        logits, cache = step(draft_params, cache, x[None], pos, draft_config)
-        x_i, p_i = draw(k, logits[0], warp)
-        return (cache, x_i, pos + 1), (x_i, p_i)
-
-    (draft_cache, _, _), (xs, ps) = lax.scan(draft_step, (draft_cache, x_first, n), draft_keys[1:])
-    drafts = jnp.concatenate([x_first[None], xs])  # [K]
-    p = jnp.concatenate([p_first[None], ps])  # [K, V]
+    # 1. the drafter proposes up to K tokens, with the p each was drawn from (drafters.py)
+    dstate, drafts, p, n_drafted = drafters.propose(drafter, draft_params, state["draft"], tokens, n, k_draft, warp,
+                                                    K, target_config.n_vocab)
 
     # 2. the target scores all K+1 positions at once
     verify_in = jnp.concatenate([lax.dynamic_slice(tokens, (n - 1,), (1,)), drafts])
@@ -184,17 +175,19 @@ def _spec_round(draft_params, target_params, state, draft_config, target_config,
     q = probs(logits, warp)  # [K+1, V]
 
     # 3. accept / reject, 4. commit a + 1 tokens (the rest of the write is overwritten later)
-    n_accepted, emitted = verdict(k_verdict, drafts, p, q, greedy=warp.temperature == 0)
+    n_accepted, emitted = verdict(k_verdict, drafts, p, q, greedy=warp.temperature == 0, n_drafted=n_drafted)
     idx = jnp.arange(K + 1)
     out = jnp.where(idx < n_accepted, jnp.concatenate([drafts, drafts[:1]]), emitted)
     tokens = lax.dynamic_update_slice(tokens, out, (n,))
 
     s = state["stats"]
+    tested = (idx[:K] <= n_accepted) & (idx[:K] < n_drafted)  # drafts after a rejection were never tested
     stats = {"rounds": s["rounds"] + 1, "hist": s["hist"].at[n_accepted].add(1),
-             "evaluated": s["evaluated"] + (idx[:K] <= n_accepted), "accepted": s["accepted"] + (idx[:K] < n_accepted)}
+             "drafted": s["drafted"].at[n_drafted].add(1),
+             "evaluated": s["evaluated"] + tested, "accepted": s["accepted"] + (idx[:K] < n_accepted)}
     new_state = {"tokens": tokens, "n": n + n_accepted + 1, "key": key, "target_cache": target_cache,
-                 "draft_cache": draft_cache, "stats": stats}
-    return new_state, (drafts, n_accepted, emitted)
+                 "draft": dstate, "stats": stats}
+    return new_state, (drafts, n_accepted, emitted, n_drafted)
 
 
 def _ar_generate(params, prompt_buf, n_prompt, n_tokens, key, config, warp, max_len):
@@ -203,20 +196,20 @@ def _ar_generate(params, prompt_buf, n_prompt, n_tokens, key, config, warp, max_
 
 
 def _spec_generate(draft_params, target_params, prompt_buf, n_prompt, n_tokens, key,
-                   draft_config, target_config, warp, max_len, K, verdict=accept_reject):
-    state = _spec_start(draft_params, target_params, prompt_buf, n_prompt, key, draft_config, target_config,
+                   drafter, target_config, warp, max_len, K, verdict=accept_reject):
+    state = _spec_start(draft_params, target_params, prompt_buf, n_prompt, key, drafter, target_config,
                         warp, max_len, K)
-    body = lambda s: _spec_round(draft_params, target_params, s, draft_config, target_config, warp, K, verdict)[0]
+    body = lambda s: _spec_round(draft_params, target_params, s, drafter, target_config, warp, K, verdict)[0]
     return lax.while_loop(lambda s: s["n"] < n_prompt + n_tokens, body, state)
 
 
 _static = ("config", "warp", "max_len")
-_spec_static = ("draft_config", "target_config", "warp", "max_len", "K", "verdict")
+_spec_static = ("drafter", "target_config", "warp", "max_len", "K", "verdict")
 start_jit = jax.jit(_start, static_argnames=_static)
 ar_step_jit = jax.jit(_ar_step, static_argnames=("config", "warp"), donate_argnames=("state",))
 ar_generate_jit = jax.jit(_ar_generate, static_argnames=_static)
 spec_start_jit = jax.jit(_spec_start, static_argnames=_spec_static[:-1])
-spec_round_jit = jax.jit(_spec_round, static_argnames=("draft_config", "target_config", "warp", "K", "verdict"),
+spec_round_jit = jax.jit(_spec_round, static_argnames=("drafter", "target_config", "warp", "K", "verdict"),
                          donate_argnames=("state",))
 spec_generate_jit = jax.jit(_spec_generate, static_argnames=_spec_static)
 
@@ -251,34 +244,52 @@ def autoregressive(target: Model, prompt_ids, n_tokens: int, warp: Warp = Warp()
     return new, DecodeStats(0, n_tokens, n_tokens - 1, np.array([n_tokens - 1]), K0, K0)
 
 
-def speculative(draft: Model, target: Model, prompt_ids, n_tokens: int, K: int = 4, warp: Warp = Warp(),
+def speculative(draft: Model | None, target: Model, prompt_ids, n_tokens: int, K: int = 4, warp: Warp = Warp(),
                 seed: int = 0, *, key=None, max_len: int | None = None, device_loop: bool = True,
-                record: bool = False):
+                record: bool = False, drafter: Drafter | None = None):
     """Speculative sampling of n_tokens. Returns (new token ids [N], DecodeStats).
 
+    `drafter` says who drafts (drafters.py); by default the draft model `draft`. Layer-skip
+    drafts with the target's own weights and lookup with none, so `draft` may then be None.
     record=True runs the host loop and keeps every round in stats.rounds (for `trace`).
     """
     if K < 1:
         raise DecodeError(f"K must be >= 1 (got {K})")
-    validate(prompt_ids, n_tokens, K, [draft, target], max_len)
-    max_len = max_len or plan_max_len(len(prompt_ids), n_tokens, K, min(draft.config.n_ctx, target.config.n_ctx))
+    drafter = drafter or drafters.model_drafter(draft.config)
+    draft_params = draft_params_for(drafter, draft, target)
+    models = [target] + ([draft] if drafter.kind == "model" else [])
+    validate(prompt_ids, n_tokens, K, models, max_len)
+    max_len = max_len or plan_max_len(len(prompt_ids), n_tokens, K, min(m.config.n_ctx for m in models))
     key = jax.random.PRNGKey(seed) if key is None else key
     prompt_buf, n_prompt = _prompt_buffer(prompt_ids, max_len)
-    kw = dict(draft_config=draft.config, target_config=target.config, warp=warp, K=K)
+    kw = dict(drafter=drafter, target_config=target.config, warp=warp, K=K)
     end = len(prompt_ids) + n_tokens
     rounds = [] if record else None
     if device_loop and not record:
-        state = spec_generate_jit(draft.params, target.params, prompt_buf, n_prompt, jnp.int32(n_tokens), key,
+        state = spec_generate_jit(draft_params, target.params, prompt_buf, n_prompt, jnp.int32(n_tokens), key,
                                   max_len=max_len, **kw)
     else:
-        state = spec_start_jit(draft.params, target.params, prompt_buf, n_prompt, key, max_len=max_len, **kw)
+        state = spec_start_jit(draft_params, target.params, prompt_buf, n_prompt, key, max_len=max_len, **kw)
         n = len(prompt_ids) + 1
         while n < end:
-            state, (drafts, n_accepted, emitted) = spec_round_jit(draft.params, target.params, state, **kw)
+            state, (drafts, n_accepted, emitted, n_drafted) = spec_round_jit(draft_params, target.params, state, **kw)
             n = int(state["n"])  # the round's one host sync
             if record:
                 rounds.append({"drafts": np.asarray(drafts).tolist(), "n_accepted": int(n_accepted),
-                               "emitted": int(emitted)})
+                               "emitted": int(emitted), "n_drafted": int(n_drafted)})
     s = jax.device_get(state["stats"])
     new = np.asarray(state["tokens"])[len(prompt_ids): end]
-    return new, DecodeStats(K, n_tokens, int(s["rounds"]), s["hist"], s["evaluated"], s["accepted"], rounds)
+    return new, DecodeStats(K, n_tokens, int(s["rounds"]), s["hist"], s["evaluated"], s["accepted"], rounds,
+                            s["drafted"])
+
+
+def draft_params_for(drafter: Drafter, draft: Model | None, target: Model):
+    """The weights a drafter runs: the draft model's, the target's own (layer-skip), or none (lookup)."""
+    if drafter.kind == "model":
+        if draft is None:
+            raise DecodeError("the model drafter needs a draft model")
+        if draft.config.n_vocab != target.config.n_vocab:
+            raise DecodeError(f"draft and target must share the vocabulary (vocab sizes "
+                              f"{sorted({draft.config.n_vocab, target.config.n_vocab})})")
+        return draft.params
+    return target.params if drafter.kind == "layerskip" else {}

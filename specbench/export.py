@@ -20,18 +20,19 @@ from pathlib import Path
 from tabulate import tabulate
 
 CONTEXT_COLUMNS = ["specbench_version", "git_commit", "jax_version", "device", "timestamp", "dtype", "draft",
-                   "target", "K", "temperature", "top_k", "top_p", "seed", "prompt_id", "prompt_sha", "n_tokens",
+                   "target", "drafter", "ngram", "draft_layers", "dynamic_K", "draft_confidence", "K", "temperature", "top_k", "top_p", "seed", "prompt_id", "prompt_sha", "n_tokens",
                    "repeats", "warmup", "loop"]
 METRIC_COLUMNS = ["ar_mean_s", "ar_std_s", "ar_min_s", "ar_max_s", "ar_median_s", "ar_tokens_per_s",
                   "sd_mean_s", "sd_std_s", "sd_min_s", "sd_max_s", "sd_median_s", "sd_tokens_per_s",
-                  "speedup", "speedup_std", "n_rounds", "tokens_per_round", "r", "alpha", "accept_rate_drafted",
+                  "speedup", "speedup_std", "n_rounds", "tokens_per_round", "mean_drafted", "r", "alpha",
+                  "accept_rate_drafted",
                   "t_draft_s", "t_target_s", "t_verify_s", "t_round_s", "t_overhead_s", "t_overhead_err_s", "t_ar_token_s",
                   "theory_speedup", "refined_speedup", "round_model_speedup", "measured_over_theory",
                   "measured_over_refined", "compile_s", "identical"]
 CSV_COLUMNS = CONTEXT_COLUMNS + METRIC_COLUMNS
 # the JSON rows also carry: ar_times_s, sd_times_s, accepted_hist, per_position_acceptance,
-# ar_token_ids, sd_token_ids, ar_text, sd_text, prompt
-MARKDOWN_COLUMNS = ["draft", "target", "prompt_id", "K", "temperature", "top_p", "ar_tokens_per_s",
+# ar_token_ids, sd_token_ids, ar_text, sd_text, prompt, drafted_hist
+MARKDOWN_COLUMNS = ["drafter", "draft", "target", "prompt_id", "K", "temperature", "top_p", "ar_tokens_per_s",
                     "sd_tokens_per_s", "speedup", "tokens_per_round", "alpha", "theory_speedup",
                     "refined_speedup", "measured_over_refined"]
 

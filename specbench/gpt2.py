@@ -117,19 +117,24 @@ def step(params, cache, tokens, pos, config: GPT2Config, logits_at=None):
 
     Returns (logits [n_seq, n_vocab] in float32, new cache). With `logits_at` (an index, may be
     traced) only that row's logits are computed, [1, n_vocab]: the output head is the largest
-    matmul of a small GPT-2, and a padded prefill needs only its last real row.
+    matmul of a small GPT-2, and a padded prefill needs only its last real row. The step runs the
+    first cache-depth blocks: a cache of L < n_layer layers makes it a layer-skip draft over the
+    same weights (LayerSkip, Elhoushi et al. 2024), with the final norm and head as usual.
     """
     n_seq = tokens.shape[0]
     positions = jnp.minimum(pos + jnp.arange(n_seq), config.n_ctx - 1)  # pads past n_ctx are junk
     x = params["wte"][tokens] + params["wpe"][positions]  # [n_seq, n_embd]
 
     def layer(x, layer_in):
-        p, k_cache, v_cache = layer_in
+        i, k_cache, v_cache = layer_in
+        p = jax.tree_util.tree_map(lambda a: a[i], params["blocks"])  # block i, read in place
         x, k_cache, v_cache = block(x, p["ln_1"], p["attn"], p["ln_2"], p["mlp"],
                                     k_cache, v_cache, pos, config)
         return x, (k_cache, v_cache)
 
-    x, (k, v) = lax.scan(layer, x, (params["blocks"], cache["k"], cache["v"]))
+    # as many blocks as the cache has layers: all of them, or the first L for a layer-skip draft
+    n_cached = cache["k"].shape[0]
+    x, (k, v) = lax.scan(layer, x, (jnp.arange(n_cached), cache["k"], cache["v"]))
     if logits_at is not None:
         x = lax.dynamic_slice_in_dim(x, logits_at, 1)  # [1, n_embd]
     x = layer_norm(x, **params["ln_f"], eps=config.layer_norm_epsilon)

@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from specbench import decoding
+from specbench import decoding, drafters
 from specbench.decoding import DecodeStats, autoregressive, plan_max_len, speculative, validate
 from specbench.gpt2 import GPT2Config, init_cache, param_bytes, step
 from specbench.sampling import Warp, argmax
@@ -134,11 +134,36 @@ def _hold_position(step_fn):
     return lambda _, state: {**step_fn(state), "n": state["n"]}
 
 
-@functools.partial(jax.jit, static_argnames=("iters", "draft_config", "target_config", "warp", "K"),
+@functools.partial(jax.jit, static_argnames=("iters", "drafter", "target_config", "warp", "K"),
                    donate_argnames=("state",))
-def _rounds_loop(draft_params, target_params, state, iters, draft_config, target_config, warp, K):
-    one = lambda s: decoding._spec_round(draft_params, target_params, s, draft_config, target_config, warp, K)[0]
+def _rounds_loop(draft_params, target_params, state, iters, drafter, target_config, warp, K):
+    one = lambda s: decoding._spec_round(draft_params, target_params, s, drafter, target_config, warp, K)[0]
     return lax.fori_loop(0, iters, _hold_position(one), state)
+
+
+@functools.partial(jax.jit, static_argnames=("iters", "drafter", "K", "n_vocab"))
+def _propose_loop(tokens, n, iters, drafter, K, n_vocab):
+    """`iters` lookup proposals, each fed the previous one's first draft so none can be hoisted."""
+    def body(_, tokens):
+        _, drafts, p, _ = drafters.propose(drafter, {}, {}, tokens, n, None, Warp(), K, n_vocab)
+        return tokens.at[n - 1].set(drafts[0] + (jnp.sum(p) > 1e9).astype(jnp.int32))
+    return lax.fori_loop(0, iters, body, tokens)
+
+
+def time_draft(drafter, draft: Model | None, target: Model, prompt_ids, K: int, max_len: int,
+               iters: int = 20, repeats: int = 5) -> np.ndarray:
+    """Seconds per draft token of the drafter actually used, one per repeat: a 1-token step of the
+    draft model or of the target's first L layers; for lookup, one proposal of K tokens / K."""
+    if drafter.kind == "model":
+        return step_seconds(draft, 1, max_len, iters, repeats)
+    if drafter.kind == "layerskip":
+        return step_seconds(Model(f"{target.name}[:{drafter.config.n_layer}]", drafter.config, target.params,
+                                  target.source), 1, max_len, iters, repeats)
+    buf, n_prompt = decoding._prompt_buffer(prompt_ids, max_len)
+    tokens = jnp.zeros(max_len, jnp.int32).at[: buf.shape[0]].set(buf)
+    n = jnp.int32(max_len // 2)  # a search over half the buffer: mid-generation
+    loop = lambda t: _propose_loop(t, n, iters, drafter, K, target.config.n_vocab)
+    return _seconds(loop, tokens, iters, repeats) / K
 
 
 @functools.partial(jax.jit, static_argnames=("iters", "config", "warp"), donate_argnames=("state",))
@@ -146,15 +171,16 @@ def _ar_loop(params, state, iters, config, warp):
     return lax.fori_loop(0, iters, _hold_position(lambda s: decoding._ar_step(params, s, config, warp)), state)
 
 
-def time_round(draft: Model, target: Model, prompt_ids, K: int, warp: Warp, max_len: int, seed: int = 0,
-               iters: int = 5, repeats: int = 5) -> np.ndarray:
+def time_round(draft: Model | None, target: Model, prompt_ids, K: int, warp: Warp, max_len: int, seed: int = 0,
+               iters: int = 5, repeats: int = 5, drafter=None) -> np.ndarray:
     """Seconds of one whole speculative round (K draft steps, verify, warping, accept/reject,
     bookkeeping) as the device loop runs it, one per repeat."""
+    drafter = drafter or drafters.model_drafter(draft.config)
+    draft_params = decoding.draft_params_for(drafter, draft, target)
     buf, n_prompt = decoding._prompt_buffer(prompt_ids, max_len)
-    state = decoding.spec_start_jit(draft.params, target.params, buf, n_prompt, jax.random.PRNGKey(seed),
-                                    draft_config=draft.config, target_config=target.config, warp=warp,
-                                    max_len=max_len, K=K)
-    loop = lambda s: _rounds_loop(draft.params, target.params, s, iters, draft.config, target.config, warp, K)
+    state = decoding.spec_start_jit(draft_params, target.params, buf, n_prompt, jax.random.PRNGKey(seed),
+                                    drafter=drafter, target_config=target.config, warp=warp, max_len=max_len, K=K)
+    loop = lambda s: _rounds_loop(draft_params, target.params, s, iters, drafter, target.config, warp, K)
     return _seconds(loop, state, iters, repeats)
 
 
@@ -194,21 +220,22 @@ def summarize(times: list[float]) -> dict[str, float]:
             "min_s": float(t.min()), "max_s": float(t.max()), "median_s": float(np.median(t))}
 
 
-def run_benchmark(draft: Model, target: Model, prompt_ids: list[int], n_tokens: int, K: int, warp: Warp,
+def run_benchmark(draft: Model | None, target: Model, prompt_ids: list[int], n_tokens: int, K: int, warp: Warp,
                   seed: int = 123, repeats: int = 5, warmup: int = 1, device_loop: bool = True,
-                  on_progress=None) -> BenchmarkResult:
+                  on_progress=None, drafter=None) -> BenchmarkResult:
     """Warm up (compile, excluded and timed apart), then AR and SD alternately `repeats` times.
 
     Both decode the same prompt with the same seed, N and models; each call returns host token
     ids, so its time includes the device sync. Tokenisation is the caller's, outside the clock.
     on_progress(done, total, what) is called as the work advances.
     """
-    validate(prompt_ids, n_tokens, K, [draft, target], None)
-    n_ctx = min(draft.config.n_ctx, target.config.n_ctx)
-    max_len = plan_max_len(len(prompt_ids), n_tokens, K, n_ctx)
+    drafter = drafter or drafters.model_drafter(draft.config)
+    models = [target] + ([draft] if drafter.kind == "model" else [])
+    validate(prompt_ids, n_tokens, K, models, None)
+    max_len = plan_max_len(len(prompt_ids), n_tokens, K, min(m.config.n_ctx for m in models))
     ar = lambda: autoregressive(target, prompt_ids, n_tokens, warp, seed, max_len=max_len, device_loop=device_loop)
     sd = lambda: speculative(draft, target, prompt_ids, n_tokens, K, warp, seed, max_len=max_len,
-                             device_loop=device_loop)
+                             device_loop=device_loop, drafter=drafter)
     total = warmup + repeats + 5
     progress = on_progress or (lambda *a: None)
     with CompileCounter() as compiles:
@@ -228,13 +255,13 @@ def run_benchmark(draft: Model, target: Model, prompt_ids: list[int], n_tokens: 
             progress(warmup + i + 1, total, "timing AR and SD")
         done = warmup + repeats
         progress(done, total, "step time: draft")
-        draft_s = step_seconds(draft, 1, max_len)
+        draft_s = time_draft(drafter, draft, target, prompt_ids, K, max_len)
         progress(done + 1, total, "step time: target")
         target_s = step_seconds(target, 1, max_len)
         progress(done + 2, total, f"step time: verify ({K + 1} tokens)")
         verify_s = step_seconds(target, K + 1, max_len)
         progress(done + 3, total, "step time: whole round")
-        round_s = time_round(draft, target, prompt_ids, K, warp, max_len, seed)
+        round_s = time_round(draft, target, prompt_ids, K, warp, max_len, seed, drafter=drafter)
         progress(done + 4, total, "step time: AR token")
         t_ar_token = time_ar_token(target, prompt_ids, warp, max_len, seed)
         progress(total, total, "done")
@@ -274,7 +301,7 @@ def context() -> dict:
 
 def result_row(res: BenchmarkResult, *, draft: str, target: str, dtype: str, K: int, warp: Warp, seed: int,
                prompt_id: str, prompt: str, n_tokens: int, repeats: int, warmup: int, loop: str,
-               decode=None) -> dict:
+               decode=None, drafter=None) -> dict:
     """One flat row: the full context, the measurements, and the theory from the same measurements."""
     from specbench import theory
     from specbench.prompts import prompt_hash
@@ -284,7 +311,10 @@ def result_row(res: BenchmarkResult, *, draft: str, target: str, dtype: str, K: 
     speedups = np.asarray(res.ar_times_s) / np.asarray(res.sd_times_s)
     seed_theory = theory.speedup_from_r(st.r, K, res.t_draft_s, res.t_target_s)
     refined = theory.refined_speedup(st.tokens_per_round, K, res.t_draft_s, res.t_target_s, res.t_verify_s)
-    row = {**context(), "dtype": dtype, "draft": draft, "target": target, "K": K, "temperature": warp.temperature,
+    described = drafter.describe() if drafter is not None else \
+        {"drafter": "model", "ngram": None, "draft_layers": None, "dynamic_K": False, "draft_confidence": None}
+    row = {**context(), "dtype": dtype, "draft": draft, "target": target, **described, "K": K,
+           "temperature": warp.temperature,
            "top_k": warp.top_k, "top_p": warp.top_p, "seed": seed, "prompt_id": prompt_id,
            "prompt_sha": prompt_hash(prompt), "n_tokens": n_tokens, "repeats": repeats, "warmup": warmup,
            "loop": loop}
@@ -308,6 +338,9 @@ def result_row(res: BenchmarkResult, *, draft: str, target: str, dtype: str, K: 
         # JSON only
         "prompt": prompt, "ar_times_s": res.ar_times_s, "sd_times_s": res.sd_times_s,
         "accepted_hist": st.accepted_hist.tolist(), "per_position_acceptance": st.per_position,
+        "drafted_hist": st.drafted_hist.tolist() if st.drafted_hist is not None else None,
+        "mean_drafted": float(np.dot(np.arange(K + 1), st.drafted_hist) / max(1, st.n_rounds))
+        if st.drafted_hist is not None else float(K),
         "ar_token_ids": res.ar_tokens, "sd_token_ids": res.sd_tokens,
     })
     if decode is not None:

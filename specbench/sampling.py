@@ -162,13 +162,16 @@ def residual(q, p):
     return jnp.where(total > 0, r / jnp.where(total > 0, total, 1.0), q)
 
 
-def accept_reject(key, draft_tokens, p, q, greedy: bool = False):
+def accept_reject(key, draft_tokens, p, q, greedy: bool = False, n_drafted=None):
     """One round's verdict.
 
     draft_tokens [K] were drawn from p [K, V]; q [K+1, V] is the target at the same positions
     plus one. Returns (n_accepted in 0..K, the emitted token: resampled from the residual at the
     first rejection, or the bonus token from q[K] if all K were accepted). greedy=True (one-hot
     p and q) takes the one-hot residual's index directly instead of sampling it.
+
+    n_drafted (default K): only the first n_drafted drafts were proposed; the rows of p after
+    them must be zero, so at position n_drafted the residual is q itself: the target's own draw.
     """
     n_draft = draft_tokens.shape[0]
     k_accept, k_emit = jax.random.split(key)
@@ -176,6 +179,8 @@ def accept_reject(key, draft_tokens, p, q, greedy: bool = False):
     p_x = jnp.take_along_axis(p, draft_tokens[:, None], axis=-1)[:, 0]
     q_x = jnp.take_along_axis(q[:n_draft], draft_tokens[:, None], axis=-1)[:, 0]
     accepted = u * p_x < q_x  # u < min(1, q/p), without dividing; p_x > 0 because x ~ p
+    if n_drafted is not None:
+        accepted &= jnp.arange(n_draft) < n_drafted
     n_accepted = jnp.sum(jnp.cumprod(accepted.astype(jnp.int32)))  # accepted before the first rejection
     # p padded with a zero row: at n_accepted == K the residual of q[K] against 0 is q[K] itself
     p_pad = jnp.concatenate([p, jnp.zeros_like(p[:1])], axis=0)

@@ -9,7 +9,7 @@ import pytest
 from scipy import stats as scipy_stats
 
 from conftest import random_model
-from specbench import decoding, harness
+from specbench import decoding, drafters, harness
 from specbench.decoding import DecodeError, DecodeStats, autoregressive, speculative
 from specbench.gpt2 import GPT2Config, gpt2
 from specbench.sampling import Warp, accept_reject, probs, residual, sample
@@ -187,9 +187,9 @@ N_SAMPLES = 20000
 P_THRESHOLD = 1e-3  # a correct sampler fails this at most 0.1% of the time per test (fixed keys: never flaky)
 
 
-def broken_accept_reject(key, draft_tokens, p, q, greedy=False):
+def broken_accept_reject(key, draft_tokens, p, q, greedy=False, n_drafted=None):
     """Negative control: on rejection, resample from q instead of the residual."""
-    n_accepted, _ = accept_reject(key, draft_tokens, p, q, greedy)
+    n_accepted, _ = accept_reject(key, draft_tokens, p, q, greedy, n_drafted)
     return n_accepted, sample(jax.random.fold_in(key, 1), q[n_accepted])
 
 
@@ -221,11 +221,12 @@ def chi_square_p(samples, expected_probs):
     return scipy_stats.chisquare(observed, expected).pvalue
 
 
-def sampled_tokens(draft, target, prompt, warp, K, verdict, n_tokens=3):
+def sampled_tokens(draft, target, prompt, warp, K, verdict, n_tokens=3, drafter=None):
+    drafter = drafter or drafters.model_drafter(draft.config)
     buf = jnp.asarray(np.array(prompt + [0] * (8 - len(prompt)), np.int32))
-    run = functools.partial(decoding._spec_generate, draft.params, target.params, buf, jnp.int32(len(prompt)),
-                            jnp.int32(n_tokens), draft_config=draft.config, target_config=target.config,
-                            warp=warp, max_len=16, K=K, verdict=verdict)
+    run = functools.partial(decoding._spec_generate, decoding.draft_params_for(drafter, draft, target), target.params,
+                            buf, jnp.int32(len(prompt)), jnp.int32(n_tokens), drafter=drafter,
+                            target_config=target.config, warp=warp, max_len=16, K=K, verdict=verdict)
     keys = jax.random.split(jax.random.PRNGKey(2024), N_SAMPLES)
     tokens = jax.jit(jax.vmap(lambda k: run(k)["tokens"]))(keys)
     return np.asarray(tokens)[:, len(prompt): len(prompt) + n_tokens]

@@ -1,0 +1,178 @@
+"""Who proposes the K tokens of a speculative round: a draft model, prompt lookup, or layer-skip.
+
+Every drafter has the same two pure functions, which the round in decoding.py calls:
+
+    start(drafter, params, prompt_buf, max_len)                      -> dstate
+    propose(drafter, params, dstate, tokens, n, key, warp, K, n_vocab)
+        -> dstate, drafts [K] int32, p [K, V] float32, n_drafted int32 scalar
+
+`tokens[0 .. n-1]` are committed (tokens[n-1] pending, as decoding.py explains). `p` holds the
+distribution each draft was drawn from; rows at and after `n_drafted` are zero and their tokens
+are not proposed, so the target's own distribution decides those positions
+(sampling.accept_reject). The accept/reject rule is the same for every drafter, which is what
+keeps each of them exact.
+
+  * model     a separate draft model with its own cache (Leviathan et al. 2023; Chen et al. 2023).
+  * layerskip the target's first L blocks, then its final layer norm and head, reading the
+              target's own weights: self-speculation as in LayerSkip (Elhoushi et al. 2024),
+              without its early-exit training. Its cache holds L layers.
+  * lookup    prompt lookup decoding (Saxena 2023): the longest suffix of at most `ngram`
+              tokens that occurred earlier in prompt + generated text, most recent match first;
+              the tokens that followed it are proposed. Deterministic, so p is one-hot: the
+              target accepts a draft x with probability q(x) and otherwise resamples from
+              norm(max(q - p, 0)). With no match nothing is proposed and the round is one
+              target step.
+
+Dynamic K (`confidence`): a model or layer-skip drafter stops after the first draft whose own top
+probability (softmax of its logits, before warping) falls below the threshold, as HF's assisted
+generation does with `assistant_confidence_threshold`. The stopping rule depends only on the
+draft's side, so exactness holds; the verify step keeps its one K+1 shape.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from specbench.gpt2 import GPT2Config, init_cache, step
+from specbench.sampling import Warp, draw
+
+KINDS = ("model", "lookup", "layerskip")
+
+
+@dataclasses.dataclass(frozen=True)
+class Drafter:
+    """What drafts, hashable so it is static under jit. `config` is the network the drafter
+    runs: the draft model's, or for layerskip the target's with n_layer = L (its cache depth)."""
+
+    kind: str = "model"
+    config: GPT2Config | None = None
+    ngram: int = 3
+    confidence: float | None = None  # dynamic K: stop drafting below this top probability
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"drafter must be one of {', '.join(KINDS)} (got {self.kind!r})")
+        if self.kind != "lookup" and self.config is None:
+            raise ValueError(f"the {self.kind} drafter needs a network config")
+        if self.ngram < 1:
+            raise ValueError(f"ngram must be >= 1 (got {self.ngram})")
+        if self.confidence is not None and not 0 < self.confidence < 1:
+            raise ValueError(f"draft confidence must be in (0, 1) (got {self.confidence})")
+
+    def describe(self) -> dict:
+        """The settings a result row carries."""
+        return {"drafter": self.kind, "ngram": self.ngram if self.kind == "lookup" else None,
+                "draft_layers": self.config.n_layer if self.kind == "layerskip" else None,
+                "dynamic_K": self.confidence is not None, "draft_confidence": self.confidence}
+
+
+def model_drafter(config: GPT2Config, confidence: float | None = None) -> Drafter:
+    return Drafter("model", config, confidence=confidence)
+
+
+def layerskip_drafter(target_config: GPT2Config, layers: int, confidence: float | None = None) -> Drafter:
+    if not 1 <= layers < target_config.n_layer:
+        raise ValueError(f"draft layers must be in 1..{target_config.n_layer - 1} (the target has "
+                         f"{target_config.n_layer})")
+    return Drafter("layerskip", dataclasses.replace(target_config, n_layer=layers), confidence=confidence)
+
+
+def lookup_drafter(ngram: int = 3) -> Drafter:
+    return Drafter("lookup", ngram=ngram)
+
+
+# ---------------------------------------------------------------------------------------------
+# start: the drafter's own state after the prompt
+
+
+def start(drafter: Drafter, params, prompt_buf, max_len: int):
+    """The drafter's state after reading the prompt: a cache for model and layerskip, none for lookup."""
+    if drafter.kind == "lookup":
+        return {}
+    cache = init_cache(drafter.config, max_len, params["wte"].dtype)
+    _, cache = step(params, cache, prompt_buf, 0, drafter.config)  # runs as many layers as the cache has
+    return {"cache": cache}
+
+
+# ---------------------------------------------------------------------------------------------
+# propose
+
+
+def propose(drafter: Drafter, params, dstate, tokens, n, key, warp: Warp, K: int, n_vocab: int):
+    """Up to K draft tokens for positions n .. n+K-1, with the distributions they came from."""
+    if drafter.kind == "lookup":
+        drafts, n_drafted = lookup(tokens, n, K, drafter.ngram)
+        p = jax.nn.one_hot(drafts, n_vocab, dtype=jnp.float32)
+        return dstate, drafts, _zero_after(p, n_drafted), n_drafted
+    return _network_propose(drafter, params, dstate, tokens, n, key, warp, K)
+
+
+def _zero_after(p, n_drafted):
+    return jnp.where(jnp.arange(p.shape[0])[:, None] < n_drafted, p, 0.0)
+
+
+def _network_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: Warp, K: int):
+    """Model and layer-skip drafting: K cached steps (fewer with dynamic K), each drawing from p.
+
+    The first step re-reads [tokens[n-2], tokens[n-1]] at n-2, n-1: that writes the previous
+    round's last draft into the cache when all of them were accepted (decoding.py, step 1).
+    """
+    config = drafter.config
+    keys = jax.random.split(key, K)
+    logits, cache = step(params, dstate["cache"], lax.dynamic_slice(tokens, (n - 2,), (2,)), n - 2, config,
+                         logits_at=1)
+    V = logits.shape[-1]
+
+    def confident(logits):
+        return drafter.confidence is None or jnp.max(jax.nn.softmax(logits.astype(jnp.float32))) >= drafter.confidence
+
+    def body(carry):
+        i, cache, logits, drafts, p, _ = carry
+        x, p_i = draw(keys[i], logits[0], warp)
+        drafts, p = drafts.at[i].set(x), p.at[i].set(p_i)
+        go_on = confident(logits[0]) if drafter.confidence is not None else jnp.bool_(True)
+        # the next draft's logits; after the K-th draft there is none to compute
+        logits, cache = lax.cond(go_on & (i + 1 < K),
+                                 lambda: step(params, cache, x[None], n + i, config),
+                                 lambda: (logits, cache))
+        return i + 1, cache, logits, drafts, p, go_on
+
+    def more(carry):
+        i, *_, go_on = carry
+        return (i < K) & go_on
+
+    init = (jnp.int32(0), cache, logits, jnp.zeros(K, jnp.int32), jnp.zeros((K, V), jnp.float32), jnp.bool_(True))
+    n_steps, cache, _, drafts, p, last_confident = lax.while_loop(more, body, init)
+    # with dynamic K the draft whose confidence fell short is not proposed
+    n_drafted = jnp.where(last_confident, n_steps, n_steps - 1).astype(jnp.int32)
+    return {"cache": cache}, drafts, _zero_after(p, n_drafted), n_drafted
+
+
+def lookup(tokens, n, K: int, ngram: int):
+    """Prompt lookup over tokens[0 .. n-1]: (drafts [K], how many are real).
+
+    For g = ngram .. 1, the most recent earlier j with tokens[j : j+g] == tokens[n-g : n]; the
+    longest g that matches wins. The proposal is what followed the match, continued with the
+    period n - g - j where it would run past n (so "a b a b" proposes "a b a b ...").
+    """
+    L = tokens.shape[0]
+    idx = jnp.arange(L)
+    best_j, found = jnp.int32(-1), jnp.int32(0)
+    for g in range(ngram, 0, -1):
+        match = (idx + g <= n - 1) & (idx <= n - g - 1)  # an earlier occurrence, with a token after it
+        for t in range(g):
+            match &= jnp.roll(tokens, -t) == tokens[jnp.maximum(n - g + t, 0)]
+        match &= n - g >= 0
+        j = jnp.max(jnp.where(match, idx, -1))
+        take = (found == 0) & (j >= 0)
+        best_j = jnp.where(take, j, best_j)
+        found = jnp.where(take, g, found)
+    period = jnp.maximum(n - found - best_j, 1)
+    src = best_j + found + jnp.arange(K) % period
+    drafts = tokens[jnp.clip(src, 0, L - 1)]
+    n_drafted = jnp.where(found > 0, K, 0).astype(jnp.int32)
+    return drafts.astype(jnp.int32), n_drafted
