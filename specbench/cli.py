@@ -127,8 +127,8 @@ def make_console(*exports) -> Console:
     """Where the human-readable output goes: stderr when an export writes to stdout."""
     to_stderr = any(e == "-" for e in exports)
     stream = sys.stderr if to_stderr else sys.stdout
-    # a pipe or file gets 120 columns, not rich's default 80, so the tables stay readable
-    return QuietConsole(stderr=to_stderr, highlight=False, width=None if stream.isatty() else 120)
+    # a pipe or file gets 140 columns, not rich's default 80, so the tables stay readable
+    return QuietConsole(stderr=to_stderr, highlight=False, width=None if stream.isatty() else 140)
 
 
 
@@ -147,13 +147,51 @@ def load_model(name: str, flag: str, dtype: str, cache: dict):
     return cache[key]
 
 
-def load_pair(draft: str | None, target: str | None, dtype: str, cache: dict):
+def check_drafter_flags(kinds: list[str], draft: str | None, ngram: int, draft_layers: int | None,
+                        dynamic_K: bool, confidence: float) -> None:
+    """The drafter flags, checked before any model is loaded."""
+    from specbench.drafters import KINDS
+
+    for kind in kinds:
+        if kind not in KINDS:
+            raise BadInput("--drafter", f"{kind!r} is not a drafter; use {', '.join(KINDS)}")
+    if draft is not None and "model" not in kinds:
+        raise BadInput("--draft", f"only the model drafter uses a draft model ({', '.join(kinds)} draft without one)")
+    if ngram < 1:
+        raise BadInput("--ngram", f"must be >= 1 (got {ngram})")
+    if draft_layers is not None and draft_layers < 1:
+        raise BadInput("--draft-layers", f"must be >= 1 and below the target's depth (got {draft_layers})")
+    if not 0 < confidence < 1:
+        raise BadInput("--draft-confidence", f"must be in (0, 1) (got {confidence:g})")
+    if dynamic_K and kinds == ["lookup"]:
+        raise BadInput("--dynamic-K", "needs a drafter with probabilities (model or layerskip), not lookup")
+
+
+def make_drafter(kind: str, draft, target, ngram: int, draft_layers: int | None, dynamic_K: bool,
+                 confidence: float):
+    """(Drafter, the name result rows give its draft)."""
+    from specbench import drafters
+
+    conf = confidence if dynamic_K and kind != "lookup" else None
+    if kind == "lookup":
+        return drafters.lookup_drafter(ngram), f"lookup(n={ngram})"
+    if kind == "layerskip":
+        L = draft_layers or max(1, target.config.n_layer // 3)
+        if not 1 <= L < target.config.n_layer:
+            raise BadInput("--draft-layers", f"must be in 1..{target.config.n_layer - 1}: {target.name} has "
+                                             f"{target.config.n_layer} layers (got {L})")
+        return drafters.layerskip_drafter(target.config, L, conf), f"{target.name}[:{L}]"
+    return drafters.model_drafter(draft.config, conf), draft.name
+
+
+def load_pair(draft: str | None, target: str | None, dtype: str, cache: dict, need_draft: bool = True):
+    """(draft, target) models; the draft is None when the drafter needs no draft model."""
     from specbench import weights
 
     default_draft, default_target = weights.default_pair()
-    d = load_model(draft or default_draft, "--draft", dtype, cache)
+    d = load_model(draft or default_draft, "--draft", dtype, cache) if need_draft else None
     t = load_model(target or default_target, "--target", dtype, cache)
-    if d.config.n_vocab != t.config.n_vocab:
+    if d is not None and d.config.n_vocab != t.config.n_vocab:
         raise BadInput("--draft/--target", f"draft and target must share the vocabulary "
                        f"({d.name}: {d.config.n_vocab}, {t.name}: {t.config.n_vocab})")
     return d, t
@@ -163,7 +201,7 @@ def check_config(prompt_ids, n_tokens: int, K: int, draft, target):
     from specbench.decoding import validate
 
     try:
-        validate(prompt_ids, n_tokens, K, [draft, target], None)
+        validate(prompt_ids, n_tokens, K, [m for m in (draft, target) if m is not None], None)
     except DecodeError as e:
         message = str(e)
         flag = "--prompt" if message.startswith(("prompt must", "prompt token")) else \
@@ -177,9 +215,9 @@ def check_exports(**paths):
     for flag, path in paths.items():
         if path:
             try:
+                export.check_writable(path)
                 if flag in formats:
                     export.check_extension(path, formats[flag])
-                export.check_writable(path)
             except ExportError as e:
                 raise BadInput("--" + flag.replace("_", "-"), str(e)) from None
 
@@ -213,6 +251,16 @@ def check_save_path(path: Path, flag: str = "--save") -> None:
         export.check_writable(str(path))
     except ExportError as e:
         raise BadInput(flag, f"{e}; pass --no-save, or set SPECBENCH_RESULTS_DIR to a writable folder") from None
+
+
+def describe_pair(spec, draft_name: str, d, t) -> str:
+    """'draft NAME (LxE) · target NAME (LxE)', or what drafts instead of a draft model."""
+    target = f"target [bold]{t.name}[/bold] ({t.config.n_layer}x{t.config.n_embd})"
+    if spec.kind == "lookup":
+        return f"drafter [bold]prompt lookup[/bold] (n-gram ≤ {spec.ngram}) · {target}"
+    if spec.kind == "layerskip":
+        return f"drafter [bold]layer-skip[/bold] ({draft_name}: its first {spec.config.n_layer} blocks) · {target}"
+    return f"draft [bold]{d.name}[/bold] ({d.config.n_layer}x{d.config.n_embd}) · {target}"
 
 
 def resolve_prompt(prompt: str, prompt_id: str | None) -> tuple[str, str]:
@@ -265,6 +313,8 @@ def cli():
     speculative decoding (SD), timed honestly and set beside the theory."""
 
 
+DRAFT_CONFIDENCE = 0.4  # dynamic K's default threshold (see README, "Drafters")
+
 model_options = [
     click.option("--draft", default=None, help="Draft model: registry name, alias or directory [default: bundled pair]."),
     click.option("--target", default=None, help="Target model [default: bundled pair]."),
@@ -274,6 +324,16 @@ decode_options = [
     click.option("--n-tokens", "-n", type=click.IntRange(min=1), default=40, show_default=True, help="New tokens N."),
     click.option("--top-k", type=click.IntRange(min=1), default=None, help="Keep the k most likely tokens."),
     click.option("--seed", type=int, default=123, show_default=True),
+]
+drafter_options = [
+    click.option("--ngram", type=int, default=3, show_default=True,
+                 help="lookup: the longest suffix matched (shorter ones are tried down to 1)."),
+    click.option("--draft-layers", type=int, default=None,
+                 help="layerskip: how many of the target's first blocks draft [default: a third of them]."),
+    click.option("--dynamic-K", "dynamic_K", is_flag=True,
+                 help="Stop drafting when the draft's top probability falls below --draft-confidence."),
+    click.option("--draft-confidence", type=float, default=DRAFT_CONFIDENCE, show_default=True,
+                 help="dynamic K: the threshold, in (0, 1)."),
 ]
 export_options = [
     click.option("--export-csv", type=str, default=None, metavar="PATH", help="Write CSV ('-' = stdout)."),
@@ -335,9 +395,13 @@ def timing_table(rows: list[dict], console: Console):
 @click.option("--warmup", type=click.IntRange(min=1), default=1, show_default=True, help="Untimed compile runs.")
 @click.option("--host-loop", is_flag=True, help="Drive rounds from Python (one sync per round) instead of on device.")
 @click.option("--save/--no-save", default=True, show_default=True, help="Write the row to results/.")
+@click.option("--drafter", default="model", show_default=True,
+              help="Who drafts: model (the --draft model), lookup (prompt lookup), layerskip (the target's first layers).")
+@apply(drafter_options)
 @apply(export_options)
 def run(draft, target, dtype, prompt, prompt_id, K, temperature, top_p, n_tokens, top_k, seed, repeats, warmup,
-        host_loop, save, export_csv, export_json, export_markdown):
+        host_loop, save, drafter, ngram, draft_layers, dynamic_K, draft_confidence, export_csv, export_json,
+        export_markdown):
     """One configuration: autoregressive against speculative decoding, side by side."""
     from specbench import harness
     from specbench.sampling import Warp
@@ -348,21 +412,26 @@ def run(draft, target, dtype, prompt, prompt_id, K, temperature, top_p, n_tokens
     if save_path:
         check_save_path(save_path)
     prompt, prompt_id = resolve_prompt(prompt, prompt_id)
-    d, t = load_pair(draft, target, dtype, {})
+    check_drafter_flags([drafter], draft, ngram, draft_layers, dynamic_K, draft_confidence)
+    d, t = load_pair(draft, target, dtype, {}, need_draft=drafter == "model")
+    spec, draft_name = make_drafter(drafter, d, t, ngram, draft_layers, dynamic_K, draft_confidence)
     prompt_ids = tokenizer.encode(prompt)
     check_config(prompt_ids, n_tokens, K, d, t)
     warp = Warp(temperature, top_k, top_p)
-    console.print(f"draft [bold]{d.name}[/bold] ({d.config.n_layer}x{d.config.n_embd}) · target [bold]{t.name}[/bold] "
-                  f"({t.config.n_layer}x{t.config.n_embd}) · K={K} · T={temperature:g}"
-                  + (f" · top-k {top_k}" if top_k else "") + (f" · top-p {top_p:g}" if top_p else "")
-                  + (" · random weights: timing only" if "random" in (d.source, t.source) else ""))
+    console.print(describe_pair(spec, draft_name, d, t) + f" · K={K}" + (" (dynamic)" if spec.confidence else "")
+                  + f" · T={temperature:g}" + (f" · top-k {top_k}" if top_k else "")
+                  + (f" · top-p {top_p:g}" if top_p else "")
+                  + (" · random weights: timing only" if "random" in (t.source, d.source if d else "") else ""))
     with progress_bar("compiling (warm-up)", warmup + repeats + 5) as bar:
         res = harness.run_benchmark(d, t, prompt_ids, n_tokens, K, warp, seed, repeats, warmup, not host_loop,
-                                    lambda done, total, what: bar.update(done, what=what))
-    row = harness.result_row(res, draft=d.name, target=t.name, dtype=dtype, K=K, warp=warp, seed=seed,
+                                    lambda done, total, what: bar.update(done, what=what), drafter=spec)
+    row = harness.result_row(res, draft=draft_name, target=t.name, dtype=dtype, K=K, warp=warp, seed=seed,
                              prompt_id=prompt_id, prompt=prompt, n_tokens=n_tokens, repeats=repeats, warmup=warmup,
-                             loop="host" if host_loop else "device", decode=tokenizer.decode)
+                             loop="host" if host_loop else "device", decode=tokenizer.decode, drafter=spec)
     timing_table([row], console)
+    if spec.kind == "lookup" or spec.confidence:
+        console.print(f"drafts per round: mean {row['mean_drafted']:.2f} of {K} · rounds with 0..{K} drafts: "
+                      f"{row['drafted_hist']}")
     faster = "faster" if row["speedup"] >= 1 else "slower"
     factor = row["speedup"] if row["speedup"] >= 1 else 1 / row["speedup"]
     spread = "" if repeats == 1 else f" ± {row['speedup_std']:.2f}"
@@ -380,7 +449,8 @@ def run(draft, target, dtype, prompt, prompt_id, K, temperature, top_p, n_tokens
         console.print(f"[dim]saved {save_path}[/dim]")
 
 
-SWEEP_KEY = ("draft", "target", "dtype", "K", "temperature", "top_k", "top_p", "prompt_id", "n_tokens", "seed", "loop")
+SWEEP_KEY = ("draft", "target", "drafter", "ngram", "draft_layers", "dynamic_K", "draft_confidence", "dtype", "K",
+             "temperature", "top_k", "top_p", "prompt_id", "n_tokens", "seed", "loop")
 
 
 @cli.command(epilog=METRICS_HELP)
@@ -397,10 +467,14 @@ SWEEP_KEY = ("draft", "target", "dtype", "K", "temperature", "top_k", "top_p", "
 @click.option("--output", "-o", default=None, metavar="FILE.json",
               help="JSON results, rewritten after every row [default: results/sweep-TIME.json].")
 @click.option("--resume", is_flag=True, help="Skip the rows already in --output.")
+@click.option("--drafter", "drafter_kinds", type=ListParam(str), default="model", show_default=True,
+              help="Comma list of drafters: model, lookup, layerskip.")
+@apply(drafter_options)
 @apply(export_options)
 def sweep(draft, target, dtype, K, temperature, top_p, prompt_spec, n_tokens, top_k, seed, repeats, warmup,
-          host_loop, output, resume, export_csv, export_json, export_markdown):
-    """A grid over K, temperature, top-p and prompts; every finished row is saved at once."""
+          host_loop, output, resume, drafter_kinds, ngram, draft_layers, dynamic_K, draft_confidence, export_csv,
+          export_json, export_markdown):
+    """A grid over drafters, K, temperature, top-p and prompts; every finished row is saved at once."""
     from specbench import harness
     from specbench.sampling import Warp
 
@@ -414,6 +488,7 @@ def sweep(draft, target, dtype, K, temperature, top_p, prompt_spec, n_tokens, to
         raise BadInput("--prompts", str(e)) from None
     if resume and not output:
         raise BadInput("--resume", "needs --output FILE.json, the file to resume")
+    check_drafter_flags(drafter_kinds, draft, ngram, draft_layers, dynamic_K, draft_confidence)
     output = output or str(results_dir() / f"sweep-{stamp()}.json")
     check_exports(output=output, export_csv=export_csv, export_json=export_json, export_markdown=export_markdown)
     rows = []
@@ -424,20 +499,29 @@ def sweep(draft, target, dtype, K, temperature, top_p, prompt_spec, n_tokens, to
             raise BadInput("--resume", str(e)) from None
     console = make_console(export_csv, export_json, export_markdown)
     cache: dict = {}
-    d, t = load_pair(draft, target, dtype, cache)
+    d, t = load_pair(draft, target, dtype, cache, need_draft="model" in drafter_kinds)
+    specs = {kind: make_drafter(kind, d, t, ngram, draft_layers, dynamic_K, draft_confidence) for kind in drafter_kinds}
     loop = "host" if host_loop else "device"
-    grid = [(k, temp, p, pid) for pid in chosen for temp in temperature for p in (top_p or [None]) for k in K]
+    grid = [(kind, k, temp, p, pid) for kind in drafter_kinds for pid in chosen for temp in temperature
+            for p in (top_p or [None]) for k in K]
     encoded = {pid: tokenizer.encode(text) for pid, text in chosen.items()}
-    for k, _, _, pid in grid:
-        check_config(encoded[pid], n_tokens, k, d, t)
-    fixed = {"draft": d.name, "target": t.name, "dtype": dtype, "top_k": top_k, "n_tokens": n_tokens, "seed": seed,
+    for kind, k, _, _, pid in grid:
+        check_config(encoded[pid], n_tokens, k, d if kind == "model" else None, t)
+    fixed = {"target": t.name, "dtype": dtype, "top_k": top_k, "n_tokens": n_tokens, "seed": seed,
              "loop": loop, "repeats": repeats, "warmup": warmup}
     check_resume_settings(rows, fixed, output)
-    done = {tuple(r.get(c) for c in SWEEP_KEY) for r in rows}
-    key_of = lambda k, temp, p, pid: (d.name, t.name, dtype, k, temp, top_k, p, pid, n_tokens, seed, loop)
+    older = {"drafter": "model", "dynamic_K": False}  # rows written before drafters existed
+    done = {tuple(r.get(c, older.get(c)) for c in SWEEP_KEY) for r in rows}
+
+    def key_of(kind, k, temp, p, pid):
+        spec, name = specs[kind]
+        row = {"draft": name, "target": t.name, **spec.describe(), "dtype": dtype, "K": k, "temperature": temp,
+               "top_k": top_k, "top_p": p, "prompt_id": pid, "n_tokens": n_tokens, "seed": seed, "loop": loop}
+        return tuple(row[c] for c in SWEEP_KEY)
+
     todo = [g for g in grid if key_of(*g) not in done]
     console.print(f"sweep: {plural(len(grid), 'configuration')}, {len(grid) - len(todo)} already in {output}, "
-                  f"{len(todo)} to run · draft {d.name} · target {t.name}")
+                  f"{len(todo)} to run · drafters {', '.join(specs[k][1] for k in drafter_kinds)} · target {t.name}")
     # files are rewritten after every row; standard output gets the exports once, at the end
     file_exports = {f: p for f, p in (("csv", export_csv), ("json", export_json), ("markdown", export_markdown))
                     if p and p != "-"}
@@ -445,13 +529,16 @@ def sweep(draft, target, dtype, K, temperature, top_p, prompt_spec, n_tokens, to
     interrupt_message[0] = "interrupted: " + kept()
     try:
         with progress_bar("sweep", len(todo), unit="configuration") as bar:
-            for i, (k, temp, p, pid) in enumerate(todo):
-                bar.update(i, what=f"K={k} T={temp:g}" + (f" top-p={p:g}" if p else "") + f" {pid}")
+            for i, (kind, k, temp, p, pid) in enumerate(todo):
+                bar.update(i, what=f"{kind} K={k} T={temp:g}" + (f" top-p={p:g}" if p else "") + f" {pid}")
                 warp = Warp(temp, top_k, p)
-                res = harness.run_benchmark(d, t, encoded[pid], n_tokens, k, warp, seed, repeats, warmup, not host_loop)
-                rows.append(harness.result_row(res, draft=d.name, target=t.name, dtype=dtype, K=k, warp=warp,
+                spec, name = specs[kind]
+                res = harness.run_benchmark(d, t, encoded[pid], n_tokens, k, warp, seed, repeats, warmup,
+                                            not host_loop, drafter=spec)
+                rows.append(harness.result_row(res, draft=name, target=t.name, dtype=dtype, K=k, warp=warp,
                                                seed=seed, prompt_id=pid, prompt=chosen[pid], n_tokens=n_tokens,
-                                               repeats=repeats, warmup=warmup, loop=loop, decode=tokenizer.decode))
+                                               repeats=repeats, warmup=warmup, loop=loop, decode=tokenizer.decode,
+                                               drafter=spec))
                 export.write(rows, output, "json")
                 for fmt, path in file_exports.items():
                     export.write(rows, path, fmt)
@@ -463,17 +550,18 @@ def sweep(draft, target, dtype, K, temperature, top_p, prompt_spec, n_tokens, to
     for fmt, path in (("csv", export_csv), ("json", export_json), ("markdown", export_markdown)):
         if path == "-":
             export.write(rows, path, fmt)
-    headers = {"prompt_id": "prompt", "K": "K", "temperature": "T", "top_p": "top-p", "ar_tokens_per_s": "AR tok/s",
+    headers = {"draft": "drafter", "prompt_id": "prompt", "K": "K", "temperature": "T", "top_p": "top-p",
+               "ar_tokens_per_s": "AR tok/s",
                "sd_tokens_per_s": "SD tok/s", "speedup": "speedup", "speedup_std": "±", "tokens_per_round": "tok/round",
                "alpha": "α", "theory_speedup": "theory", "refined_speedup": "refined", "identical": "T=0 same"}
-    settings = ("prompt_id", "K", "temperature", "top_p")
+    settings = ("draft", "prompt_id", "K", "temperature", "top_p")
     # like llama-bench: settings that do not vary are left out of the table (they are in the file)
     shown = [c for c in headers if c not in settings or len({str(r.get(c)) for r in rows}) > 1]
     if repeats == 1:
         shown.remove("speedup_std")
     table = Table(title=f"{plural(len(rows), 'row')} · {output}" + (" · one repeat: no spread" if repeats == 1 else ""))
     for c in shown:
-        table.add_column(headers[c], justify="left" if c == "prompt_id" else "right")
+        table.add_column(headers[c], justify="left" if c in ("prompt_id", "draft") else "right")
     for r in rows:
         table.add_row(*[export.fmt_fixed(c, r.get(c)) for c in shown])
     console.print(table)
@@ -495,21 +583,29 @@ def check_resume_settings(rows: list[dict], fixed: dict, output: str) -> None:
 @cli.command(epilog=METRICS_HELP)
 @apply(model_options)
 @click.option("--prompt", default=prompts.DEFAULT_PROMPT, show_default=True)
+@click.option("--prompt-id", default=None, help="A built-in prompt id instead (see `specbench prompts`).")
 @click.option("--K", "-k", "K", type=click.IntRange(min=1), default=4, show_default=True)
 @click.option("--temperature", "-t", type=click.FloatRange(min=0), default=0.0, show_default=True)
 @click.option("--top-p", type=click.FloatRange(0, 1, min_open=True), default=None)
 @apply(decode_options)
-def trace(draft, target, dtype, prompt, K, temperature, top_p, n_tokens, top_k, seed):
+@click.option("--drafter", default="model", show_default=True, help="model, lookup or layerskip (see run).")
+@apply(drafter_options)
+def trace(draft, target, dtype, prompt, prompt_id, K, temperature, top_p, n_tokens, top_k, seed, drafter, ngram,
+          draft_layers, dynamic_K, draft_confidence):
     """One generation shown round by round: accepted drafts, the rejected draft (struck
     through), and the resampled or bonus token."""
     from specbench.decoding import speculative
     from specbench.sampling import Warp
 
     console = make_console()
-    d, t = load_pair(draft, target, dtype, {})
+    prompt, _ = resolve_prompt(prompt, prompt_id)
+    check_drafter_flags([drafter], draft, ngram, draft_layers, dynamic_K, draft_confidence)
+    d, t = load_pair(draft, target, dtype, {}, need_draft=drafter == "model")
+    spec, draft_name = make_drafter(drafter, d, t, ngram, draft_layers, dynamic_K, draft_confidence)
     prompt_ids = tokenizer.encode(prompt)
     check_config(prompt_ids, n_tokens, K, d, t)
-    tokens, st = speculative(d, t, prompt_ids, n_tokens, K, Warp(temperature, top_k, top_p), seed, record=True)
+    tokens, st = speculative(d, t, prompt_ids, n_tokens, K, Warp(temperature, top_k, top_p), seed, record=True,
+                             drafter=spec)
     piece = lambda i: tokenizer.decode([i])
     # without colour (a pipe, a file) the roles are marked in the text instead
     plain = not console.is_terminal or console.no_color
@@ -529,9 +625,9 @@ def trace(draft, target, dtype, prompt, K, temperature, top_p, n_tokens, top_k, 
             out.append(piece(x), style=style["accepted"])
         left -= a
         if left > 0:  # the round's last token, still within N
-            if a < K:
+            if a < rnd["n_drafted"]:  # a draft was tested and rejected
                 out.append(mark("rejected", piece(rnd["drafts"][a])), style=style["rejected"])
-            role = "resampled" if a < K else "bonus"
+            role = "resampled" if a < rnd["n_drafted"] else "bonus"  # bonus: every proposed draft accepted
             out.append(mark(role, piece(rnd["emitted"])), style=style[role])
             left -= 1
     legend = [("accepted draft", "accepted"), (mark("rejected", "rejected draft"), "rejected"),
@@ -541,7 +637,7 @@ def trace(draft, target, dtype, prompt, K, temperature, top_p, n_tokens, top_k, 
     console.print(out)
     console.print(f"{st.n_rounds} rounds · {st.n_generated} tokens · tokens/round {st.tokens_per_round:.2f} · "
                   f"r {st.r:.3f} · α {st.alpha:.3f} · accepted per round {st.accepted_hist.tolist()} · "
-                  f"draft {d.name} · target {t.name} · K={K} · T={temperature:g}")
+                  f"draft {draft_name} · target {t.name} · K={K} · T={temperature:g}")
 
 
 K_SEARCH = 64  # theory --alpha looks for the optimal K in 1..K_SEARCH

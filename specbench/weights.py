@@ -375,8 +375,10 @@ def list_models() -> list[dict]:
     for d in sorted(root.iterdir()) if root.is_dir() else []:
         if d.name not in registered and not d.name.startswith(".") and is_model_dir(d):
             config = config_from_hf(json.loads((d / CONFIG_FILE).read_text()))
-            rows.append({"name": d.name, "aliases": "", "kind": "local", "present": True,
-                         "n_params": config.n_params, "description": "local directory", "path": str(d),
+            bundled = d.name in BUNDLED_PAIR
+            rows.append({"name": d.name, "aliases": "", "kind": "bundled (the default pair)" if bundled else "local",
+                         "present": True, "n_params": config.n_params,
+                         "description": "trained by specbench/train.py" if bundled else "local directory", "path": str(d),
                          "layers_x_width": f"{config.n_layer}x{config.n_embd}"})
     return rows
 

@@ -183,6 +183,14 @@ def test_plot_writes_a_png(env, tmp_path):
     (["run", "--export-csv", "out.json"], ["--export-csv", "*.csv"]),
     (["run", "--export-markdown", "out.txt"], ["--export-markdown", "*.md"]),
     (["roofline", "--context", 100000], ["--context", "exceeds", "use at most"]),
+    (["run", "--drafter", "oracle"], ["--drafter", "not a drafter", "lookup"]),
+    (["sweep", "--drafter", "model,oracle"], ["--drafter", "not a drafter"]),
+    (["run", "--drafter", "layerskip", "--draft-layers", 0], ["--draft-layers", ">= 1"]),
+    (["run", "--drafter", "layerskip", "--draft-layers", 2], ["--draft-layers", "1..1"]),
+    (["run", "--drafter", "lookup", "--ngram", 0], ["--ngram", ">= 1"]),
+    (["run", "--dynamic-K", "--draft-confidence", 1.5], ["--draft-confidence", "(0, 1)"]),
+    (["run", "--dynamic-K", "--draft-confidence", 0], ["--draft-confidence", "(0, 1)"]),
+    (["trace", "--drafter", "lookup", "--dynamic-K"], ["--dynamic-K", "not lookup"]),
     (["run", "--prompt", ""], ["--prompt", "at least one token"]),
     (["sweep", "--K", "8-2"], ["--K"]),
     (["run", "--export-csv", "/nonexistent-dir/out.csv"], ["--export-csv", "does not exist"]),
@@ -191,8 +199,9 @@ def test_plot_writes_a_png(env, tmp_path):
     (["theory", "--K", 4, "--t-draft", 1, "--t-target", 10, "--r", 0.1], ["--r", "1/(K+1)"]),
 ])
 def test_bad_input_gives_one_line_and_exit_2(env, args, fragments):
-    if args[0] in ("run", "sweep") and "--draft" not in args and "--target" not in args:
-        args = args[:1] + env + args[1:]
+    if args[0] in ("run", "sweep", "trace") and "--draft" not in args and "--target" not in args:
+        uses_draft = "lookup" not in args and "layerskip" not in args
+        args = args[:1] + (env if uses_draft else env[2:]) + args[1:]
     assert_one_line_error(invoke(*args), *fragments)
 
 
@@ -393,3 +402,22 @@ def test_a_closed_pipe_ends_quietly(env):
     proc.wait(timeout=120)
     assert first.startswith("draft") and proc.returncode == 0, stderr
     assert "Traceback" not in stderr and "Error" not in stderr
+
+
+def test_draft_with_a_drafter_that_needs_none_is_refused(env):
+    assert_one_line_error(invoke("run", *env, "--drafter", "lookup"), "--draft", "only the model drafter")
+
+
+def test_sweep_compares_drafters_and_every_row_names_its_drafter(env, tmp_path):
+    out, md = tmp_path / "d.json", tmp_path / "d.md"
+    result = invoke("sweep", "--target", env[3], "--drafter", "lookup,layerskip", "--K", 3, "--repeats", 1,
+                    "-n", 8, "--prompts", "list-1", "-o", out, "--export-markdown", md, "--dynamic-K")
+    assert result.exit_code == 0, result.output
+    rows = json.loads(out.read_text())
+    assert [r["drafter"] for r in rows] == ["lookup", "layerskip"]
+    assert rows[0]["ngram"] == 3 and rows[0]["draft"] == "lookup(n=3)" and rows[0]["dynamic_K"] is False
+    assert rows[1]["draft_layers"] == 1 and rows[1]["draft"] == "t[:1]" and rows[1]["dynamic_K"] is True
+    assert all(r["identical"] for r in rows) and all(sum(r["drafted_hist"]) == r["n_rounds"] for r in rows)
+    assert "lookup" in md.read_text() and "layerskip" in md.read_text()
+    result = invoke("trace", "--target", env[3], "--drafter", "lookup", "--prompt-id", "list-1", "-n", 10)
+    assert result.exit_code == 0 and "draft lookup(n=3)" in result.output
