@@ -12,5 +12,5 @@ COMMON="--data $DATA --n-ctx 512 --ctx 512 --batch 4 --seed 0 --head-vocab 16384
 [ -e "$OUT/tiny-target/config.json" ] || python -m specbench.train target $COMMON --out "$OUT/tiny-target" \
     --n-layer 6 --n-embd 256 --n-head 4 --steps 1500 --warmup 100 --lr 2e-3
 [ -e "$OUT/tiny-draft/config.json" ] || python -m specbench.train draft $COMMON --out "$OUT/tiny-draft" \
-    --teacher "$OUT/tiny-target" --n-layer 2 --n-embd 64 --n-head 2 --steps 1200 --warmup 100 --lr 3e-3 \
-    --kd 0.7 --greedy-fraction 0.5 --greedy-samples 512
+    --teacher "$OUT/tiny-target" --n-layer 2 --n-embd 64 --n-head 2 --steps 900 --warmup 100 --lr 3e-3 \
+    --kd 0.7

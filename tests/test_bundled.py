@@ -1,0 +1,56 @@
+"""The bundled pair in gpt2_weights/: it loads, matches its config, and decodes exactly."""
+
+import json
+from pathlib import Path
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from specbench import prompts, tokenizer, weights
+from specbench.decoding import autoregressive, speculative
+from specbench.gpt2 import gpt2
+
+BUNDLED = Path(__file__).resolve().parent.parent / "gpt2_weights"
+
+
+@pytest.fixture(scope="module")
+def pair():
+    for name in weights.BUNDLED_PAIR:
+        assert weights.is_model_dir(BUNDLED / name), f"the bundled {name} is missing from {BUNDLED}"
+    return tuple(weights.load_model(str(BUNDLED / name)) for name in weights.BUNDLED_PAIR)
+
+
+def test_bundled_models_match_their_config_and_give_finite_logits(pair):
+    total = 0
+    for model in pair:
+        config = json.loads((BUNDLED / model.name / "config.json").read_text())
+        assert (model.config.n_layer, model.config.n_embd, model.config.n_head, model.config.n_ctx) == \
+            (config["n_layer"], config["n_embd"], config["n_head"], config["n_positions"])
+        assert model.config.n_vocab == tokenizer.N_VOCAB == config["vocab_size"]
+        assert model.params["wte"].shape == (tokenizer.N_VOCAB, model.config.n_embd)
+        logits = gpt2(model.params, jnp.asarray(tokenizer.encode(prompts.DEFAULT_PROMPT)), model.config)
+        assert bool(jnp.all(jnp.isfinite(logits)))
+        total += sum(f.stat().st_size for f in (BUNDLED / model.name).glob("*.safetensors"))
+    assert total <= 48 * 2**20  # the working tree must still travel to a GPU machine
+    draft, target = pair
+    assert draft.config.n_embd < target.config.n_embd
+
+
+def test_greedy_speculative_equals_autoregressive_on_every_built_in_prompt(pair):
+    draft, target = pair
+    alphas = []
+    for pid, text in prompts.all_prompts().items():
+        ids = tokenizer.encode(text)
+        ar, _ = autoregressive(target, ids, 24)
+        sd, st = speculative(draft, target, ids, 24, 4)
+        np.testing.assert_array_equal(sd, ar, err_msg=pid)
+        alphas.append(st.alpha)
+    assert np.mean(alphas) > 0.3  # a trained pair agrees far more often than chance
+
+
+def test_the_bundled_pair_is_the_default(monkeypatch):
+    monkeypatch.setenv("SPECBENCH_WEIGHTS_DIR", str(BUNDLED))
+    assert weights.default_pair() == weights.BUNDLED_PAIR
+    kinds = {row["name"]: row["kind"] for row in weights.list_models()}
+    assert kinds["tiny-target"].startswith("bundled") and kinds["tiny-draft"].startswith("bundled")
