@@ -76,6 +76,8 @@ REGISTRY: dict[str, ModelSpec] = {
         ModelSpec("1558M", "GPT-2 XL", _gpt2(48, 25, 1600), "openai-community/gpt2-xl", ("gpt2-xl",)),
         ModelSpec("random-target", "random weights, 6x256 (timing only)",
                   GPT2Config(n_layer=6, n_head=4, n_embd=256, n_ctx=1024), random_seed=0),
+        ModelSpec("random-124M", "random weights, GPT-2 124M's shape (timing only)", _gpt2(12, 12, 768),
+                  random_seed=0),
         ModelSpec("random-draft", "first layer of random-target (timing only)",
                   GPT2Config(n_layer=1, n_head=4, n_embd=256, n_ctx=1024), random_seed=0,
                   random_from="random-target"),

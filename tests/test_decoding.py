@@ -298,9 +298,9 @@ def test_fast_top_k_and_top_p_keep_the_same_sets_as_sorting_ties_included():
 
     rng = np.random.default_rng(0)
     paths = set()
-    for trial in range(18):
+    for trial in range(9):
         V = (60, 1000, 50257)[trial % 3]
-        scale = (0.05, 1.0, 6.0)[trial // 3 % 3]  # flat rows take the radix path, peaked ones the fast path
+        scale = (0.05, 1.0, 6.0)[(trial + trial // 3) % 3]  # flat rows take the radix path, peaked the fast one
         x = jnp.asarray(np.round(rng.normal(0, scale, (3, V)), int(rng.integers(1, 4))), jnp.float32)  # ties
         for warp in (Warp(1.0, top_k=int(rng.integers(1, 70))), Warp(0.7, top_p=float(rng.uniform(0.05, 0.99))),
                      Warp(1.3, top_k=40, top_p=0.8)):
