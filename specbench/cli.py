@@ -41,6 +41,11 @@ Metrics (one generation of N new tokens; the first comes from the prefill in bot
                 - t_verify (warping, accept/reject, the draft's 2-token first step, bookkeeping)
   round model   tokens/round t_ar_token / t_round, t_ar_token one AR token with its sampling: the
                 speedup the per-round costs explain; it differs from measured by the prefill
+  batch B       B sequences decoded together (AR too); tokens/s count all B x N tokens, and every
+                step time is one step of the whole batch. A batch runs until its slowest sequence
+                is done: refined and round model use tokens per sequence per round the batch ran
+                (tok/batch-round), not each sequence's own tokens/round; idle = the share of
+                (sequence, round) slots in which a finished sequence waited
 """
 
 
@@ -276,6 +281,36 @@ def resolve_prompt(prompt: str, prompt_id: str | None) -> tuple[str, str]:
     return everything[prompt_id], prompt_id
 
 
+def batch_prompts(batch: int, chosen: dict[str, str]) -> tuple[list[str], list[str]]:
+    """(ids, texts) of a batch: the chosen prompts cycled (prompts.batch_ids); one is repeated."""
+    ids = prompts.batch_ids(chosen, batch)
+    return ids, [chosen[pid] for pid in ids]
+
+
+def check_batch(batch: int, host_loop: bool, spec, d, t, encoded: list[list[int]], n_tokens: int, K: int) -> None:
+    """Before any work: a batch runs on the device loop, and its caches must fit the device."""
+    from specbench import batch as batching
+    from specbench import harness
+    from specbench.gpt2 import param_bytes
+
+    if batch == 1:
+        return
+    if host_loop:
+        raise BadInput("--host-loop", f"drives one sequence; a batch (--batch {batch}) runs in the device loop only")
+    configs = [t.config] + ([spec.config] if spec.config is not None else [])  # lookup runs no network
+    max_len = batching.plan_batch(encoded, n_tokens, K, [m for m in (d, t) if m is not None])
+    itemsize = t.params["wte"].dtype.itemsize
+    weights = param_bytes(t.params) + (param_bytes(d.params) if d is not None and spec.kind == "model" else 0)
+    per_seq = batching.memory_bytes(1, configs, max_len, K, t.config.n_vocab, itemsize)
+    free = harness.device_memory_bytes()
+    if free is not None and weights + batch * per_seq > free:
+        gib = lambda b: f"{b / 2**30:.1f} GiB"
+        fits = max(0, (free - weights) // per_seq)
+        raise BadInput("--batch", f"{batch} sequences need about {gib(weights + batch * per_seq)} (K/V caches and "
+                                  f"round buffers for {max_len} positions, and the weights); {harness.device_kind()} "
+                                  f"has {gib(free)} free: use at most --batch {fits}")
+
+
 def stamp() -> str:
     return datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
 
@@ -350,11 +385,23 @@ def apply(options):
     return decorator
 
 
+def batch_line(row: dict) -> str:
+    """What a batch did: its size and mix, the rounds it ran, and the slots stragglers wasted."""
+    mix = sorted(set(row["batch_prompt_ids"] or []))
+    shown = ", ".join(mix[:4]) + (f" and {len(mix) - 4} more" if len(mix) > 4 else "")
+    return (f"batch of {row['batch']} ({shown}) · tokens/s count all {row['batch']} sequences · the batch ran "
+            f"{row['batch_rounds']} rounds, {row['tokens_per_batch_round']:.2f} tokens per sequence per round "
+            f"(each sequence alone: {row['tokens_per_round']:.2f}) · idle slots {row['idle_fraction']:.1%}: "
+            f"finished sequences waiting for the slowest")
+
+
 def timing_table(rows: list[dict], console: Console):
     row = rows[0]
     n = row["n_tokens"]
     one = row["repeats"] == 1
-    table = Table(title=f"{n} new tokens · {plural(row['repeats'], 'repeat')}"
+    batch = row.get("batch", 1)
+    table = Table(title=f"{n} new tokens" + (f" x {batch} sequences" if batch > 1 else "")
+                        + f" · {plural(row['repeats'], 'repeat')}"
                         + (" (no spread from one repeat)" if one else "") + f" · {row['device']} · {row['dtype']}")
     for col in ("method", "time" if one else "time (mean ± σ)", "range (min … max)", "tokens/s", "speedup",
                 "tokens/round", "r", "α"):
@@ -368,7 +415,8 @@ def timing_table(rows: list[dict], console: Console):
                   f"[bold]{fmt_speedup(row)}[/bold]", f"{row['tokens_per_round']:.2f}",
                   f"{row['r']:.3f}", f"{row['alpha']:.3f}")
     console.print(table)
-    steps = Table(title="step times (median, device loop) and theory from the same run")
+    steps = Table(title="step times (median, device loop" + (f", all {batch} sequences at once" if batch > 1 else "")
+                        + ") and theory from the same run")
     for col in ("t_draft", "t_target", f"t_verify({row['K'] + 1})", "c", "t_round", "overhead (± σ)",
                 "theory", "refined", "measured/refined", "round model"):
         steps.add_column(col, justify="right")
@@ -395,12 +443,14 @@ def timing_table(rows: list[dict], console: Console):
 @click.option("--warmup", type=click.IntRange(min=1), default=1, show_default=True, help="Untimed compile runs.")
 @click.option("--host-loop", is_flag=True, help="Drive rounds from Python (one sync per round) instead of on device.")
 @click.option("--save/--no-save", default=True, show_default=True, help="Write the row to results/.")
+@click.option("--batch", "-b", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Sequences decoded together: the built-in prompts cycled, or --prompt/--prompt-id repeated.")
 @click.option("--drafter", default="model", show_default=True,
               help="Who drafts: model (the --draft model), lookup (prompt lookup), layerskip (the target's first layers).")
 @apply(drafter_options)
 @apply(export_options)
 def run(draft, target, dtype, prompt, prompt_id, K, temperature, top_p, n_tokens, top_k, seed, repeats, warmup,
-        host_loop, save, drafter, ngram, draft_layers, dynamic_K, draft_confidence, export_csv, export_json,
+        host_loop, save, batch, drafter, ngram, draft_layers, dynamic_K, draft_confidence, export_csv, export_json,
         export_markdown):
     """One configuration: autoregressive against speculative decoding, side by side."""
     from specbench import harness
@@ -411,38 +461,52 @@ def run(draft, target, dtype, prompt, prompt_id, K, temperature, top_p, n_tokens
     save_path = results_dir() / f"run-{stamp()}.json" if save else None
     if save_path:
         check_save_path(save_path)
+    source = click.get_current_context().get_parameter_source
+    chose_prompt = prompt_id is not None or source("prompt") != click.core.ParameterSource.DEFAULT
     prompt, prompt_id = resolve_prompt(prompt, prompt_id)
+    # a batch: the built-in prompts cycled, unless a prompt was chosen, which is then repeated
+    ids, texts = batch_prompts(batch, {prompt_id: prompt} if chose_prompt or batch == 1 else prompts.all_prompts())
+    if batch > 1 and not chose_prompt:
+        prompt_id = "all"
     check_drafter_flags([drafter], draft, ngram, draft_layers, dynamic_K, draft_confidence)
     d, t = load_pair(draft, target, dtype, {}, need_draft=drafter == "model")
     spec, draft_name = make_drafter(drafter, d, t, ngram, draft_layers, dynamic_K, draft_confidence)
-    prompt_ids = tokenizer.encode(prompt)
-    check_config(prompt_ids, n_tokens, K, d, t)
+    encoded = [tokenizer.encode(text) for text in texts]
+    for ids_ in encoded:
+        check_config(ids_, n_tokens, K, d, t)
+    check_batch(batch, host_loop, spec, d, t, encoded, n_tokens, K)
     warp = Warp(temperature, top_k, top_p)
     console.print(describe_pair(spec, draft_name, d, t) + f" · K={K}" + (" (dynamic)" if spec.confidence else "")
                   + f" · T={temperature:g}" + (f" · top-k {top_k}" if top_k else "")
-                  + (f" · top-p {top_p:g}" if top_p else "")
+                  + (f" · top-p {top_p:g}" if top_p else "") + (f" · batch {batch}" if batch > 1 else "")
                   + (" · random weights: timing only" if "random" in (t.source, d.source if d else "") else ""))
     with progress_bar("compiling (warm-up)", warmup + repeats + 5) as bar:
-        res = harness.run_benchmark(d, t, prompt_ids, n_tokens, K, warp, seed, repeats, warmup, not host_loop,
-                                    lambda done, total, what: bar.update(done, what=what), drafter=spec)
+        res = harness.run_benchmark(d, t, encoded[0], n_tokens, K, warp, seed, repeats, warmup, not host_loop,
+                                    lambda done, total, what: bar.update(done, what=what), drafter=spec,
+                                    batch_prompts=encoded if batch > 1 else None)
     row = harness.result_row(res, draft=draft_name, target=t.name, dtype=dtype, K=K, warp=warp, seed=seed,
-                             prompt_id=prompt_id, prompt=prompt, n_tokens=n_tokens, repeats=repeats, warmup=warmup,
-                             loop="host" if host_loop else "device", decode=tokenizer.decode, drafter=spec)
+                             prompt_id=prompt_id, prompt=texts if batch > 1 else prompt, n_tokens=n_tokens,
+                             repeats=repeats, warmup=warmup, loop="host" if host_loop else "device",
+                             decode=tokenizer.decode, drafter=spec, batch_prompt_ids=ids)
     timing_table([row], console)
     if spec.kind == "lookup" or spec.confidence:
         console.print(f"drafts per round: mean {row['mean_drafted']:.2f} of {K} · rounds with 0..{K} drafts: "
                       f"{row['drafted_hist']}")
+    if batch > 1:
+        console.print(batch_line(row))
     faster = "faster" if row["speedup"] >= 1 else "slower"
     factor = row["speedup"] if row["speedup"] >= 1 else 1 / row["speedup"]
     spread = "" if repeats == 1 else f" ± {row['speedup_std']:.2f}"
     console.print(f"[bold]speculative[/bold] ran [bold]{factor:.2f}{spread}[/bold] times {faster} "
                   f"than autoregressive · compile (excluded): {res.compile_s:.1f} s, {res.n_compiles} programs")
-    console.print(Text.assemble(("prompt ", "dim"), prompt))
-    console.print(Text.assemble(("AR ", "bold"), row["ar_text"]))
-    console.print(Text.assemble(("SD ", "bold"), row["sd_text"]))
+    first = (lambda x: x[0]) if batch > 1 else (lambda x: x)
+    which = f" (sequence 1 of {batch}: {ids[0]})" if batch > 1 else ""
+    console.print(Text.assemble(("prompt" + which + " ", "dim"), texts[0]))
+    console.print(Text.assemble(("AR ", "bold"), first(row["ar_text"])))
+    console.print(Text.assemble(("SD ", "bold"), first(row["sd_text"])))
     if temperature == 0:
-        console.print("T=0: the two generations are " + ("[green]identical[/green]" if row["identical"]
-                                                          else "[red]DIFFERENT[/red]"))
+        both = "the two generations are" if batch == 1 else f"all {batch} pairs of generations are"
+        console.print(f"T=0: {both} " + ("[green]identical[/green]" if row["identical"] else "[red]DIFFERENT[/red]"))
     write_exports([row], export_csv, export_json, export_markdown)
     if save_path:
         export.write([row], str(save_path), "json")
@@ -450,7 +514,7 @@ def run(draft, target, dtype, prompt, prompt_id, K, temperature, top_p, n_tokens
 
 
 SWEEP_KEY = ("draft", "target", "drafter", "ngram", "draft_layers", "dynamic_K", "draft_confidence", "dtype", "K",
-             "temperature", "top_k", "top_p", "prompt_id", "n_tokens", "seed", "loop")
+             "temperature", "top_k", "top_p", "prompt_id", "n_tokens", "seed", "loop", "batch")
 
 
 @cli.command(epilog=METRICS_HELP)
@@ -469,12 +533,16 @@ SWEEP_KEY = ("draft", "target", "drafter", "ngram", "draft_layers", "dynamic_K",
 @click.option("--resume", is_flag=True, help="Skip the rows already in --output.")
 @click.option("--drafter", "drafter_kinds", type=ListParam(str), default="model", show_default=True,
               help="Comma list of drafters: model, lookup, layerskip.")
+@click.option("--batch", "-b", "batches", type=ListParam(int), default=None,
+              help="Comma list of batch sizes. Each row then decodes B sequences together, the --prompts "
+                   "cycled (one prompt: repeated), instead of one row per prompt.")
 @apply(drafter_options)
 @apply(export_options)
 def sweep(draft, target, dtype, K, temperature, top_p, prompt_spec, n_tokens, top_k, seed, repeats, warmup,
-          host_loop, output, resume, drafter_kinds, ngram, draft_layers, dynamic_K, draft_confidence, export_csv,
-          export_json, export_markdown):
-    """A grid over drafters, K, temperature, top-p and prompts; every finished row is saved at once."""
+          host_loop, output, resume, drafter_kinds, batches, ngram, draft_layers, dynamic_K, draft_confidence,
+          export_csv, export_json, export_markdown):
+    """A grid over drafters, K, temperature, top-p and prompts (or batch sizes); every finished row
+    is saved at once."""
     from specbench import harness
     from specbench.sampling import Warp
 
@@ -502,21 +570,32 @@ def sweep(draft, target, dtype, K, temperature, top_p, prompt_spec, n_tokens, to
     d, t = load_pair(draft, target, dtype, cache, need_draft="model" in drafter_kinds)
     specs = {kind: make_drafter(kind, d, t, ngram, draft_layers, dynamic_K, draft_confidence) for kind in drafter_kinds}
     loop = "host" if host_loop else "device"
-    grid = [(kind, k, temp, p, pid) for kind in drafter_kinds for pid in chosen for temp in temperature
-            for p in (top_p or [None]) for k in K]
     encoded = {pid: tokenizer.encode(text) for pid, text in chosen.items()}
-    for kind, k, _, _, pid in grid:
-        check_config(encoded[pid], n_tokens, k, d if kind == "model" else None, t)
+    # the prompt axis: each chosen prompt alone, or (with --batch) the batch of B cycling through them
+    if batches:
+        batch_of = {b: batch_prompts(b, chosen)[0] for b in batches}
+        units = [(prompt_spec, b) for b in batches]
+    else:
+        batch_of, units = {1: None}, [(pid, 1) for pid in chosen]
+    grid = [(kind, k, temp, p, pid, b) for kind in drafter_kinds for pid, b in units for temp in temperature
+            for p in (top_p or [None]) for k in K]
+    for kind, k, _, _, pid, b in grid:
+        for prompt_id in batch_of[b] or [pid]:
+            check_config(encoded[prompt_id], n_tokens, k, d if kind == "model" else None, t)
+    for b in sorted(batches or [], reverse=True)[:1]:  # the largest batch, with the largest K, must fit
+        check_batch(b, host_loop, specs[drafter_kinds[0]][0], d if drafter_kinds[0] == "model" else None, t,
+                    [encoded[i] for i in batch_of[b]], n_tokens, max(K))
     fixed = {"target": t.name, "dtype": dtype, "top_k": top_k, "n_tokens": n_tokens, "seed": seed,
              "loop": loop, "repeats": repeats, "warmup": warmup}
     check_resume_settings(rows, fixed, output)
-    older = {"drafter": "model", "dynamic_K": False}  # rows written before drafters existed
+    older = {"drafter": "model", "dynamic_K": False, "batch": 1}  # rows written before drafters and batches
     done = {tuple(r.get(c, older.get(c)) for c in SWEEP_KEY) for r in rows}
 
-    def key_of(kind, k, temp, p, pid):
+    def key_of(kind, k, temp, p, pid, b):
         spec, name = specs[kind]
         row = {"draft": name, "target": t.name, **spec.describe(), "dtype": dtype, "K": k, "temperature": temp,
-               "top_k": top_k, "top_p": p, "prompt_id": pid, "n_tokens": n_tokens, "seed": seed, "loop": loop}
+               "top_k": top_k, "top_p": p, "prompt_id": pid, "n_tokens": n_tokens, "seed": seed, "loop": loop,
+               "batch": b}
         return tuple(row[c] for c in SWEEP_KEY)
 
     todo = [g for g in grid if key_of(*g) not in done]
@@ -529,16 +608,20 @@ def sweep(draft, target, dtype, K, temperature, top_p, prompt_spec, n_tokens, to
     interrupt_message[0] = "interrupted: " + kept()
     try:
         with progress_bar("sweep", len(todo), unit="configuration") as bar:
-            for i, (kind, k, temp, p, pid) in enumerate(todo):
-                bar.update(i, what=f"{kind} K={k} T={temp:g}" + (f" top-p={p:g}" if p else "") + f" {pid}")
+            for i, (kind, k, temp, p, pid, b) in enumerate(todo):
+                bar.update(i, what=f"{kind} K={k} T={temp:g}" + (f" top-p={p:g}" if p else "") + f" {pid}"
+                           + (f" batch {b}" if batches else ""))
                 warp = Warp(temp, top_k, p)
                 spec, name = specs[kind]
-                res = harness.run_benchmark(d, t, encoded[pid], n_tokens, k, warp, seed, repeats, warmup,
-                                            not host_loop, drafter=spec)
+                ids = batch_of[b] or [pid]
+                res = harness.run_benchmark(d, t, encoded[ids[0]], n_tokens, k, warp, seed, repeats, warmup,
+                                            not host_loop, drafter=spec,
+                                            batch_prompts=[encoded[i] for i in ids] if b > 1 else None)
                 rows.append(harness.result_row(res, draft=name, target=t.name, dtype=dtype, K=k, warp=warp,
-                                               seed=seed, prompt_id=pid, prompt=chosen[pid], n_tokens=n_tokens,
-                                               repeats=repeats, warmup=warmup, loop=loop, decode=tokenizer.decode,
-                                               drafter=spec))
+                                               seed=seed, prompt_id=pid,
+                                               prompt=[chosen[i] for i in ids] if b > 1 else chosen[ids[0]],
+                                               n_tokens=n_tokens, repeats=repeats, warmup=warmup, loop=loop,
+                                               decode=tokenizer.decode, drafter=spec, batch_prompt_ids=ids))
                 export.write(rows, output, "json")
                 for fmt, path in file_exports.items():
                     export.write(rows, path, fmt)
@@ -550,11 +633,16 @@ def sweep(draft, target, dtype, K, temperature, top_p, prompt_spec, n_tokens, to
     for fmt, path in (("csv", export_csv), ("json", export_json), ("markdown", export_markdown)):
         if path == "-":
             export.write(rows, path, fmt)
-    headers = {"draft": "drafter", "prompt_id": "prompt", "K": "K", "temperature": "T", "top_p": "top-p",
-               "ar_tokens_per_s": "AR tok/s",
+    headers = {"draft": "drafter", "prompt_id": "prompt", "batch": "batch", "K": "K", "temperature": "T",
+               "top_p": "top-p", "ar_tokens_per_s": "AR tok/s",
                "sd_tokens_per_s": "SD tok/s", "speedup": "speedup", "speedup_std": "±", "tokens_per_round": "tok/round",
-               "alpha": "α", "theory_speedup": "theory", "refined_speedup": "refined", "identical": "T=0 same"}
-    settings = ("draft", "prompt_id", "K", "temperature", "top_p")
+               "tokens_per_batch_round": "tok/batch-round", "idle_fraction": "idle",
+               "alpha": "α", "t_target_s": "t_target", "t_verify_s": "t_verify", "theory_speedup": "theory",
+               "refined_speedup": "refined", "identical": "T=0 same"}
+    settings = ("draft", "prompt_id", "batch", "K", "temperature", "top_p")
+    if not any(r.get("batch", 1) > 1 for r in rows):  # the batch columns say nothing at batch 1
+        headers = {c: h for c, h in headers.items()
+                   if c not in ("tokens_per_batch_round", "idle_fraction", "t_target_s", "t_verify_s")}
     # like llama-bench: settings that do not vary are left out of the table (they are in the file)
     shown = [c for c in headers if c not in settings or len({str(r.get(c)) for r in rows}) > 1]
     if repeats == 1:
@@ -565,6 +653,29 @@ def sweep(draft, target, dtype, K, temperature, top_p, prompt_spec, n_tokens, to
     for r in rows:
         table.add_row(*[export.fmt_fixed(c, r.get(c)) for c in shown])
     console.print(table)
+    if batches and len(batches) > 1:
+        for line in crossover_lines(rows):
+            console.print(line)
+
+
+def crossover_lines(rows: list[dict]) -> list[str]:
+    """Where speedup against batch size crosses 1, measured and by the refined theory, per curve."""
+    lines = []
+    for (draft, k, temp, top_p), curve in theory.batch_curves(rows).items():
+        Bs = curve["batch"]
+        if len(Bs) < 2:
+            continue
+        label = f"{draft} K={k} T={temp:g}" + (f" top-p={top_p:g}" if top_p else "")
+
+        def where(values):
+            b = theory.crossover(Bs, values)
+            if b is not None:
+                return f"B ≈ {b:.1f}"
+            return f"above 1 up to B={Bs[-1]}" if values[-1] >= 1 else f"below 1 from B={Bs[0]} on"
+
+        lines.append(f"{label}: speedup crosses 1 at {where(curve['speedup'])} measured; the refined theory from "
+                     f"the step times at each batch size says {where(curve['refined_speedup'])}")
+    return lines
 
 
 def check_resume_settings(rows: list[dict], fixed: dict, output: str) -> None:
@@ -754,7 +865,8 @@ def prompts_cmd():
 @click.argument("file", type=click.Path(exists=True, dir_okay=False))
 @click.option("--output", "-o", default=None, metavar="PNG", help="[default: FILE with .png]")
 def plot(file, output):
-    """Speedup and tokens/round against K from a JSON results file, with the theory curve."""
+    """Speedup and tokens/round against K from a JSON results file, with the theory curve; speedup
+    and throughput against batch size when the file varies it (sweep --batch)."""
     try:
         from specbench import plot as plotting
     except ImportError:

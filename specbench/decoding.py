@@ -62,11 +62,28 @@ class DecodeStats:
     accepted: np.ndarray  # [K]: rounds in which draft position i was accepted
     rounds: list[dict] | None = None  # per round (host loop with record=True): drafts, n_accepted, emitted
     drafted_hist: np.ndarray | None = None  # [K+1]: rounds in which 0, 1, ..., K drafts were proposed
+    # a batch (batch.py): the counts above are summed over its n_seqs sequences
+    n_seqs: int = 1
+    batch_rounds: int | None = None  # rounds the batch ran: its slowest sequence's (one sequence: n_rounds)
+    idle_slots: int = 0  # (sequence, round) slots in which a finished sequence waited for the others
 
     @property
     def tokens_per_round(self) -> float:
         """New tokens per target forward after the prefill, the resampled/bonus token included; AR: 1."""
-        return (self.n_generated - 1) / self.n_rounds if self.n_rounds else 1.0
+        return (self.n_generated - self.n_seqs) / self.n_rounds if self.n_rounds else 1.0
+
+    @property
+    def tokens_per_batch_round(self) -> float:
+        """New tokens per sequence per round the batch ran: tokens_per_round less what stragglers
+        cost, since the batch runs until its slowest sequence is done."""
+        rounds = self.n_rounds if self.batch_rounds is None else self.batch_rounds * self.n_seqs
+        return (self.n_generated - self.n_seqs) / rounds if rounds else 1.0
+
+    @property
+    def idle_fraction(self) -> float:
+        """idle_slots / (sequences x rounds the batch ran): the share of batch slots wasted."""
+        slots = self.n_seqs * (self.n_rounds if self.batch_rounds is None else self.batch_rounds)
+        return self.idle_slots / slots if slots else 0.0
 
     @property
     def r(self) -> float:

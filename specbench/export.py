@@ -21,18 +21,19 @@ from tabulate import tabulate
 
 CONTEXT_COLUMNS = ["specbench_version", "git_commit", "jax_version", "device", "timestamp", "dtype", "draft",
                    "target", "drafter", "ngram", "draft_layers", "dynamic_K", "draft_confidence", "K", "temperature", "top_k", "top_p", "seed", "prompt_id", "prompt_sha", "n_tokens",
-                   "repeats", "warmup", "loop"]
+                   "repeats", "warmup", "loop", "batch"]
 METRIC_COLUMNS = ["ar_mean_s", "ar_std_s", "ar_min_s", "ar_max_s", "ar_median_s", "ar_tokens_per_s",
                   "sd_mean_s", "sd_std_s", "sd_min_s", "sd_max_s", "sd_median_s", "sd_tokens_per_s",
                   "speedup", "speedup_std", "n_rounds", "tokens_per_round", "mean_drafted", "r", "alpha",
-                  "accept_rate_drafted",
+                  "accept_rate_drafted", "batch_rounds", "tokens_per_batch_round", "idle_fraction",
                   "t_draft_s", "t_target_s", "t_verify_s", "t_round_s", "t_overhead_s", "t_overhead_err_s", "t_ar_token_s",
                   "theory_speedup", "refined_speedup", "round_model_speedup", "measured_over_theory",
                   "measured_over_refined", "compile_s", "identical"]
 CSV_COLUMNS = CONTEXT_COLUMNS + METRIC_COLUMNS
 # the JSON rows also carry: ar_times_s, sd_times_s, accepted_hist, per_position_acceptance,
-# ar_token_ids, sd_token_ids, ar_text, sd_text, prompt, drafted_hist
-MARKDOWN_COLUMNS = ["drafter", "draft", "target", "prompt_id", "K", "temperature", "top_p", "ar_tokens_per_s",
+# ar_token_ids, sd_token_ids, ar_text, sd_text, prompt, drafted_hist, and for a batch (B > 1)
+# batch_prompt_ids, with prompt, token ids and texts as lists of one entry per sequence
+MARKDOWN_COLUMNS = ["drafter", "draft", "target", "prompt_id", "batch", "K", "temperature", "top_p", "ar_tokens_per_s",
                     "sd_tokens_per_s", "speedup", "tokens_per_round", "alpha", "theory_speedup",
                     "refined_speedup", "measured_over_refined"]
 
@@ -118,6 +119,10 @@ def fmt_fixed(column: str, value) -> str:
                 "top_p": 2}.get(column, 2)
     if column in ("temperature", "top_p"):
         return f"{value:g}"
+    if column.startswith("t_") and column.endswith("_s"):
+        return f"{value * 1e3:.2f} ms"
+    if column == "idle_fraction":
+        return f"{value:.0%}"
     return f"{value:.{decimals}f}"
 
 

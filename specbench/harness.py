@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import functools
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -19,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from specbench import batch as batching
 from specbench import decoding, drafters
 from specbench.decoding import DecodeStats, autoregressive, plan_max_len, speculative, validate
 from specbench.gpt2 import GPT2Config, init_cache, param_bytes, step
@@ -73,6 +75,12 @@ def _step_loop(params, cache, tokens, pos, iters, config: GPT2Config):
 _step_loop_jit = jax.jit(_step_loop, static_argnames=("iters", "config"), donate_argnames=("cache",))
 
 
+@functools.partial(jax.jit, static_argnames=("iters", "config"), donate_argnames=("cache",))
+def _batch_step_loop(params, cache, tokens, pos, iters, config: GPT2Config):
+    """_step_loop for a batch: caches [B, ...], tokens [B, n_seq], positions [B], as batch.py decodes."""
+    return jax.vmap(lambda c, t, p: _step_loop(params, c, t, p, iters, config))(cache, tokens, pos)
+
+
 def _seconds(loop, state, iters: int, repeats: int) -> np.ndarray:
     """Seconds per iteration of `loop(state) -> state`, a jitted device loop of `iters`
     iterations, once per repeat; the first call compiles and is not counted."""
@@ -89,8 +97,10 @@ def _median_seconds(loop, state, iters: int, repeats: int) -> float:
     return float(np.median(_seconds(loop, state, iters, repeats)))
 
 
-def step_seconds(model: Model, n_seq: int, max_len: int, iters: int = 20, repeats: int = 5) -> np.ndarray:
-    """Seconds of one forward step over n_seq tokens (1 = decode, K+1 = verify), one per repeat.
+def step_seconds(model: Model, n_seq: int, max_len: int, iters: int = 20, repeats: int = 5,
+                 batch: int = 1) -> np.ndarray:
+    """Seconds of one forward step over n_seq tokens (1 = decode, K+1 = verify), one per repeat;
+    with batch > 1, of one step of `batch` sequences together, each at its own position.
 
     Measured as a device-side loop of `iters` steps, divided by iters, so the figure is the
     model's step time without Python dispatch: what the device-loop decoders pay per step.
@@ -98,8 +108,13 @@ def step_seconds(model: Model, n_seq: int, max_len: int, iters: int = 20, repeat
     config = model.config
     cache = init_cache(config, max_len, model.params["wte"].dtype)
     pos = jnp.int32(max(0, max_len // 2 - n_seq))  # any position costs the same: the whole cache is read
-    loop = lambda s: _step_loop_jit(model.params, s[0], s[1], pos, iters, config)
-    return _seconds(loop, (cache, jnp.zeros(n_seq, jnp.int32)), iters, repeats)
+    if batch == 1:
+        loop = lambda s: _step_loop_jit(model.params, s[0], s[1], pos, iters, config)
+        return _seconds(loop, (cache, jnp.zeros(n_seq, jnp.int32)), iters, repeats)
+    cache = jax.tree_util.tree_map(lambda x: jnp.zeros((batch,) + x.shape, x.dtype), cache)
+    positions = jnp.full(batch, pos)  # a vector, as in batched decoding, so the cache writes are scatters
+    loop = lambda s: _batch_step_loop(model.params, s[0], s[1], positions, iters, config)
+    return _seconds(loop, (cache, jnp.zeros((batch, n_seq), jnp.int32)), iters, repeats)
 
 
 def time_step(model: Model, n_seq: int, max_len: int, iters: int = 20, repeats: int = 5) -> float:
@@ -134,63 +149,93 @@ def _hold_position(step_fn):
     return lambda _, state: {**step_fn(state), "n": state["n"]}
 
 
-@functools.partial(jax.jit, static_argnames=("iters", "drafter", "target_config", "warp", "K"),
+@functools.partial(jax.jit, static_argnames=("iters", "drafter", "target_config", "warp", "K", "batched"),
                    donate_argnames=("state",))
-def _rounds_loop(draft_params, target_params, state, iters, drafter, target_config, warp, K):
-    one = lambda s: decoding._spec_round(draft_params, target_params, s, drafter, target_config, warp, K)[0]
+def _rounds_loop(draft_params, target_params, state, iters, drafter, target_config, warp, K, batched=False):
+    if batched:
+        one = lambda s: batching._spec_round(draft_params, target_params, s, drafter, target_config, warp, K)
+    else:
+        one = lambda s: decoding._spec_round(draft_params, target_params, s, drafter, target_config, warp, K)[0]
     return lax.fori_loop(0, iters, _hold_position(one), state)
 
 
 @functools.partial(jax.jit, static_argnames=("iters", "drafter", "K", "n_vocab"))
 def _propose_loop(tokens, n, iters, drafter, K, n_vocab):
-    """`iters` lookup proposals, each fed the previous one's first draft so none can be hoisted."""
-    def body(_, tokens):
+    """`iters` lookup proposals, each fed the previous one's first draft so none can be hoisted;
+    tokens [B, L] and n [B] for a batch."""
+    def one(tokens, n):
         _, drafts, p, _ = drafters.propose(drafter, {}, {}, tokens, n, None, Warp(), K, n_vocab)
         return tokens.at[n - 1].set(drafts[0] + (jnp.sum(p) > 1e9).astype(jnp.int32))
-    return lax.fori_loop(0, iters, body, tokens)
+    propose = jax.vmap(one) if tokens.ndim == 2 else one
+    return lax.fori_loop(0, iters, lambda _, t: propose(t, n), tokens)
+
+
+def _batch_of(prompts: list[list[int]], max_len: int):
+    """(prompt buffers, lengths) of one sequence or, for several, of the batch (batch.py)."""
+    if len(prompts) == 1:
+        return decoding._prompt_buffer(prompts[0], max_len)
+    return batching._buffers(prompts, max_len)
 
 
 def time_draft(drafter, draft: Model | None, target: Model, prompt_ids, K: int, max_len: int,
-               iters: int = 20, repeats: int = 5) -> np.ndarray:
+               iters: int = 20, repeats: int = 5, batch_prompts: list[list[int]] | None = None) -> np.ndarray:
     """Seconds per draft token of the drafter actually used, one per repeat: a 1-token step of the
-    draft model or of the target's first L layers; for lookup, one proposal of K tokens / K."""
+    draft model or of the target's first L layers; for lookup, one proposal of K tokens / K. With
+    batch_prompts, the same for the whole batch (one step of B sequences)."""
+    prompts = batch_prompts or [prompt_ids]
+    B = len(prompts)
     if drafter.kind == "model":
-        return step_seconds(draft, 1, max_len, iters, repeats)
+        return step_seconds(draft, 1, max_len, iters, repeats, B)
     if drafter.kind == "layerskip":
         return step_seconds(Model(f"{target.name}[:{drafter.config.n_layer}]", drafter.config, target.params,
-                                  target.source), 1, max_len, iters, repeats)
-    buf, n_prompt = decoding._prompt_buffer(prompt_ids, max_len)
-    tokens = jnp.zeros(max_len, jnp.int32).at[: buf.shape[0]].set(buf)
-    n = jnp.int32(max_len // 2)  # a search over half the buffer: mid-generation
+                                  target.source), 1, max_len, iters, repeats, B)
+    buf, _ = _batch_of(prompts, max_len)
+    tokens = jnp.zeros(buf.shape[:-1] + (max_len,), jnp.int32).at[..., : buf.shape[-1]].set(buf)
+    n = jnp.full(buf.shape[:-1], max_len // 2, jnp.int32)  # a search over half the buffer: mid-generation
     loop = lambda t: _propose_loop(t, n, iters, drafter, K, target.config.n_vocab)
     return _seconds(loop, tokens, iters, repeats) / K
 
 
-@functools.partial(jax.jit, static_argnames=("iters", "config", "warp"), donate_argnames=("state",))
-def _ar_loop(params, state, iters, config, warp):
-    return lax.fori_loop(0, iters, _hold_position(lambda s: decoding._ar_step(params, s, config, warp)), state)
+@functools.partial(jax.jit, static_argnames=("iters", "config", "warp", "batched"), donate_argnames=("state",))
+def _ar_loop(params, state, iters, config, warp, batched=False):
+    one = batching._ar_step if batched else decoding._ar_step
+    return lax.fori_loop(0, iters, _hold_position(lambda s: one(params, s, config, warp)), state)
 
 
 def time_round(draft: Model | None, target: Model, prompt_ids, K: int, warp: Warp, max_len: int, seed: int = 0,
-               iters: int = 5, repeats: int = 5, drafter=None) -> np.ndarray:
+               iters: int = 5, repeats: int = 5, drafter=None,
+               batch_prompts: list[list[int]] | None = None) -> np.ndarray:
     """Seconds of one whole speculative round (K draft steps, verify, warping, accept/reject,
-    bookkeeping) as the device loop runs it, one per repeat."""
+    bookkeeping) as the device loop runs it, one per repeat; with batch_prompts, one round of
+    the whole batch."""
     drafter = drafter or drafters.model_drafter(draft.config)
     draft_params = decoding.draft_params_for(drafter, draft, target)
-    buf, n_prompt = decoding._prompt_buffer(prompt_ids, max_len)
-    state = decoding.spec_start_jit(draft_params, target.params, buf, n_prompt, jax.random.PRNGKey(seed),
-                                    drafter=drafter, target_config=target.config, warp=warp, max_len=max_len, K=K)
-    loop = lambda s: _rounds_loop(draft_params, target.params, s, iters, drafter, target.config, warp, K)
+    prompts = batch_prompts or [prompt_ids]
+    buf, n_prompt = _batch_of(prompts, max_len)
+    kw = dict(drafter=drafter, target_config=target.config, warp=warp, max_len=max_len, K=K)
+    if len(prompts) == 1:
+        state = decoding.spec_start_jit(draft_params, target.params, buf, n_prompt, jax.random.PRNGKey(seed), **kw)
+    else:
+        state = batching.spec_start_jit(draft_params, target.params, buf, n_prompt,
+                                        batching._keys(seed, len(prompts)), **kw)
+    loop = lambda s: _rounds_loop(draft_params, target.params, s, iters, drafter, target.config, warp, K,
+                                  len(prompts) > 1)
     return _seconds(loop, state, iters, repeats)
 
 
 def time_ar_token(target: Model, prompt_ids, warp: Warp, max_len: int, seed: int = 0, iters: int = 10,
-                  repeats: int = 5) -> float:
-    """Median seconds of one autoregressive token (decode step, warping, sampling) in the device loop."""
-    buf, n_prompt = decoding._prompt_buffer(prompt_ids, max_len)
-    state = decoding.start_jit(target.params, buf, n_prompt, jax.random.PRNGKey(seed), config=target.config,
-                               warp=warp, max_len=max_len)
-    return _median_seconds(lambda s: _ar_loop(target.params, s, iters, target.config, warp), state, iters, repeats)
+                  repeats: int = 5, batch_prompts: list[list[int]] | None = None) -> float:
+    """Median seconds of one autoregressive token (decode step, warping, sampling) in the device
+    loop; with batch_prompts, of one token for every sequence of the batch."""
+    prompts = batch_prompts or [prompt_ids]
+    buf, n_prompt = _batch_of(prompts, max_len)
+    kw = dict(config=target.config, warp=warp, max_len=max_len)
+    if len(prompts) == 1:
+        state = decoding.start_jit(target.params, buf, n_prompt, jax.random.PRNGKey(seed), **kw)
+    else:
+        state = batching.ar_start_jit(target.params, buf, n_prompt, batching._keys(seed, len(prompts)), **kw)
+    loop = lambda s: _ar_loop(target.params, s, iters, target.config, warp, len(prompts) > 1)
+    return _median_seconds(loop, state, iters, repeats)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -212,6 +257,7 @@ class BenchmarkResult:
     compile_s: float
     n_compiles: int
     t_overhead_err_s: float = 0.0  # σ of t_round - K t_draft - t_verify, from the spread of each timing
+    batch: int = 1  # sequences decoded together; with B > 1 the token lists are [B][N] and times are per batch
 
 
 def summarize(times: list[float]) -> dict[str, float]:
@@ -222,20 +268,32 @@ def summarize(times: list[float]) -> dict[str, float]:
 
 def run_benchmark(draft: Model | None, target: Model, prompt_ids: list[int], n_tokens: int, K: int, warp: Warp,
                   seed: int = 123, repeats: int = 5, warmup: int = 1, device_loop: bool = True,
-                  on_progress=None, drafter=None) -> BenchmarkResult:
+                  on_progress=None, drafter=None, batch_prompts: list[list[int]] | None = None) -> BenchmarkResult:
     """Warm up (compile, excluded and timed apart), then AR and SD alternately `repeats` times.
 
     Both decode the same prompt with the same seed, N and models; each call returns host token
     ids, so its time includes the device sync. Tokenisation is the caller's, outside the clock.
-    on_progress(done, total, what) is called as the work advances.
+    With batch_prompts (B >= 2 of them) both decode the B sequences together (batch.py), and every
+    step time is measured at that batch size. on_progress(done, total, what) is called as the work
+    advances.
     """
     drafter = drafter or drafters.model_drafter(draft.config)
     models = [target] + ([draft] if drafter.kind == "model" else [])
-    validate(prompt_ids, n_tokens, K, models, None)
-    max_len = plan_max_len(len(prompt_ids), n_tokens, K, min(m.config.n_ctx for m in models))
-    ar = lambda: autoregressive(target, prompt_ids, n_tokens, warp, seed, max_len=max_len, device_loop=device_loop)
-    sd = lambda: speculative(draft, target, prompt_ids, n_tokens, K, warp, seed, max_len=max_len,
-                             device_loop=device_loop, drafter=drafter)
+    B = len(batch_prompts) if batch_prompts else 1
+    if B > 1:
+        max_len = batching.plan_batch(batch_prompts, n_tokens, K, models)
+        ar = lambda: batching.autoregressive(target, batch_prompts, n_tokens, warp, seed, max_len=max_len)
+        sd = lambda: batching.speculative(draft, target, batch_prompts, n_tokens, K, warp, seed, max_len=max_len,
+                                          drafter=drafter)
+    else:
+        prompt_ids = batch_prompts[0] if batch_prompts else prompt_ids
+        validate(prompt_ids, n_tokens, K, models, None)
+        max_len = plan_max_len(len(prompt_ids), n_tokens, K, min(m.config.n_ctx for m in models))
+        ar = lambda: autoregressive(target, prompt_ids, n_tokens, warp, seed, max_len=max_len,
+                                    device_loop=device_loop)
+        sd = lambda: speculative(draft, target, prompt_ids, n_tokens, K, warp, seed, max_len=max_len,
+                                 device_loop=device_loop, drafter=drafter)
+    batch_kw = dict(batch_prompts=batch_prompts) if B > 1 else {}
     total = warmup + repeats + 5
     progress = on_progress or (lambda *a: None)
     with CompileCounter() as compiles:
@@ -255,22 +313,40 @@ def run_benchmark(draft: Model | None, target: Model, prompt_ids: list[int], n_t
             progress(warmup + i + 1, total, "timing AR and SD")
         done = warmup + repeats
         progress(done, total, "step time: draft")
-        draft_s = time_draft(drafter, draft, target, prompt_ids, K, max_len)
+        draft_s = time_draft(drafter, draft, target, prompt_ids, K, max_len, **batch_kw)
         progress(done + 1, total, "step time: target")
-        target_s = step_seconds(target, 1, max_len)
+        target_s = step_seconds(target, 1, max_len, batch=B)
         progress(done + 2, total, f"step time: verify ({K + 1} tokens)")
-        verify_s = step_seconds(target, K + 1, max_len)
+        verify_s = step_seconds(target, K + 1, max_len, batch=B)
         progress(done + 3, total, "step time: whole round")
-        round_s = time_round(draft, target, prompt_ids, K, warp, max_len, seed, drafter=drafter)
+        round_s = time_round(draft, target, prompt_ids, K, warp, max_len, seed, drafter=drafter, **batch_kw)
         progress(done + 4, total, "step time: AR token")
-        t_ar_token = time_ar_token(target, prompt_ids, warp, max_len, seed)
+        t_ar_token = time_ar_token(target, prompt_ids, warp, max_len, seed, **batch_kw)
         progress(total, total, "done")
     # the overhead is a difference of separately timed medians: carry its uncertainty with it
     sd_of = lambda x: float(np.std(x, ddof=1)) if len(x) > 1 else 0.0
     overhead_err = float(np.sqrt(sd_of(round_s) ** 2 + (K * sd_of(draft_s)) ** 2 + sd_of(verify_s) ** 2))
     return BenchmarkResult(ar_times, sd_times, ar_tokens.tolist(), sd_tokens.tolist(), stats,
                            float(np.median(draft_s)), float(np.median(target_s)), float(np.median(verify_s)),
-                           float(np.median(round_s)), t_ar_token, compile_s, compiles.count, overhead_err)
+                           float(np.median(round_s)), t_ar_token, compile_s, compiles.count, overhead_err, B)
+
+
+def device_memory_bytes() -> int | None:
+    """Memory free for a run on the default device: the accelerator's allocator limit less what
+    it holds, or on the CPU the host's available memory; None where neither can be read."""
+    stats = jax.devices()[0].memory_stats() or {}
+    if "bytes_limit" in stats:
+        return int(stats["bytes_limit"] - stats.get("bytes_in_use", 0))
+    try:  # Linux: what can be had without swapping, page cache included
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -300,37 +376,46 @@ def context() -> dict:
 
 
 def result_row(res: BenchmarkResult, *, draft: str, target: str, dtype: str, K: int, warp: Warp, seed: int,
-               prompt_id: str, prompt: str, n_tokens: int, repeats: int, warmup: int, loop: str,
-               decode=None, drafter=None) -> dict:
-    """One flat row: the full context, the measurements, and the theory from the same measurements."""
+               prompt_id: str, prompt: str | list[str], n_tokens: int, repeats: int, warmup: int, loop: str,
+               decode=None, drafter=None, batch_prompt_ids: list[str] | None = None) -> dict:
+    """One flat row: the full context, the measurements, and the theory from the same measurements.
+
+    For a batch (res.batch = B > 1) `prompt` is the list of the B prompts, and the JSON-only
+    prompt, token id and text fields are lists with one entry per sequence; tokens/s count all
+    B x N tokens, and every step time is the batch's.
+    """
     from specbench import theory
     from specbench.prompts import prompt_hash
 
-    st = res.stats
+    st, B = res.stats, res.batch
     ar, sd = summarize(res.ar_times_s), summarize(res.sd_times_s)
     speedups = np.asarray(res.ar_times_s) / np.asarray(res.sd_times_s)
     seed_theory = theory.speedup_from_r(st.r, K, res.t_draft_s, res.t_target_s)
-    refined = theory.refined_speedup(st.tokens_per_round, K, res.t_draft_s, res.t_target_s, res.t_verify_s)
+    # a batch waits for its slowest sequence: what it yields per round it runs (one sequence: tokens/round)
+    refined = theory.refined_speedup(st.tokens_per_batch_round, K, res.t_draft_s, res.t_target_s, res.t_verify_s)
     described = drafter.describe() if drafter is not None else \
         {"drafter": "model", "ngram": None, "draft_layers": None, "dynamic_K": False, "draft_confidence": None}
     row = {**context(), "dtype": dtype, "draft": draft, "target": target, **described, "K": K,
            "temperature": warp.temperature,
            "top_k": warp.top_k, "top_p": warp.top_p, "seed": seed, "prompt_id": prompt_id,
-           "prompt_sha": prompt_hash(prompt), "n_tokens": n_tokens, "repeats": repeats, "warmup": warmup,
-           "loop": loop}
+           "prompt_sha": prompt_hash(prompt if isinstance(prompt, str) else "\n".join(prompt)),
+           "n_tokens": n_tokens, "repeats": repeats, "warmup": warmup, "loop": loop, "batch": B}
     row.update({f"ar_{k}": v for k, v in ar.items()})
     row.update({f"sd_{k}": v for k, v in sd.items()})
     row.update({
-        "ar_tokens_per_s": n_tokens / ar["mean_s"], "sd_tokens_per_s": n_tokens / sd["mean_s"],
+        "ar_tokens_per_s": B * n_tokens / ar["mean_s"], "sd_tokens_per_s": B * n_tokens / sd["mean_s"],
         "speedup": float(speedups.mean()), "speedup_std": float(speedups.std(ddof=1)) if len(speedups) > 1 else 0.0,
         "n_rounds": st.n_rounds, "tokens_per_round": st.tokens_per_round, "r": st.r, "alpha": st.alpha,
+        "batch_rounds": st.batch_rounds if st.batch_rounds is not None else st.n_rounds,
+        "tokens_per_batch_round": st.tokens_per_batch_round, "idle_fraction": st.idle_fraction,
         "accept_rate_drafted": st.accept_rate_drafted,
         "t_draft_s": res.t_draft_s, "t_target_s": res.t_target_s, "t_verify_s": res.t_verify_s,
         "t_round_s": res.t_round_s, "t_overhead_s": res.t_round_s - K * res.t_draft_s - res.t_verify_s,
         "t_overhead_err_s": res.t_overhead_err_s,
         "t_ar_token_s": res.t_ar_token_s,
         "theory_speedup": seed_theory, "refined_speedup": refined,
-        "round_model_speedup": st.tokens_per_round * res.t_ar_token_s / res.t_round_s,
+        # stragglers hold a batch back: the rounds it runs, not each sequence's own, cost time
+        "round_model_speedup": st.tokens_per_batch_round * res.t_ar_token_s / res.t_round_s,
         "measured_over_theory": float(speedups.mean()) / seed_theory,
         "measured_over_refined": float(speedups.mean()) / refined,
         "compile_s": res.compile_s,
@@ -343,8 +428,11 @@ def result_row(res: BenchmarkResult, *, draft: str, target: str, dtype: str, K: 
         if st.drafted_hist is not None else float(K),
         "ar_token_ids": res.ar_tokens, "sd_token_ids": res.sd_tokens,
     })
+    if B > 1:
+        row["batch_prompt_ids"] = batch_prompt_ids
     if decode is not None:
-        row["ar_text"], row["sd_text"] = decode(res.ar_tokens), decode(res.sd_tokens)
+        text = decode if B == 1 else (lambda seqs: [decode(ids) for ids in seqs])
+        row["ar_text"], row["sd_text"] = text(res.ar_tokens), text(res.sd_tokens)
     return row
 
 

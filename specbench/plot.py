@@ -1,4 +1,5 @@
-"""Speedup and tokens/round against K, measured beside the theory curve (matplotlib, extra "plot")."""
+"""Speedup against K, or against batch size when the file varies it, measured beside the theory
+curve (matplotlib, extra "plot")."""
 
 from __future__ import annotations
 
@@ -28,6 +29,45 @@ def missing_fields(rows: list[dict]) -> str | None:
 
 
 def plot_rows(rows: list[dict], output: str) -> None:
+    """Against batch size when the rows vary it (plot_batch), else against K (plot_K)."""
+    if len({r.get("batch", 1) for r in rows}) > 1:
+        plot_batch(rows, output)
+    else:
+        plot_K(rows, output)
+
+
+def plot_batch(rows: list[dict], output: str) -> None:
+    """Speedup against batch size, measured and as the refined theory predicts it from the step
+    times measured at each batch size; and the throughput of AR and SD (all sequences' tokens/s)."""
+    fig, (ax_s, ax_t) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for (draft, K, temp, top_p), curve in sorted(theory.batch_curves(rows).items(), key=lambda g: str(g[0])):
+        label = f"{draft} K={K} T={temp:g}" + (f" top-p={top_p:g}" if top_p else "")
+        Bs, measured, refined = curve["batch"], curve["speedup"], curve["refined_speedup"]
+        line = ax_s.plot(Bs, measured, "o-", label=f"measured {label}")[0]
+        ax_s.plot(Bs, refined, "x--", color=line.get_color(), label=f"refined theory (step times at each B) {label}")
+        for name, values, style in (("measured", measured, "o"), ("theory", refined, "x")):
+            b = theory.crossover(Bs, values)
+            if b is not None:
+                ax_s.plot([b], [1.0], style, ms=11, mfc="none", color=line.get_color())
+                ax_s.annotate(f"{name} crosses 1 at B≈{b:.1f}", (b, 1.0), textcoords="offset points",
+                              xytext=(4, 8 if name == "measured" else -14), fontsize=7, color=line.get_color())
+        ax_t.plot(Bs, curve["sd_tokens_per_s"], "o-", color=line.get_color(), label=f"SD {label}")
+        ax_t.plot(Bs, curve["ar_tokens_per_s"], "s:", color=line.get_color(), label=f"AR {label}")
+    ax_s.axhline(1.0, color="grey", lw=0.8)
+    for ax in (ax_s, ax_t):
+        ax.set_xscale("log", base=2)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    ax_s.set(xlabel="batch size B", ylabel="speedup (AR time / SD time)", title="speedup against batch size")
+    ax_t.set(xlabel="batch size B", ylabel="tokens/s, all sequences", title="throughput")
+    first = rows[0]
+    fig.suptitle(f"draft {first.get('draft')} · target {first.get('target')} · {first.get('device')}", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(output, dpi=120)
+    plt.close(fig)
+
+
+def plot_K(rows: list[dict], output: str) -> None:
     """One line per (temperature, top_p) group: measured mean over prompts, and Leviathan's curve
     from the group's mean alpha and c = t_draft / t_target."""
     groups: dict[tuple, list[dict]] = defaultdict(list)

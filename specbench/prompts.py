@@ -77,5 +77,17 @@ def select(spec: str) -> dict[str, str]:
     return chosen
 
 
+def batch_ids(chosen: dict[str, str], batch: int) -> list[str]:
+    """The ids of a batch of `batch` sequences: the chosen prompts cycled, taken round-robin over
+    their categories (narrative-1, dialogue-1, fairy-1, ..., narrative-2, ...; the seed prompt
+    last), so that any first few mix the categories. One chosen prompt is repeated."""
+    order = list(PROMPTS)
+    last = len(all_prompts())
+    rank = {pid: (last if c == "seed" else i, order.index(c)) for c, group in PROMPTS.items()
+            for i, pid in enumerate(group)}
+    ids = sorted(chosen, key=lambda pid: rank.get(pid, (last + 1, 0)))  # custom ids keep their order, last
+    return [ids[i % len(ids)] for i in range(batch)]
+
+
 def prompt_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]

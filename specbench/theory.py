@@ -7,6 +7,7 @@ probability, r = (tokens per round) / (K+1).
 
 from __future__ import annotations
 
+import math
 
 
 def speedup_from_r(r: float, K: int, t_draft: float, t_target: float) -> float:
@@ -87,3 +88,32 @@ def parse_K_range(text: str) -> list[int]:
     if not values or any(v < 1 for v in values):
         raise ValueError("values must be integers >= 1")
     return values
+
+
+def crossover(xs: list[float], speedups: list[float]) -> float | None:
+    """Where a speedup curve first falls below 1: x at speedup = 1, interpolated linearly in
+    log2(x) between the last point at or above 1 and the first below; None if it never falls
+    below 1, or is below 1 from the first point on (no crossing inside the range)."""
+    pairs = sorted(zip(xs, speedups))
+    for (x0, s0), (x1, s1) in zip(pairs, pairs[1:]):
+        if s0 >= 1 > s1:
+            a, b = math.log2(x0), math.log2(x1)
+            return 2 ** (a + (s0 - 1) / (s0 - s1) * (b - a))
+    return None
+
+
+def batch_curves(rows: list[dict]) -> dict[tuple, dict[str, list[float]]]:
+    """Result rows that vary the batch size, as curves: (draft, K, temperature, top_p) -> {"batch",
+    "speedup", "refined_speedup", "ar_tokens_per_s", "sd_tokens_per_s"}, each a list over the
+    sorted batch sizes (the mean where several rows share one)."""
+    grouped: dict[tuple, dict[int, list[dict]]] = {}
+    for r in rows:
+        key = (r.get("draft"), r["K"], r.get("temperature"), r.get("top_p"))
+        grouped.setdefault(key, {}).setdefault(r.get("batch", 1), []).append(r)
+    curves = {}
+    for key, by_batch in grouped.items():
+        Bs = sorted(by_batch)
+        mean = lambda col: [sum(r[col] for r in by_batch[b]) / len(by_batch[b]) for b in Bs]
+        curves[key] = {"batch": Bs, **{col: mean(col) for col in ("speedup", "refined_speedup", "ar_tokens_per_s",
+                                                                   "sd_tokens_per_s")}}
+    return curves
