@@ -288,7 +288,8 @@ def batch_prompts(batch: int, chosen: dict[str, str]) -> tuple[list[str], list[s
 
 
 def check_batch(batch: int, host_loop: bool, spec, d, t, encoded: list[list[int]], n_tokens: int, K: int) -> None:
-    """Before any work: a batch runs on the device loop, and its caches must fit the device."""
+    """Before any work: a batch runs on the device loop, and its caches must fit the device.
+    `encoded` are the batch's distinct prompts (the longest sets the cache length)."""
     from specbench import batch as batching
     from specbench import harness
     from specbench.gpt2 import param_bytes
@@ -465,16 +466,18 @@ def run(draft, target, dtype, prompt, prompt_id, K, temperature, top_p, n_tokens
     chose_prompt = prompt_id is not None or source("prompt") != click.core.ParameterSource.DEFAULT
     prompt, prompt_id = resolve_prompt(prompt, prompt_id)
     # a batch: the built-in prompts cycled, unless a prompt was chosen, which is then repeated
-    ids, texts = batch_prompts(batch, {prompt_id: prompt} if chose_prompt or batch == 1 else prompts.all_prompts())
+    chosen = {prompt_id: prompt} if chose_prompt or batch == 1 else prompts.all_prompts()
     if batch > 1 and not chose_prompt:
         prompt_id = "all"
     check_drafter_flags([drafter], draft, ngram, draft_layers, dynamic_K, draft_confidence)
     d, t = load_pair(draft, target, dtype, {}, need_draft=drafter == "model")
     spec, draft_name = make_drafter(drafter, d, t, ngram, draft_layers, dynamic_K, draft_confidence)
-    encoded = [tokenizer.encode(text) for text in texts]
-    for ids_ in encoded:
+    by_id = {pid: tokenizer.encode(text) for pid, text in chosen.items()}
+    for ids_ in by_id.values():
         check_config(ids_, n_tokens, K, d, t)
-    check_batch(batch, host_loop, spec, d, t, encoded, n_tokens, K)
+    check_batch(batch, host_loop, spec, d, t, list(by_id.values()), n_tokens, K)
+    ids, texts = batch_prompts(batch, chosen)
+    encoded = [by_id[pid] for pid in ids]
     warp = Warp(temperature, top_k, top_p)
     console.print(describe_pair(spec, draft_name, d, t) + f" · K={K}" + (" (dynamic)" if spec.confidence else "")
                   + f" · T={temperature:g}" + (f" · top-k {top_k}" if top_k else "")
@@ -572,6 +575,12 @@ def sweep(draft, target, dtype, K, temperature, top_p, prompt_spec, n_tokens, to
     loop = "host" if host_loop else "device"
     encoded = {pid: tokenizer.encode(text) for pid, text in chosen.items()}
     # the prompt axis: each chosen prompt alone, or (with --batch) the batch of B cycling through them
+    for kind in drafter_kinds:
+        for ids in encoded.values():
+            check_config(ids, n_tokens, max(K), d if kind == "model" else None, t)
+        for b in sorted(batches or [], reverse=True)[:1]:  # the largest batch, with the largest K, must fit
+            check_batch(b, host_loop, specs[kind][0], d if kind == "model" else None, t, list(encoded.values()),
+                        n_tokens, max(K))
     if batches:
         batch_of = {b: batch_prompts(b, chosen)[0] for b in batches}
         units = [(prompt_spec, b) for b in batches]
@@ -579,12 +588,6 @@ def sweep(draft, target, dtype, K, temperature, top_p, prompt_spec, n_tokens, to
         batch_of, units = {1: None}, [(pid, 1) for pid in chosen]
     grid = [(kind, k, temp, p, pid, b) for kind in drafter_kinds for pid, b in units for temp in temperature
             for p in (top_p or [None]) for k in K]
-    for kind, k, _, _, pid, b in grid:
-        for prompt_id in batch_of[b] or [pid]:
-            check_config(encoded[prompt_id], n_tokens, k, d if kind == "model" else None, t)
-    for b in sorted(batches or [], reverse=True)[:1]:  # the largest batch, with the largest K, must fit
-        check_batch(b, host_loop, specs[drafter_kinds[0]][0], d if drafter_kinds[0] == "model" else None, t,
-                    [encoded[i] for i in batch_of[b]], n_tokens, max(K))
     fixed = {"target": t.name, "dtype": dtype, "top_k": top_k, "n_tokens": n_tokens, "seed": seed,
              "loop": loop, "repeats": repeats, "warmup": warmup}
     check_resume_settings(rows, fixed, output)

@@ -197,6 +197,12 @@ def test_plot_writes_a_png(env, tmp_path):
     (["theory", "--K", 4, "--t-draft", 1, "--t-target", 10], ["--r/--alpha"]),
     (["roofline", "--dtype", "float32,float16"], ["--dtype", "float32 or bfloat16"]),
     (["theory", "--K", 4, "--t-draft", 1, "--t-target", 10, "--r", 0.1], ["--r", "1/(K+1)"]),
+    (["run", "--batch", 0], ["--batch", "range"]),
+    (["run", "--batch", -2], ["--batch"]),
+    (["sweep", "--batch", "1,0"], ["--batch", "integers >= 1"]),
+    (["run", "--batch", 2, "--host-loop"], ["--host-loop", "device loop only"]),
+    (["run", "--batch", 10 ** 9], ["--batch", "GiB", "use at most --batch"]),
+    (["sweep", "--batch", f"1,{10 ** 9}"], ["--batch", "GiB", "use at most --batch"]),
 ])
 def test_bad_input_gives_one_line_and_exit_2(env, args, fragments):
     if args[0] in ("run", "sweep", "trace") and "--draft" not in args and "--target" not in args:
@@ -421,3 +427,39 @@ def test_sweep_compares_drafters_and_every_row_names_its_drafter(env, tmp_path):
     assert "lookup" in md.read_text() and "layerskip" in md.read_text()
     result = invoke("trace", "--target", env[3], "--drafter", "lookup", "--prompt-id", "list-1", "-n", 10)
     assert result.exit_code == 0 and "draft lookup(n=3)" in result.output
+
+
+def test_run_batch_decodes_the_built_in_prompts_together(env, tmp_path):
+    out = tmp_path / "b.json"
+    result = invoke("run", *env, "--batch", 3, "--repeats", 1, "-n", 8, "--K", 2, "--export-json", out)
+    assert result.exit_code == 0, result.output
+    assert "batch of 3" in result.output and "idle slots" in result.output and "all 3 pairs" in result.output
+    row = json.loads(out.read_text())[0]
+    assert row["batch"] == 3 and row["prompt_id"] == "all"
+    assert row["batch_prompt_ids"] == ["narrative-1", "dialogue-1", "fairy-1"]  # categories mixed
+    assert len(row["sd_token_ids"]) == 3 and all(len(ids) == 8 for ids in row["sd_token_ids"])
+    assert row["identical"] is True and len(row["prompt"]) == 3 and len(row["sd_text"]) == 3
+    assert row["sd_tokens_per_s"] == pytest.approx(3 * 8 / row["sd_mean_s"])
+    assert row["refined_speedup"] == pytest.approx(row["tokens_per_batch_round"] * row["t_target_s"]
+                                                   / (2 * row["t_draft_s"] + row["t_verify_s"]))
+    # a chosen prompt is repeated instead
+    result = invoke("run", *env, "--batch", 2, "--repeats", 1, "-n", 8, "--K", 2, "--prompt-id", "list-1",
+                    "--export-json", out)
+    row = json.loads(out.read_text())[0]
+    assert row["batch_prompt_ids"] == ["list-1", "list-1"] and row["sd_token_ids"][0] == row["sd_token_ids"][1]
+
+
+def test_sweep_over_batch_sizes_reports_the_crossover_and_plots_it(env, tmp_path):
+    out = tmp_path / "b.json"
+    result = invoke("sweep", *env, "--batch", "1,2,4", "--K", 2, "--repeats", 1, "-n", 6, "--prompts", "all",
+                    "-o", out)
+    assert result.exit_code == 0, result.output
+    rows = json.loads(out.read_text())
+    assert [r["batch"] for r in rows] == [1, 2, 4] and all(r["prompt_id"] == "all" for r in rows)
+    assert rows[2]["batch_prompt_ids"] == ["narrative-1", "dialogue-1", "fairy-1", "description-1"]
+    assert "speedup crosses 1" in result.output or "above 1 up to B=4" in result.output \
+        or "below 1 from B=1" in result.output
+    assert "idle" in result.output and "tok/batch-round" in result.output
+    pytest.importorskip("matplotlib")
+    assert invoke("plot", out, "-o", tmp_path / "b.png").exit_code == 0
+    assert (tmp_path / "b.png").read_bytes()[:4] == b"\x89PNG"
