@@ -673,11 +673,11 @@ def crossover_lines(rows: list[dict]) -> list[str]:
         def where(values):
             b = theory.crossover(Bs, values)
             if b is not None:
-                return f"B ≈ {b:.1f}"
-            return f"above 1 up to B={Bs[-1]}" if values[-1] >= 1 else f"below 1 from B={Bs[0]} on"
+                return f"crosses 1 at B ≈ {b:.1f}"
+            return f"stays above 1 up to B={Bs[-1]}" if values[-1] >= 1 else f"is below 1 from B={Bs[0]} on"
 
-        lines.append(f"{label}: speedup crosses 1 at {where(curve['speedup'])} measured; the refined theory from "
-                     f"the step times at each batch size says {where(curve['refined_speedup'])}")
+        lines.append(f"{label}: the measured speedup {where(curve['speedup'])}; the refined theory from the step "
+                     f"times at each batch size {where(curve['refined_speedup'])}")
     return lines
 
 

@@ -54,8 +54,10 @@ def plot_batch(rows: list[dict], output: str) -> None:
         ax_t.plot(Bs, curve["sd_tokens_per_s"], "o-", color=line.get_color(), label=f"SD {label}")
         ax_t.plot(Bs, curve["ar_tokens_per_s"], "s:", color=line.get_color(), label=f"AR {label}")
     ax_s.axhline(1.0, color="grey", lw=0.8)
+    sizes = sorted({r.get("batch", 1) for r in rows})
     for ax in (ax_s, ax_t):
         ax.set_xscale("log", base=2)
+        ax.set_xticks(sizes, [str(b) for b in sizes])  # the batch sizes measured, as plain numbers
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     ax_s.set(xlabel="batch size B", ylabel="speedup (AR time / SD time)", title="speedup against batch size")

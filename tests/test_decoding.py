@@ -36,7 +36,7 @@ def pairs(target):
     return {"poor": random_model(DRAFT, 1, "poor-draft", scale=20), "agreeing": noisy_copy(target, 0.05, 5)}
 
 
-PROMPTS = [list(np.random.default_rng(i).integers(0, 97, 1 + i % 9)) for i in range(20)]
+PROMPTS = [list(np.random.default_rng(i).integers(0, 97, 1 + i % 9)) for i in range(12)]
 
 
 @pytest.mark.parametrize("pair", ["poor", "agreeing"])
