@@ -153,8 +153,8 @@ def step(params, cache, tokens, pos, config: GPT2Config, logits_at=None):
     x, (k_new, v_new) = lax.scan(layer, x, (jnp.arange(n_cached), cache["k"], cache["v"]))
     # the scan only reads the cache; every layer's new entries [L, n_seq, n_head, hd] are written
     # in one update here. Written inside the scan, the update of a batch (batch.py: a position
-    # per sequence, so a scatter) copied the whole stacked cache each layer: 5.6x slower at
-    # B = 16 on the CPU.
+    # per sequence, so a scatter) copied the whole stacked cache each layer: a 1-token step of
+    # 16 sequences of the bundled target took 53.7 ms instead of 30.4 ms on the 2-core CPU.
     k = lax.dynamic_update_slice(cache["k"], k_new, (0, pos, 0, 0))
     v = lax.dynamic_update_slice(cache["v"], v_new, (0, pos, 0, 0))
     if logits_at is not None:
