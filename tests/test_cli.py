@@ -442,11 +442,11 @@ def test_run_batch_decodes_the_built_in_prompts_together(env, tmp_path):
     assert row["sd_tokens_per_s"] == pytest.approx(3 * 8 / row["sd_mean_s"])
     assert row["refined_speedup"] == pytest.approx(row["tokens_per_batch_round"] * row["t_target_s"]
                                                    / (2 * row["t_draft_s"] + row["t_verify_s"]))
-    # a chosen prompt is repeated instead
-    result = invoke("run", *env, "--batch", 2, "--repeats", 1, "-n", 8, "--K", 2, "--prompt-id", "list-1",
+    # a chosen prompt is repeated instead (the same shapes: the compiled programs are reused)
+    result = invoke("run", *env, "--batch", 3, "--repeats", 1, "-n", 8, "--K", 2, "--prompt-id", "fairy-1",
                     "--export-json", out)
     row = json.loads(out.read_text())[0]
-    assert row["batch_prompt_ids"] == ["list-1", "list-1"] and row["sd_token_ids"][0] == row["sd_token_ids"][1]
+    assert row["batch_prompt_ids"] == ["fairy-1"] * 3 and row["sd_token_ids"][0] == row["sd_token_ids"][2]
 
 
 def test_sweep_over_batch_sizes_reports_the_crossover_and_plots_it(env, tmp_path):

@@ -218,7 +218,7 @@ def chi_square_p(samples, expected_probs):
     if expected[-1] == 0:
         assert observed[-1] == 0, "sampled a token the target gives probability 0"
         observed, expected = observed[:-1], expected[:-1]
-    return scipy_stats.chisquare(observed, expected).pvalue
+    return float(scipy_stats.chisquare(observed, expected).pvalue)  # a plain float: reports cross processes
 
 
 def sampled_tokens(draft, target, prompt, warp, K, verdict, n_tokens=3, drafter=None):
