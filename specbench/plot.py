@@ -84,7 +84,10 @@ def plot_K(rows: list[dict], output: str) -> None:
         ax_s.plot(Ks, [mean("refined_speedup", k) for k in Ks], "x:", color=line.get_color(),
                   label=f"refined (measured t_verify) {label}")
         ax_t.plot(Ks, [mean("tokens_per_round", k) for k in Ks], "o-", color=line.get_color(), label=f"measured {label}")
-        alpha = float(np.nanmean([r["alpha"] for r in group]))
+        alphas = [r["alpha"] for r in group if r.get("alpha") is not None]  # None: no draft was ever tested
+        if not alphas:
+            continue
+        alpha = float(np.mean(alphas))
         c = float(np.mean([r["t_draft_s"] / r["t_target_s"] for r in group]))
         grid = np.arange(1, max(Ks) + 1)
         ax_s.plot(grid, [theory.speedup_from_alpha(alpha, k, c) for k in grid], "--", color=line.get_color(),
