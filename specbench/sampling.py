@@ -88,6 +88,8 @@ def nucleus_threshold(pr, top_p: float):
     top = lax.top_k(pr, min(NUCLEUS_FAST, pr.shape[-1]))[0]  # [..., M], descending
     mass_before = jnp.cumsum(top, axis=-1) - top
     fast = jnp.min(jnp.where(mass_before < top_p, top, jnp.inf), axis=-1, keepdims=True)
+    if top.shape[-1] == pr.shape[-1]:  # the whole vocabulary is sorted: nothing is left to search
+        return fast
     settled = jnp.all(jnp.sum(top, axis=-1) >= top_p)
     flat = pr.reshape(-1, pr.shape[-1])
     exact = lambda: jax.vmap(lambda row: _nucleus_threshold_radix(row, top_p))(flat).reshape(fast.shape)
