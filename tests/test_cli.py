@@ -129,7 +129,8 @@ def test_models_list_and_prompts(env):
 
 def test_sweep_writes_every_row_and_resume_completes_the_grid(env, tmp_path, monkeypatch):
     out = tmp_path / "sweep.json"
-    args = ["sweep", *env, "--K", "1,3", "--temperature", "0", "--prompts", "fairy-1,dialogue-1",
+    # one K and prompts of one length bucket: every row runs the same compiled programs
+    args = ["sweep", *env, "--K", 2, "--temperature", "0", "--prompts", "fairy-1,narrative-2,description-2",
             "--repeats", 1, "--n-tokens", 6, "--output", out]
     real = harness.run_benchmark
     calls = []
@@ -150,17 +151,21 @@ def test_sweep_writes_every_row_and_resume_completes_the_grid(env, tmp_path, mon
     assert "2 already in" in result.output
     rows = json.loads(out.read_text())
     keys = [(r["K"], r["temperature"], r["prompt_id"]) for r in rows]
-    assert sorted(keys) == sorted((k, 0.0, p) for k in (1, 3) for p in ("fairy-1", "dialogue-1"))
-    assert len(list(csv.DictReader((tmp_path / "sweep.csv").open()))) == 4
+    assert sorted(keys) == sorted((2, 0.0, p) for p in ("fairy-1", "narrative-2", "description-2"))
+    assert len(list(csv.DictReader((tmp_path / "sweep.csv").open()))) == 3
     result = invoke(*args, "--resume")  # nothing left to do
-    assert result.exit_code == 0 and "0 to run" in result.output and len(json.loads(out.read_text())) == 4
+    assert result.exit_code == 0 and "0 to run" in result.output and len(json.loads(out.read_text())) == 3
 
 
-def test_plot_writes_a_png(env, tmp_path):
+RECORDED = Path(__file__).resolve().parent.parent / "results" / "recorded"
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in RECORDED.glob("cpu-sweep-*.json")))
+def test_plot_draws_every_recorded_sweep(name, tmp_path):
+    # sweeps over K, drafters, prompts and batch sizes, rows of older versions, and rows whose
+    # alpha is undefined (dynamic K that never drafted)
     pytest.importorskip("matplotlib")
-    out = tmp_path / "s.json"
-    assert invoke("sweep", *env, "--K", "1,3", "--repeats", 1, "--n-tokens", 6, "--output", out).exit_code == 0
-    result = invoke("plot", out, "--output", tmp_path / "s.png")
+    result = invoke("plot", RECORDED / name, "--output", tmp_path / "s.png")
     assert result.exit_code == 0, result.output
     assert (tmp_path / "s.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -451,12 +456,12 @@ def test_run_batch_decodes_the_built_in_prompts_together(env, tmp_path):
 
 def test_sweep_over_batch_sizes_reports_the_crossover_and_plots_it(env, tmp_path):
     out = tmp_path / "b.json"
-    result = invoke("sweep", *env, "--batch", "1,2,4", "--K", 2, "--repeats", 1, "-n", 6, "--prompts", "all",
+    result = invoke("sweep", *env, "--batch", "1,2", "--K", 2, "--repeats", 1, "-n", 6, "--prompts", "all",
                     "-o", out)
     assert result.exit_code == 0, result.output
     rows = json.loads(out.read_text())
-    assert [r["batch"] for r in rows] == [1, 2, 4] and all(r["prompt_id"] == "all" for r in rows)
-    assert rows[2]["batch_prompt_ids"] == ["narrative-1", "dialogue-1", "fairy-1", "description-1"]
+    assert [r["batch"] for r in rows] == [1, 2] and all(r["prompt_id"] == "all" for r in rows)
+    assert rows[1]["batch_prompt_ids"] == ["narrative-1", "dialogue-1"]
     assert "the measured speedup" in result.output and "the refined theory from the step times" in result.output
     assert "idle" in result.output and "tok/batch-round" in result.output
     pytest.importorskip("matplotlib")
