@@ -73,16 +73,21 @@ class DecodeStats:
         return (self.n_generated - self.n_seqs) / self.n_rounds if self.n_rounds else 1.0
 
     @property
+    def rounds_run(self) -> int:
+        """Rounds the decoding ran: a batch's batch_rounds, one sequence's n_rounds."""
+        return self.n_rounds if self.batch_rounds is None else self.batch_rounds
+
+    @property
     def tokens_per_batch_round(self) -> float:
         """New tokens per sequence per round the batch ran: tokens_per_round less what stragglers
         cost, since the batch runs until its slowest sequence is done."""
-        rounds = self.n_rounds if self.batch_rounds is None else self.batch_rounds * self.n_seqs
-        return (self.n_generated - self.n_seqs) / rounds if rounds else 1.0
+        slots = self.n_seqs * self.rounds_run
+        return (self.n_generated - self.n_seqs) / slots if slots else 1.0
 
     @property
     def idle_fraction(self) -> float:
         """idle_slots / (sequences x rounds the batch ran): the share of batch slots wasted."""
-        slots = self.n_seqs * (self.n_rounds if self.batch_rounds is None else self.batch_rounds)
+        slots = self.n_seqs * self.rounds_run
         return self.idle_slots / slots if slots else 0.0
 
     @property

@@ -406,7 +406,7 @@ def result_row(res: BenchmarkResult, *, draft: str, target: str, dtype: str, K: 
         "ar_tokens_per_s": B * n_tokens / ar["mean_s"], "sd_tokens_per_s": B * n_tokens / sd["mean_s"],
         "speedup": float(speedups.mean()), "speedup_std": float(speedups.std(ddof=1)) if len(speedups) > 1 else 0.0,
         "n_rounds": st.n_rounds, "tokens_per_round": st.tokens_per_round, "r": st.r, "alpha": st.alpha,
-        "batch_rounds": st.batch_rounds if st.batch_rounds is not None else st.n_rounds,
+        "batch_rounds": st.rounds_run,
         "tokens_per_batch_round": st.tokens_per_batch_round, "idle_fraction": st.idle_fraction,
         "accept_rate_drafted": st.accept_rate_drafted,
         "t_draft_s": res.t_draft_s, "t_target_s": res.t_target_s, "t_verify_s": res.t_verify_s,

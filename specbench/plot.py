@@ -62,11 +62,7 @@ def plot_batch(rows: list[dict], output: str) -> None:
         ax.legend(fontsize=7)
     ax_s.set(xlabel="batch size B", ylabel="speedup (AR time / SD time)", title="speedup against batch size")
     ax_t.set(xlabel="batch size B", ylabel="tokens/s, all sequences", title="throughput")
-    first = rows[0]
-    fig.suptitle(f"draft {first.get('draft')} · target {first.get('target')} · {first.get('device')}", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(output, dpi=120)
-    plt.close(fig)
+    _save(fig, rows, output)
 
 
 def plot_K(rows: list[dict], output: str) -> None:
@@ -100,6 +96,11 @@ def plot_K(rows: list[dict], output: str) -> None:
     for ax in (ax_s, ax_t):
         ax.legend(fontsize=7)
         ax.grid(alpha=0.3)
+    _save(fig, rows, output)
+
+
+def _save(fig, rows: list[dict], output: str) -> None:
+    """Title the figure with the pair and the device of the first row, and write it."""
     first = rows[0]
     fig.suptitle(f"draft {first.get('draft')} · target {first.get('target')} · {first.get('device')}", fontsize=9)
     fig.tight_layout()
