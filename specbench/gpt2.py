@@ -82,21 +82,14 @@ def mlp(x, c_fc, c_proj):  # [n_seq, n_embd] -> [n_seq, n_embd]
     return linear(gelu(linear(x, **c_fc)), **c_proj)  # via [n_seq, 4*n_embd]
 
 
-def attention(q, k, v, mask):
-    # q [n_seq, n_head, hd], k/v [n_keys, n_head, hd], mask [n_seq, n_keys] -> [n_seq, n_head, hd]
-    scores = jnp.einsum("qhd,khd->hqk", q, k).astype(jnp.float32) / math.sqrt(q.shape[-1])
-    scores = jnp.where(mask[None], scores, -jnp.inf)  # [n_head, n_seq, n_keys]
-    weights = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
-    return jnp.einsum("hqk,khd->qhd", weights, v)
-
-
 def cached_attention(q, k, v, k_cache, v_cache, pos):
     """The new tokens' attention over the cache entries before pos and over each other, causally.
 
     q/k/v [n_seq, n_head, hd] at positions pos..pos+n_seq-1; k_cache/v_cache [max_len, n_head, hd]
     hold positions 0..pos-1 (entries from pos on are stale and masked). One softmax runs over both
-    score blocks, so this equals attention() over the cache with k, v written at pos; the cache
-    is only read here and written once per step, after all layers (step).
+    score blocks, so this equals causal attention over the cache with k, v written at pos; the cache
+    is only read here and written once per step, after all layers (step). With an empty cache
+    (max_len 0) it is plain causal self-attention: the uncached forward, gpt2().
     """
     n_seq, max_len = q.shape[0], k_cache.shape[0]
     scale = 1.0 / math.sqrt(q.shape[-1])
@@ -141,20 +134,9 @@ def step(params, cache, tokens, pos, config: GPT2Config, logits_at=None):
     n_seq = tokens.shape[0]
     positions = jnp.minimum(pos + jnp.arange(n_seq), config.n_ctx - 1)  # pads past n_ctx are junk
     x = params["wte"][tokens] + params["wpe"][positions]  # [n_seq, n_embd]
-
-    def layer(x, layer_in):
-        i, k_cache, v_cache = layer_in
-        p = jax.tree_util.tree_map(lambda a: a[i], params["blocks"])  # block i, read in place
-        x, k, v = block(x, p["ln_1"], p["attn"], p["ln_2"], p["mlp"], k_cache, v_cache, pos, config)
-        return x, (k, v)
-
-    # as many blocks as the cache has layers: all of them, or the first L for a layer-skip draft
-    n_cached = cache["k"].shape[0]
-    x, (k_new, v_new) = lax.scan(layer, x, (jnp.arange(n_cached), cache["k"], cache["v"]))
+    x, (k_new, v_new) = blocks(params, x, cache, pos, config)
     # the scan only reads the cache; every layer's new entries [L, n_seq, n_head, hd] are written
-    # in one update here. Written inside the scan, the update of a batch (batch.py: a position
-    # per sequence, so a scatter) copied the whole stacked cache each layer: a 1-token step of
-    # 16 sequences of the bundled target took 53.7 ms instead of 30.4 ms on the 2-core CPU.
+    # in one update here (inside the scan, a batch's per-sequence write copied the whole cache)
     k = lax.dynamic_update_slice(cache["k"], k_new, (0, pos, 0, 0))
     v = lax.dynamic_update_slice(cache["v"], v_new, (0, pos, 0, 0))
     if logits_at is not None:
@@ -162,6 +144,19 @@ def step(params, cache, tokens, pos, config: GPT2Config, logits_at=None):
     x = layer_norm(x, **params["ln_f"], eps=config.layer_norm_epsilon)
     logits = (x @ params["wte"].T).astype(jnp.float32)  # output head tied to the embedding
     return logits, {"k": k, "v": v}
+
+
+def blocks(params, x, cache, pos, config: GPT2Config):
+    """The transformer blocks over x [n_seq, n_embd] at positions pos..: as many as the cache has
+    layers. Returns (x, (k, v)), the new keys and values [L, n_seq, n_head, hd] of every layer."""
+
+    def layer(x, layer_in):
+        i, k_cache, v_cache = layer_in
+        p = jax.tree_util.tree_map(lambda a: a[i], params["blocks"])  # block i, read in place
+        x, k, v = block(x, p["ln_1"], p["attn"], p["ln_2"], p["mlp"], k_cache, v_cache, pos, config)
+        return x, (k, v)
+
+    return lax.scan(layer, x, (jnp.arange(cache["k"].shape[0]), cache["k"], cache["v"]))
 
 
 def init_cache(config: GPT2Config, max_len: int, dtype=jnp.float32):
@@ -186,22 +181,16 @@ def gpt2(params, tokens, config: GPT2Config):
 
 
 def transformer(params, tokens, config: GPT2Config):
-    """gpt2() without the output head: [n_seq] -> final hidden states [n_seq, n_embd] after ln_f."""
+    """gpt2() without the output head: [n_seq] -> final hidden states [n_seq, n_embd] after ln_f.
+
+    The same blocks as the cached step, over an empty cache: attention is then causal over the
+    tokens themselves.
+    """
     n_seq = tokens.shape[-1]
     x = params["wte"][tokens] + params["wpe"][jnp.arange(n_seq)]
-    causal = jnp.tril(jnp.ones((n_seq, n_seq), dtype=bool))
-    eps = config.layer_norm_epsilon
-
-    def layer(x, p):
-        h = layer_norm(x, **p["ln_1"], eps=eps)
-        qkv = linear(h, **p["attn"]["c_attn"]).reshape(n_seq, 3, config.n_head, config.head_dim)
-        a = attention(qkv[:, 0], qkv[:, 1], qkv[:, 2], causal).reshape(n_seq, config.n_embd)
-        x = x + linear(a, **p["attn"]["c_proj"])
-        x = x + mlp(layer_norm(x, **p["ln_2"], eps=eps), **p["mlp"])
-        return x, None
-
-    x, _ = lax.scan(layer, x, params["blocks"])
-    return layer_norm(x, **params["ln_f"], eps=eps)
+    empty = jnp.zeros((config.n_layer, 0, config.n_head, config.head_dim), x.dtype)
+    x, _ = blocks(params, x, {"k": empty, "v": empty}, 0, config)
+    return layer_norm(x, **params["ln_f"], eps=config.layer_norm_epsilon)
 
 
 def init_params(config: GPT2Config, seed: int = 0, dtype=jnp.float32):

@@ -1,6 +1,6 @@
 """From logits to tokens: warping, sampling, and the speculative accept/reject step.
 
-Notation as in gpt-fast and the seeds: `p` are the draft's probabilities, `q` the target's.
+Notation as in gpt-fast and Chen et al. (2023): `p` are the draft's probabilities, `q` the target's.
 
 The accept/reject rule is the modified rejection sampling of Chen et al. (DeepMind, 2023,
 arXiv:2302.01318, Algorithm 2) and Leviathan et al. (2023, arXiv:2211.17192, Algorithm 1):
@@ -40,11 +40,30 @@ class Warp:
             raise ValueError(f"top-p must be in (0, 1] (got {self.top_p})")
 
 
+def probs_by_definition(logits, warp: Warp):
+    """What the warps mean, with full sorts: temperature, then top-k, then top-p (the nucleus of
+    Holtzman et al. 2020: the most likely tokens whose mass before each is < top_p); ties at the
+    cut are kept. probs() below is the same distribution, computed fast on the CPU."""
+    if warp.temperature == 0:
+        return jax.nn.one_hot(jnp.argmax(logits, axis=-1), logits.shape[-1], dtype=jnp.float32)
+    logits = logits.astype(jnp.float32) / warp.temperature
+    if warp.top_k is not None and warp.top_k < logits.shape[-1]:
+        kth = jnp.sort(logits, axis=-1)[..., -warp.top_k, None]
+        logits = jnp.where(logits < kth, -jnp.inf, logits)
+    pr = jax.nn.softmax(logits, axis=-1)
+    if warp.top_p is not None and warp.top_p < 1:
+        desc = -jnp.sort(-pr, axis=-1)
+        threshold = jnp.min(jnp.where(jnp.cumsum(desc, -1) - desc < warp.top_p, desc, jnp.inf), -1, keepdims=True)
+        pr = jnp.where(pr >= threshold, pr, 0.0)
+        pr = pr / jnp.sum(pr, axis=-1, keepdims=True)
+    return pr
+
+
 def argmax(x):
     """First index of the maximum along the last axis.
 
     Same result as jnp.argmax, as two plain reductions: XLA's CPU argmax is a variadic
-    (value, index) reduce that does not vectorise, ~0.2 ms over GPT-2's 50,257 logits.
+    (value, index) reduce that does not vectorise.
     """
     idx = jnp.arange(x.shape[-1], dtype=jnp.int32)
     is_max = x == jnp.max(x, axis=-1, keepdims=True)
@@ -52,7 +71,8 @@ def argmax(x):
 
 
 def probs(logits, warp: Warp):
-    """[..., V] logits -> [..., V] float32 probabilities under temperature, top-k, top-p."""
+    """[..., V] logits -> [..., V] float32 probabilities: probs_by_definition, without a sort of
+    the vocabulary (a full sort of 50,257 logits is slow on the CPU; README, performance notes)."""
     logits = logits.astype(jnp.float32)
     n_vocab = logits.shape[-1]
     if warp.temperature == 0:
@@ -61,8 +81,7 @@ def probs(logits, warp: Warp):
     if warp.top_k is not None and warp.top_k < n_vocab:
         # keep every token at least as likely as the k-th (ties at the k-th are all kept). The
         # k-th is the min of top_k's values, not top_k(...)[..., -1:]: XLA rewrites that slice
-        # into a full sort of the vocabulary, 237 ms instead of 2.2 ms for 5 x 50,257 logits on
-        # the 2-core CPU.
+        # into a full sort of the vocabulary.
         kth = jnp.min(lax.top_k(logits, warp.top_k)[0], axis=-1, keepdims=True)
         logits = jnp.where(logits < kth, -jnp.inf, logits)
     pr = jax.nn.softmax(logits, axis=-1)
@@ -80,10 +99,10 @@ def nucleus_threshold(pr, top_p: float):
 
     The nucleus (Holtzman et al. 2020) is the smallest set of most likely tokens whose mass
     reaches top_p: sorted descending, token i is in while the mass before it is < top_p; ties
-    with the last one are kept too (pr >= threshold). A sort of all 50,257 entries costs ~50 ms
-    a row on the CPU, so the threshold is found among the NUCLEUS_FAST most likely tokens
-    (lax.top_k) whenever their mass reaches top_p, which settles it exactly; only when some row's
-    nucleus is wider does the exact radix search below run (1.3 ms a row).
+    with the last one are kept too (pr >= threshold). Instead of sorting the whole vocabulary,
+    the threshold is found among the NUCLEUS_FAST most likely tokens (lax.top_k) whenever their
+    mass reaches top_p, which settles it exactly; only when some row's nucleus is wider does the
+    exact radix search below run.
     """
     top = lax.top_k(pr, min(NUCLEUS_FAST, pr.shape[-1]))[0]  # [..., M], descending
     mass_before = jnp.cumsum(top, axis=-1) - top
