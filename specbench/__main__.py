@@ -6,7 +6,7 @@ XLA compiled tore the process down with a segmentation fault. So SIGINT is block
 thread before JAX (or any library) starts a thread, every later thread inherits the mask, and
 one thread waits for the signal with sigwait, says what was kept, and leaves with os._exit(130).
 Every file specbench writes is replaced atomically, so exiting at any instant loses only the
-unfinished row. The message comes from specbench.cli.interrupt_message, once that is imported.
+unfinished row. The message comes from specbench.console.interrupt_message, once that is imported.
 """
 
 import os
@@ -23,7 +23,7 @@ def watch_interrupts() -> None:
     def wait():
         signal.sigwait({signal.SIGINT})
         try:
-            message = getattr(sys.modules.get("specbench.cli"), "interrupt_message", ["interrupted"])[0]
+            message = getattr(sys.modules.get("specbench.console"), "interrupt_message", ["interrupted"])[0]
             sys.stderr.write(message + "\n")
             sys.stderr.flush()
         finally:

@@ -22,17 +22,16 @@ Speculative round (K drafts):
   4. n += a + 1. Rollback is only the position: entries past it are masked, later overwritten.
 
 Each round is one jitted program of fixed shape; `n`, positions and the token buffer are device
-values, so nothing recompiles per round or per N. Two drivers run the same round function:
-  * host loop: Python calls one round at a time and reads `n` back (one sync per round); it can
-    record every round for `specbench trace`;
-  * device loop: the whole generation is one `lax.while_loop` (AR: `lax.fori_loop`), so no
-    Python dispatch per token; it is also what `jax.vmap` runs for the statistical tests.
-Generation stops at exactly N new tokens; a last round that overshoots is cut.
+values, so nothing recompiles per round or per N. The whole generation is one `lax.while_loop`
+(AR: `lax.fori_loop`), so no Python dispatch per token; batched.py runs the same functions under
+`jax.vmap`, and generate.py is the front door that drives either. Generation stops at exactly N
+new tokens; a last round that overshoots is cut.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -41,31 +40,90 @@ from jax import lax
 
 from specbench import drafters
 from specbench.drafters import Drafter
+from specbench.errors import DecodeError
 from specbench.gpt2 import GPT2Config, init_cache, step
 from specbench.sampling import Warp, accept_reject, draw, probs
 from specbench.weights import Model
 
+# ---------------------------------------------------------------------------------------------
+# State: typed pytrees. Shapes are for one sequence; a batch (batched.py) adds a leading [B].
 
-class DecodeError(ValueError):
-    """An impossible decoding configuration; the message names the setting and what is allowed."""
+
+class ARState(NamedTuple):
+    tokens: jax.Array  # [max_len] int32: prompt, then the committed tokens; tokens[n-1] is pending
+    n: jax.Array  # [] int32: tokens committed so far, the prompt included
+    key: jax.Array  # [2] uint32: the random stream
+    target_cache: dict  # gpt2 cache: {"k", "v"} [n_layer, max_len, n_head, head_dim]
+
+
+class RoundCounts(NamedTuple):
+    """What the rounds did, counted on the device."""
+
+    rounds: jax.Array  # [] int32: speculative rounds run
+    accepted_hist: jax.Array  # [K+1] int32: rounds in which 0 .. K drafts were accepted
+    drafted_hist: jax.Array  # [K+1] int32: rounds in which 0 .. K drafts were proposed
+    evaluated: jax.Array  # [K] int32: rounds in which draft position i was tested
+    accepted: jax.Array  # [K] int32: rounds in which draft position i was accepted
+
+
+class SpecState(NamedTuple):
+    tokens: jax.Array  # [max_len] int32, as in ARState
+    n: jax.Array  # [] int32
+    key: jax.Array  # [2] uint32
+    target_cache: dict  # {"k", "v"} [n_layer, max_len, n_head, head_dim]
+    draft: dict  # the drafter's own state (drafters.start): {"cache": ...}, or {} for lookup
+    counts: RoundCounts
+
+
+class Round(NamedTuple):
+    """One round as it happened, for `trace`."""
+
+    drafts: jax.Array  # [K] int32: the proposed tokens
+    n_accepted: jax.Array  # [] int32: accepted before the first rejection
+    emitted: jax.Array  # [] int32: the resampled or bonus token
+    n_drafted: jax.Array  # [] int32: drafts proposed (< K with dynamic K or no lookup match)
+
+
+# ---------------------------------------------------------------------------------------------
+# Statistics
 
 
 @dataclasses.dataclass
 class DecodeStats:
-    """Counts from one generation. AR is the special case K = 0, one token per round."""
+    """Counts from one generation, summed over its n_seqs sequences. AR is the case K = 0."""
 
     K: int
-    n_generated: int  # new tokens returned (exactly N)
+    n_generated: int  # new tokens returned, all sequences together (exactly N each)
     n_rounds: int  # speculative rounds (the first token comes from the prefill, not a round)
     accepted_hist: np.ndarray  # [K+1]: rounds in which 0, 1, ..., K drafts were accepted
     evaluated: np.ndarray  # [K]: rounds in which draft position i was tested
     accepted: np.ndarray  # [K]: rounds in which draft position i was accepted
     rounds: list[dict] | None = None  # per round (host loop with record=True): drafts, n_accepted, emitted
     drafted_hist: np.ndarray | None = None  # [K+1]: rounds in which 0, 1, ..., K drafts were proposed
-    # a batch (batch.py): the counts above are summed over its n_seqs sequences
     n_seqs: int = 1
     batch_rounds: int | None = None  # rounds the batch ran: its slowest sequence's (one sequence: n_rounds)
     idle_slots: int = 0  # (sequence, round) slots in which a finished sequence waited for the others
+
+    @classmethod
+    def autoregressive(cls, n_tokens: int, n_seqs: int = 1) -> "DecodeStats":
+        """AR: one token per target step after the prefill, for each of n_seqs sequences."""
+        none = np.zeros(0, np.int64)
+        steps = n_tokens - 1
+        return cls(K=0, n_generated=n_seqs * n_tokens, n_rounds=n_seqs * steps,
+                   accepted_hist=np.array([n_seqs * steps]), evaluated=none, accepted=none, n_seqs=n_seqs,
+                   batch_rounds=steps if n_seqs > 1 else None)
+
+    @classmethod
+    def from_counts(cls, K: int, n_tokens: int, counts: RoundCounts, rounds: list[dict] | None = None):
+        """From the device's RoundCounts (host arrays) of one sequence, or of a batch ([B] leading)."""
+        per_seq = np.atleast_1d(np.asarray(counts.rounds))
+        B = len(per_seq)
+        total = lambda x: np.asarray(x).reshape(B, -1).sum(axis=0)
+        return cls(K=K, n_generated=B * n_tokens, n_rounds=int(per_seq.sum()),
+                   accepted_hist=total(counts.accepted_hist), evaluated=total(counts.evaluated),
+                   accepted=total(counts.accepted), rounds=rounds, drafted_hist=total(counts.drafted_hist),
+                   n_seqs=B, batch_rounds=int(per_seq.max()) if B > 1 else None,
+                   idle_slots=int(B * per_seq.max() - per_seq.sum()))
 
     @property
     def tokens_per_round(self) -> float:
@@ -92,12 +150,12 @@ class DecodeStats:
 
     @property
     def r(self) -> float:
-        """tokens_per_round / (K+1): the r of the DeepMind paper (seed 003's footnote)."""
+        """tokens_per_round / (K+1): the r of Chen et al. (2023), section 3."""
         return self.tokens_per_round / (self.K + 1)
 
     @property
     def alpha(self) -> float:
-        """accepted / (accepted + rejections): MLE of Leviathan's per-token acceptance rate."""
+        """accepted / (accepted + rejections): MLE of Leviathan et al.'s per-token acceptance rate."""
         n_acc, n_eval = int(self.accepted.sum()), int(self.evaluated.sum())
         return n_acc / n_eval if n_eval else float("nan")
 
@@ -108,6 +166,7 @@ class DecodeStats:
 
     @property
     def per_position(self) -> list[float]:
+        """Acceptance of draft position i given that it was tested."""
         return [a / e if e else float("nan") for a, e in zip(self.accepted.tolist(), self.evaluated.tolist())]
 
 
@@ -126,74 +185,98 @@ def plan_max_len(n_prompt: int, n_tokens: int, K: int, n_ctx: int) -> int:
 
 
 def validate(prompt_ids, n_tokens: int, K: int, models: list[Model], max_len: int | None):
+    """Raise DecodeError, naming the setting to blame, unless one prompt can be decoded as asked."""
     if len(prompt_ids) < 1:
-        raise DecodeError("prompt must have at least one token")
+        raise DecodeError("prompt must have at least one token", "prompt")
     if n_tokens < 1:
-        raise DecodeError(f"n-tokens must be >= 1 (got {n_tokens})")
+        raise DecodeError(f"n-tokens must be >= 1 (got {n_tokens})", "n_tokens")
     if K < 0:
-        raise DecodeError(f"K must be >= 1 (got {K})")
+        raise DecodeError(f"K must be >= 1 (got {K})", "K")
     vocabs = {m.config.n_vocab for m in models}
     if len(vocabs) > 1:
-        raise DecodeError(f"draft and target must share the vocabulary (vocab sizes {sorted(vocabs)})")
+        raise DecodeError(f"draft and target must share the vocabulary (vocab sizes {sorted(vocabs)})", "draft")
     n_vocab = vocabs.pop()
     if max(prompt_ids) >= n_vocab or min(prompt_ids) < 0:
-        raise DecodeError(f"prompt token ids must be in 0..{n_vocab - 1}")
+        raise DecodeError(f"prompt token ids must be in 0..{n_vocab - 1}", "prompt")
+    # the last round may write K tokens past N; the last token is never read back, so no + 1
     n_ctx = min(m.config.n_ctx for m in models)
-    need = len(prompt_ids) + n_tokens + K + 1
+    need = len(prompt_ids) + n_tokens + K
     if need > n_ctx:
-        raise DecodeError(f"prompt ({len(prompt_ids)}) + n-tokens ({n_tokens}) + K + 1 = {need} exceeds the "
-                          f"context of {n_ctx}; n-tokens can be at most {n_ctx - len(prompt_ids) - K - 1}")
+        raise DecodeError(f"prompt ({len(prompt_ids)}) + n-tokens ({n_tokens}) + K = {need} exceeds the "
+                          f"context of {n_ctx}; n-tokens can be at most {n_ctx - len(prompt_ids) - K}", "n_tokens")
     if max_len is not None and need > max_len:
-        raise DecodeError(f"prompt + n-tokens + K + 1 = {need} exceeds the cache length {max_len}")
+        raise DecodeError(f"prompt + n-tokens + K = {need} exceeds the cache length {max_len}", "n_tokens")
+
+
+def draft_params_for(drafter: Drafter, draft: Model | None, target: Model):
+    """The weights a drafter runs: the draft model's, the target's own (layer-skip), or none (lookup)."""
+    if drafter.kind == "model":
+        if draft is None:
+            raise DecodeError("the model drafter needs a draft model", "draft")
+        if draft.config.n_vocab != target.config.n_vocab:
+            raise DecodeError(f"draft and target must share the vocabulary (vocab sizes "
+                              f"{sorted({draft.config.n_vocab, target.config.n_vocab})})", "draft")
+        return draft.params
+    return target.params if drafter.kind == "layerskip" else {}
+
+
+def prompt_buffer(prompt_ids, max_len: int):
+    """(prompt padded with zeros to its bucket [bucket] int32, its length [] int32)."""
+    n_prompt = len(prompt_ids)
+    buf = np.zeros(min(bucket(n_prompt), max_len), np.int32)
+    buf[:n_prompt] = prompt_ids
+    return jnp.asarray(buf), jnp.int32(n_prompt)
 
 
 # ---------------------------------------------------------------------------------------------
-# The pure programs (jitted below with static configs and sizes)
+# The pure programs of one sequence (jitted below with static configs and sizes)
 
 
-def _start(params, prompt_buf, n_prompt, key, config: GPT2Config, warp: Warp, max_len: int):
-    """Prefill the prompt (padded to a bucket), draw the first token from q. Returns the state."""
+def start(params, prompt_buf, n_prompt, key, config: GPT2Config, warp: Warp, max_len: int) -> ARState:
+    """Prefill the prompt (padded to a bucket) and draw the first new token from q."""
     cache = init_cache(config, max_len, params["wte"].dtype)
     logits, cache = step(params, cache, prompt_buf, 0, config, logits_at=n_prompt - 1)
     key, k_first = jax.random.split(key)
     first, _ = draw(k_first, logits[0], warp)
     tokens = jnp.zeros(max_len, jnp.int32).at[: prompt_buf.shape[0]].set(prompt_buf).at[n_prompt].set(first)
-    return {"tokens": tokens, "n": jnp.asarray(n_prompt + 1, jnp.int32), "key": key, "target_cache": cache}
+    return ARState(tokens, jnp.asarray(n_prompt + 1, jnp.int32), key, cache)
 
 
-def _ar_step(params, state, config: GPT2Config, warp: Warp):
-    key, k = jax.random.split(state["key"])
-    n, tokens = state["n"], state["tokens"]
-    logits, cache = step(params, state["target_cache"], lax.dynamic_slice(tokens, (n - 1,), (1,)), n - 1, config)
+def ar_step(params, state: ARState, config: GPT2Config, warp: Warp) -> ARState:
+    """One autoregressive token: the target reads the pending token and a token is drawn from q."""
+    key, k = jax.random.split(state.key)
+    n, tokens = state.n, state.tokens
+    logits, cache = step(params, state.target_cache, lax.dynamic_slice(tokens, (n - 1,), (1,)), n - 1, config)
     token, _ = draw(k, logits[0], warp)
-    return {"tokens": tokens.at[n].set(token), "n": n + 1, "key": key, "target_cache": cache}
+    return ARState(tokens.at[n].set(token), n + 1, key, cache)
 
 
-def _spec_start(draft_params, target_params, prompt_buf, n_prompt, key, drafter, target_config, warp, max_len, K):
-    state = _start(target_params, prompt_buf, n_prompt, key, target_config, warp, max_len)
-    stats = {"rounds": jnp.int32(0), "hist": jnp.zeros(K + 1, jnp.int32), "drafted": jnp.zeros(K + 1, jnp.int32),
-             "evaluated": jnp.zeros(K, jnp.int32), "accepted": jnp.zeros(K, jnp.int32)}
-    # the drafter reads the prompt too (a network drafter re-reads its last token in round 1)
-    return {**state, "draft": drafters.start(drafter, draft_params, prompt_buf, max_len), "stats": stats}
+def spec_start(draft_params, target_params, prompt_buf, n_prompt, key, drafter, target_config, warp, max_len,
+               K) -> SpecState:
+    """start(), then the drafter reads the prompt too (a network drafter re-reads its last token in round 1)."""
+    s = start(target_params, prompt_buf, n_prompt, key, target_config, warp, max_len)
+    zeros = lambda n: jnp.zeros(n, jnp.int32)
+    counts = RoundCounts(jnp.int32(0), zeros(K + 1), zeros(K + 1), zeros(K), zeros(K))
+    return SpecState(s.tokens, s.n, s.key, s.target_cache, drafters.start(drafter, draft_params, prompt_buf, max_len),
+                     counts)
 
 
-def _spec_round(draft_params, target_params, state, drafter, target_config, warp, K, verdict=accept_reject):
+def spec_round(draft_params, target_params, state: SpecState, drafter, target_config, warp, K,
+               verdict=accept_reject) -> tuple[SpecState, Round]:
     """One speculative round (module docstring, steps 1-4).
-
-    Returns (state, (drafts, n_accepted, emitted, n_drafted)).
 
     `verdict` is sampling.accept_reject; the tests swap in a broken one to show they can fail.
     """
-    key, k_draft, k_verdict = jax.random.split(state["key"], 3)
-    n, tokens = state["n"], state["tokens"]
+    key, k_draft, k_verdict = jax.random.split(state.key, 3)
+    n, tokens = state.n, state.tokens
 
     # 1. the drafter proposes up to K tokens, with the p each was drawn from (drafters.py)
-    dstate, drafts, p, n_drafted = drafters.propose(drafter, draft_params, state["draft"], tokens, n, k_draft, warp,
+    dstate, drafts, p, n_drafted = drafters.propose(drafter, draft_params, state.draft, tokens, n, k_draft, warp,
                                                     K, target_config.n_vocab)
 
     # 2. the target scores all K+1 positions at once
     verify_in = jnp.concatenate([lax.dynamic_slice(tokens, (n - 1,), (1,)), drafts])
-    logits, target_cache = step(target_params, state["target_cache"], verify_in, n - 1, target_config)
+    logits, target_cache = step(target_params, state.target_cache, verify_in, n - 1, target_config)
     q = probs(logits, warp)  # [K+1, V]
 
     # 3. accept / reject, 4. commit a + 1 tokens (the rest of the write is overwritten later)
@@ -202,116 +285,35 @@ def _spec_round(draft_params, target_params, state, drafter, target_config, warp
     out = jnp.where(idx < n_accepted, jnp.concatenate([drafts, drafts[:1]]), emitted)
     tokens = lax.dynamic_update_slice(tokens, out, (n,))
 
-    s = state["stats"]
+    c = state.counts
     tested = (idx[:K] <= n_accepted) & (idx[:K] < n_drafted)  # drafts after a rejection were never tested
-    stats = {"rounds": s["rounds"] + 1, "hist": s["hist"].at[n_accepted].add(1),
-             "drafted": s["drafted"].at[n_drafted].add(1),
-             "evaluated": s["evaluated"] + tested, "accepted": s["accepted"] + (idx[:K] < n_accepted)}
-    new_state = {"tokens": tokens, "n": n + n_accepted + 1, "key": key, "target_cache": target_cache,
-                 "draft": dstate, "stats": stats}
-    return new_state, (drafts, n_accepted, emitted, n_drafted)
+    counts = RoundCounts(c.rounds + 1, c.accepted_hist.at[n_accepted].add(1), c.drafted_hist.at[n_drafted].add(1),
+                         c.evaluated + tested, c.accepted + (idx[:K] < n_accepted))
+    new_state = SpecState(tokens, n + n_accepted + 1, key, target_cache, dstate, counts)
+    return new_state, Round(drafts, n_accepted, emitted, n_drafted)
 
 
-def _ar_generate(params, prompt_buf, n_prompt, n_tokens, key, config, warp, max_len):
-    state = _start(params, prompt_buf, n_prompt, key, config, warp, max_len)
-    return lax.fori_loop(0, n_tokens - 1, lambda _, s: _ar_step(params, s, config, warp), state)
+def ar_generate(params, prompt_buf, n_prompt, n_tokens, key, config, warp, max_len) -> ARState:
+    """start, then n_tokens - 1 ar_steps, in one device loop."""
+    state = start(params, prompt_buf, n_prompt, key, config, warp, max_len)
+    return lax.fori_loop(0, n_tokens - 1, lambda _, s: ar_step(params, s, config, warp), state)
 
 
-def _spec_generate(draft_params, target_params, prompt_buf, n_prompt, n_tokens, key,
-                   drafter, target_config, warp, max_len, K, verdict=accept_reject):
-    state = _spec_start(draft_params, target_params, prompt_buf, n_prompt, key, drafter, target_config,
-                        warp, max_len, K)
-    body = lambda s: _spec_round(draft_params, target_params, s, drafter, target_config, warp, K, verdict)[0]
-    return lax.while_loop(lambda s: s["n"] < n_prompt + n_tokens, body, state)
+def spec_generate(draft_params, target_params, prompt_buf, n_prompt, n_tokens, key, drafter, target_config, warp,
+                  max_len, K, verdict=accept_reject) -> SpecState:
+    """spec_start, then rounds until N new tokens, in one device loop."""
+    state = spec_start(draft_params, target_params, prompt_buf, n_prompt, key, drafter, target_config, warp,
+                       max_len, K)
+    body = lambda s: spec_round(draft_params, target_params, s, drafter, target_config, warp, K, verdict)[0]
+    return lax.while_loop(lambda s: s.n < n_prompt + n_tokens, body, state)
 
 
-_static = ("config", "warp", "max_len")
-_spec_static = ("drafter", "target_config", "warp", "max_len", "K", "verdict")
-start_jit = jax.jit(_start, static_argnames=_static)
-ar_step_jit = jax.jit(_ar_step, static_argnames=("config", "warp"), donate_argnames=("state",))
-ar_generate_jit = jax.jit(_ar_generate, static_argnames=_static)
-spec_start_jit = jax.jit(_spec_start, static_argnames=_spec_static[:-1])
-spec_round_jit = jax.jit(_spec_round, static_argnames=("drafter", "target_config", "warp", "K", "verdict"),
+AR_STATIC = ("config", "warp", "max_len")
+SPEC_STATIC = ("drafter", "target_config", "warp", "max_len", "K", "verdict")
+start_jit = jax.jit(start, static_argnames=AR_STATIC)
+ar_step_jit = jax.jit(ar_step, static_argnames=("config", "warp"), donate_argnames=("state",))
+ar_generate_jit = jax.jit(ar_generate, static_argnames=AR_STATIC)
+spec_start_jit = jax.jit(spec_start, static_argnames=SPEC_STATIC[:-1])
+spec_round_jit = jax.jit(spec_round, static_argnames=("drafter", "target_config", "warp", "K", "verdict"),
                          donate_argnames=("state",))
-spec_generate_jit = jax.jit(_spec_generate, static_argnames=_spec_static)
-
-
-# ---------------------------------------------------------------------------------------------
-# Public entry points
-
-
-def _prompt_buffer(prompt_ids, max_len: int):
-    n_prompt = len(prompt_ids)
-    buf = np.zeros(min(bucket(n_prompt), max_len), np.int32)
-    buf[:n_prompt] = prompt_ids
-    return jnp.asarray(buf), jnp.int32(n_prompt)
-
-
-def autoregressive(target: Model, prompt_ids, n_tokens: int, warp: Warp = Warp(), seed: int = 0, *,
-                   key=None, max_len: int | None = None, device_loop: bool = True):
-    """Sample n_tokens from the target one at a time. Returns (new token ids [N], DecodeStats)."""
-    validate(prompt_ids, n_tokens, 0, [target], max_len)
-    max_len = max_len or plan_max_len(len(prompt_ids), n_tokens, 0, target.config.n_ctx)
-    key = jax.random.PRNGKey(seed) if key is None else key
-    prompt_buf, n_prompt = _prompt_buffer(prompt_ids, max_len)
-    kw = dict(config=target.config, warp=warp, max_len=max_len)
-    if device_loop:
-        state = ar_generate_jit(target.params, prompt_buf, n_prompt, jnp.int32(n_tokens), key, **kw)
-    else:  # one dispatch per token, no sync until the end
-        state = start_jit(target.params, prompt_buf, n_prompt, key, **kw)
-        for _ in range(n_tokens - 1):
-            state = ar_step_jit(target.params, state, config=target.config, warp=warp)
-    new = np.asarray(state["tokens"])[len(prompt_ids): len(prompt_ids) + n_tokens]
-    K0 = np.zeros(0, np.int64)
-    return new, DecodeStats(0, n_tokens, n_tokens - 1, np.array([n_tokens - 1]), K0, K0)
-
-
-def speculative(draft: Model | None, target: Model, prompt_ids, n_tokens: int, K: int = 4, warp: Warp = Warp(),
-                seed: int = 0, *, key=None, max_len: int | None = None, device_loop: bool = True,
-                record: bool = False, drafter: Drafter | None = None):
-    """Speculative sampling of n_tokens. Returns (new token ids [N], DecodeStats).
-
-    `drafter` says who drafts (drafters.py); by default the draft model `draft`. Layer-skip
-    drafts with the target's own weights and lookup with none, so `draft` may then be None.
-    record=True runs the host loop and keeps every round in stats.rounds (for `trace`).
-    """
-    if K < 1:
-        raise DecodeError(f"K must be >= 1 (got {K})")
-    drafter = drafter or drafters.model_drafter(draft.config)
-    draft_params = draft_params_for(drafter, draft, target)
-    models = [target] + ([draft] if drafter.kind == "model" else [])
-    validate(prompt_ids, n_tokens, K, models, max_len)
-    max_len = max_len or plan_max_len(len(prompt_ids), n_tokens, K, min(m.config.n_ctx for m in models))
-    key = jax.random.PRNGKey(seed) if key is None else key
-    prompt_buf, n_prompt = _prompt_buffer(prompt_ids, max_len)
-    kw = dict(drafter=drafter, target_config=target.config, warp=warp, K=K)
-    end = len(prompt_ids) + n_tokens
-    rounds = [] if record else None
-    if device_loop and not record:
-        state = spec_generate_jit(draft_params, target.params, prompt_buf, n_prompt, jnp.int32(n_tokens), key,
-                                  max_len=max_len, **kw)
-    else:
-        state = spec_start_jit(draft_params, target.params, prompt_buf, n_prompt, key, max_len=max_len, **kw)
-        n = len(prompt_ids) + 1
-        while n < end:
-            state, (drafts, n_accepted, emitted, n_drafted) = spec_round_jit(draft_params, target.params, state, **kw)
-            n = int(state["n"])  # the round's one host sync
-            if record:
-                rounds.append({"drafts": np.asarray(drafts).tolist(), "n_accepted": int(n_accepted),
-                               "emitted": int(emitted), "n_drafted": int(n_drafted)})
-    s = jax.device_get(state["stats"])
-    new = np.asarray(state["tokens"])[len(prompt_ids): end]
-    return new, DecodeStats(K, n_tokens, int(s["rounds"]), s["hist"], s["evaluated"], s["accepted"], rounds,
-                            s["drafted"])
-
-
-def draft_params_for(drafter: Drafter, draft: Model | None, target: Model):
-    """The weights a drafter runs: the draft model's, the target's own (layer-skip), or none (lookup)."""
-    if drafter.kind == "model":
-        if draft is None:
-            raise DecodeError("the model drafter needs a draft model")
-        if draft.config.n_vocab != target.config.n_vocab:
-            raise DecodeError(f"draft and target must share the vocabulary (vocab sizes "
-                              f"{sorted({draft.config.n_vocab, target.config.n_vocab})})")
-        return draft.params
-    return target.params if drafter.kind == "layerskip" else {}
+spec_generate_jit = jax.jit(spec_generate, static_argnames=SPEC_STATIC)

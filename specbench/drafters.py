@@ -63,12 +63,6 @@ class Drafter:
         if self.confidence is not None and not 0 < self.confidence < 1:
             raise ValueError(f"draft confidence must be in (0, 1) (got {self.confidence})")
 
-    def describe(self) -> dict:
-        """The settings a result row carries."""
-        return {"drafter": self.kind, "ngram": self.ngram if self.kind == "lookup" else None,
-                "draft_layers": self.config.n_layer if self.kind == "layerskip" else None,
-                "dynamic_K": self.confidence is not None, "draft_confidence": self.confidence}
-
 
 def model_drafter(config: GPT2Config, confidence: float | None = None) -> Drafter:
     return Drafter("model", config, confidence=confidence)

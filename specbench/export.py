@@ -1,4 +1,5 @@
-"""CSV / JSON / Markdown from one list of result rows (dicts), hyperfine-style.
+"""CSV / JSON / Markdown from one list of result rows (dicts), hyperfine-style; the columns come
+from the schema in results.py.
 
 Files are rewritten whole after every finished row, atomically (temp file + rename), so an
 interrupted sweep keeps every row it finished and never leaves a half-written file. "-" means
@@ -19,28 +20,8 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-CONTEXT_COLUMNS = ["specbench_version", "git_commit", "jax_version", "device", "timestamp", "dtype", "draft",
-                   "target", "drafter", "ngram", "draft_layers", "dynamic_K", "draft_confidence", "K", "temperature", "top_k", "top_p", "seed", "prompt_id", "prompt_sha", "n_tokens",
-                   "repeats", "warmup", "loop", "batch"]
-METRIC_COLUMNS = ["ar_mean_s", "ar_std_s", "ar_min_s", "ar_max_s", "ar_median_s", "ar_tokens_per_s",
-                  "sd_mean_s", "sd_std_s", "sd_min_s", "sd_max_s", "sd_median_s", "sd_tokens_per_s",
-                  "speedup", "speedup_std", "n_rounds", "tokens_per_round", "mean_drafted", "r", "alpha",
-                  "accept_rate_drafted", "batch_rounds", "tokens_per_batch_round", "idle_fraction",
-                  "t_draft_s", "t_target_s", "t_verify_s", "t_round_s", "t_overhead_s", "t_overhead_err_s", "t_ar_token_s",
-                  "theory_speedup", "refined_speedup", "round_model_speedup", "measured_over_theory",
-                  "measured_over_refined", "compile_s", "identical"]
-CSV_COLUMNS = CONTEXT_COLUMNS + METRIC_COLUMNS
-# the JSON rows also carry: ar_times_s, sd_times_s, accepted_hist, per_position_acceptance,
-# ar_token_ids, sd_token_ids, ar_text, sd_text, prompt, drafted_hist, and for a batch (B > 1)
-# batch_prompt_ids, with prompt, token ids and texts as lists of one entry per sequence
-MARKDOWN_COLUMNS = ["drafter", "draft", "target", "prompt_id", "batch", "K", "temperature", "top_p", "ar_tokens_per_s",
-                    "sd_tokens_per_s", "speedup", "tokens_per_round", "alpha", "theory_speedup",
-                    "refined_speedup", "measured_over_refined"]
-
-
-class ExportError(Exception):
-    pass
-
+from specbench.errors import ExportError
+from specbench.results import CSV_COLUMNS, MARKDOWN_COLUMNS
 
 # Which file names each format may be written to: the extension must agree with the format.
 EXTENSIONS = {"csv": (".csv",), "json": (".json",), "markdown": (".md", ".markdown")}
@@ -109,23 +90,6 @@ def _fmt(value):
     return "" if value is None else value
 
 
-def fmt_fixed(column: str, value) -> str:
-    """A table cell with the decimals its column deserves (tokens/s 1, speedups 2, alpha 3)."""
-    if value is None:
-        return ""
-    if isinstance(value, bool) or not isinstance(value, float):
-        return str(value)
-    decimals = {"ar_tokens_per_s": 1, "sd_tokens_per_s": 1, "alpha": 3, "r": 3, "temperature": 2,
-                "top_p": 2}.get(column, 2)
-    if column in ("temperature", "top_p"):
-        return f"{value:g}"
-    if column.startswith("t_") and column.endswith("_s"):
-        return f"{value * 1e3:.2f} ms"
-    if column == "idle_fraction":
-        return f"{value:.0%}"
-    return f"{value:.{decimals}f}"
-
-
 def to_markdown(rows: list[dict], columns: list[str] | None = None) -> str:
     columns = columns or MARKDOWN_COLUMNS
     return tabulate([[_fmt(r.get(c)) for c in columns] for r in rows], headers=columns, tablefmt="github") + "\n"
@@ -136,6 +100,15 @@ WRITERS = {"csv": to_csv, "json": to_json, "markdown": to_markdown}
 
 def write(rows: list[dict], path: str, fmt: str) -> None:
     write_text(path, WRITERS[fmt](rows))
+
+
+def write_all(rows: list[dict], paths: dict[str, str | None], columns: list[str] | None = None) -> None:
+    """Write the rows once to each {format: path} given (None: not asked for). With `columns`, CSV
+    and Markdown hold those columns (rows of another kind than result rows, such as roofline's)."""
+    for fmt, path in paths.items():
+        if path:
+            text = WRITERS[fmt](rows) if columns is None or fmt == "json" else WRITERS[fmt](rows, columns)
+            write_text(path, text)
 
 
 def read_json(path: str) -> list[dict]:

@@ -14,20 +14,6 @@ import numpy as np
 from specbench import theory
 
 
-NEEDED = ("K", "temperature", "speedup", "refined_speedup", "tokens_per_round", "alpha", "t_draft_s", "t_target_s")
-
-
-def missing_fields(rows: list[dict]) -> str | None:
-    """Why these rows cannot be plotted, or None: no rows, or rows without the fields a plot needs."""
-    if not rows:
-        return "no rows"
-    for i, r in enumerate(rows):
-        gone = [f for f in NEEDED if f not in r]
-        if gone:
-            return f"row {i + 1} has no {', '.join(gone)}"
-    return None
-
-
 def plot_rows(rows: list[dict], output: str) -> None:
     """Against batch size when the rows vary it (plot_batch), else against K (plot_K)."""
     if len({r.get("batch", 1) for r in rows}) > 1:

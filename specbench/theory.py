@@ -2,7 +2,7 @@
 
 Notation: K drafts per round, t_draft / t_target one decode step (1 token) of each model,
 t_verify one target step over K+1 tokens, c = t_draft / t_target, alpha the per-token acceptance
-probability, r = (tokens per round) / (K+1).
+probability, r = (tokens per round) / (K+1). No JAX here: `specbench theory` starts fast.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import math
 def speedup_from_r(r: float, K: int, t_draft: float, t_target: float) -> float:
     """speedup = r (K+1) t_target / (K t_draft + t_target).
 
-    DeepMind's speculative sampling (Chen et al., 2023, arXiv:2302.01318) as analysed in seed 003:
+    Chen et al. (2023, arXiv:2302.01318), as Mody's "Speculative Sampling" (2023) analyses it:
     a round costs K draft steps plus one target step (the verify step taken as costing t_target)
     and yields r(K+1) tokens on average, where AR yields 1 token per t_target.
     K=4, t_draft=1.8, t_target=14.1: r=0.8 -> 2.65, r=0.62 -> 2.05.

@@ -14,6 +14,8 @@ from pathlib import Path
 import tiktoken
 from tiktoken.load import data_gym_to_mergeable_bpe_ranks
 
+from specbench.errors import TokenizerError
+
 VOCAB_BPE_SHA256 = "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5"
 ENCODER_JSON_SHA256 = "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783"
 # GPT-2's pre-tokeniser: contractions, letters, numbers, other symbols, whitespace runs
@@ -21,10 +23,6 @@ GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+
 EOT_TOKEN = "<|endoftext|>"
 EOT_ID = 50256
 N_VOCAB = 50257
-
-
-class TokenizerError(Exception):
-    """The tokenizer files are missing or are not the official ones."""
 
 
 def default_dir() -> Path:

@@ -36,6 +36,8 @@ import numpy as np
 
 from specbench.gpt2 import GPT2Config, init_params
 
+from specbench.errors import WeightsError
+
 CONFIG_FILE = "config.json"
 SAFETENSORS_FILE = "model.safetensors"
 INDEX_FILE = "model.safetensors.index.json"
@@ -46,10 +48,6 @@ BLOCK_KEYS = [
     "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight", "mlp.c_proj.bias",
 ]
 IGNORED = re.compile(r"^(h\.\d+\.attn\.(bias|masked_bias)|lm_head\.weight)$")
-
-
-class WeightsError(Exception):
-    """A model cannot be found, downloaded or loaded; the message says what to do."""
 
 
 @dataclasses.dataclass(frozen=True)

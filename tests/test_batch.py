@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 
 from conftest import random_model
-from specbench import batch, drafters, harness, theory
-from specbench.decoding import autoregressive
+from specbench import batched, drafters, generate, theory, timing
+from specbench.generate import autoregressive
 from specbench.gpt2 import GPT2Config
 from specbench.sampling import Warp, accept_reject
-from test_decoding import (DRAFT, N_SAMPLES, P_THRESHOLD, TARGET, broken_accept_reject, chi_square_p, noisy_copy,
-                           target_marginals)
+from exactness import (DRAFT, N_SAMPLES, P_THRESHOLD, SMALL_D, SMALL_T, TARGET, broken_accept_reject, chi_square_p, noisy_copy,
+                       target_marginals)
 
 # prompts of different lengths (1 to 13 tokens: two prompt buckets' worth of padding)
 PROMPTS = [list(np.random.default_rng(40 + i).integers(0, 97, 1 + (5 * i) % 13)) for i in range(8)]
@@ -37,10 +37,10 @@ def alone(target):
 
 @pytest.mark.parametrize("B", [2, 3, 8])
 def test_each_sequence_equals_the_same_prompt_decoded_alone(target, draft, alone, B):
-    tokens, st = batch.speculative(draft, target, PROMPTS[:B], 20, 4, max_len=64)
+    tokens, st = generate.speculative(draft, target, PROMPTS[:B], 20, 4, max_len=64)
     for i in range(B):
         np.testing.assert_array_equal(tokens[i], alone[i], err_msg=f"sequence {i} of {B}")
-    ar, _ = batch.autoregressive(target, PROMPTS[:B], 20, max_len=64)
+    ar, _ = generate.autoregressive(target, PROMPTS[:B], 20, max_len=64)
     np.testing.assert_array_equal(ar, tokens)
     # the sequences advanced on their own: different round counts, so some waited for the slowest
     assert st.n_seqs == B and st.n_generated == 20 * B
@@ -57,35 +57,35 @@ def test_each_sequence_equals_the_same_prompt_decoded_alone(target, draft, alone
 def test_every_drafter_is_exact_in_a_batch(target, alone, make):
     drafter = make(target)
     draft = random_model(DRAFT, 1, "poor-draft", scale=20) if drafter.kind == "model" else None
-    tokens, _ = batch.speculative(draft, target, PROMPTS[:3], 20, 3, max_len=64, drafter=drafter)
+    tokens, _ = generate.speculative(draft, target, PROMPTS[:3], 20, 3, max_len=64, drafter=drafter)
     for i in range(3):
         np.testing.assert_array_equal(tokens[i], alone[i], err_msg=f"{drafter.kind}: sequence {i}")
 
 
 def test_a_batch_of_identical_full_acceptance_wastes_no_slot(target):
     K, N = 3, 1 + 4 * 5  # the prefill token, then five full rounds each
-    _, st = batch.speculative(target, target, [PROMPTS[1]] * 3, N, K, Warp(0.0), max_len=64)
+    _, st = generate.speculative(target, target, [PROMPTS[1]] * 3, N, K, Warp(0.0), max_len=64)
     assert st.batch_rounds == 5 and st.n_rounds == 15 and st.idle_slots == 0
     assert st.tokens_per_round == st.tokens_per_batch_round == K + 1 and st.alpha == 1.0
 
 
 def test_no_recompile_after_warm_up_for_a_given_batch(target, draft):
-    batch.speculative(draft, target, PROMPTS[:3], 5, 4, max_len=64)  # compiled already by the test above
-    batch.autoregressive(target, PROMPTS[:3], 5, max_len=64)
-    with harness.CompileCounter() as compiles:
+    generate.speculative(draft, target, PROMPTS[:3], 5, 4, max_len=64)  # compiled already by the test above
+    generate.autoregressive(target, PROMPTS[:3], 5, max_len=64)
+    with timing.CompileCounter() as compiles:
         for n in (9, 17):  # other prompts, other N, other seeds
-            batch.speculative(draft, target, PROMPTS[3:6], n, 4, seed=n, max_len=64)
-            batch.autoregressive(target, PROMPTS[3:6], n, seed=n, max_len=64)
+            generate.speculative(draft, target, PROMPTS[3:6], n, 4, seed=n, max_len=64)
+            generate.autoregressive(target, PROMPTS[3:6], n, seed=n, max_len=64)
     assert compiles.count == 0
 
 
 def test_memory_estimate_grows_with_batch_and_cache():
-    one = batch.memory_bytes(1, [TARGET, DRAFT], 64, 4, TARGET.n_vocab)
-    assert batch.memory_bytes(8, [TARGET, DRAFT], 64, 4, TARGET.n_vocab) == 8 * one
+    one = batched.memory_bytes(1, [TARGET, DRAFT], 64, 4, TARGET.n_vocab)
+    assert batched.memory_bytes(8, [TARGET, DRAFT], 64, 4, TARGET.n_vocab) == 8 * one
     # 64 more positions: the caches, 2 (k, v) x layers x positions x width x 4 bytes for each model,
     # twice, and the int32 token buffer
     more = 2 * (2 * 2 * 64 * 32 + 2 * 1 * 64 * 16) * 4 + 4 * 64
-    assert batch.memory_bytes(1, [TARGET, DRAFT], 128, 4, TARGET.n_vocab) - one == more
+    assert batched.memory_bytes(1, [TARGET, DRAFT], 128, 4, TARGET.n_vocab) - one == more
 
 
 def test_crossover_interpolates_where_the_speedup_falls_below_one():
@@ -99,10 +99,6 @@ def test_crossover_interpolates_where_the_speedup_falls_below_one():
 # T > 0: one sequence inside a batch of other prompts follows the target's distribution
 
 
-SMALL_T = GPT2Config(n_layer=2, n_head=2, n_embd=16, n_ctx=16, n_vocab=12)
-SMALL_D = GPT2Config(n_layer=1, n_head=1, n_embd=8, n_ctx=16, n_vocab=12)
-
-
 @pytest.fixture(scope="module")
 def small_pair():
     return random_model(SMALL_D, 11, "small-draft", scale=30), random_model(SMALL_T, 12, "small-target", scale=30)
@@ -113,12 +109,12 @@ def batch_samples(draft, target, prompts, warp, K, verdict, n_tokens=3):
     (Half the samples of the single-sequence tests: three sequences each, and the sampler itself
     is tested at full power there.)"""
     drafter = drafters.model_drafter(draft.config)
-    bufs, n_prompts = batch._buffers(prompts, 16)
-    run = functools.partial(batch._spec_generate, draft.params, target.params, bufs, n_prompts, jnp.int32(n_tokens),
+    bufs, n_prompts = batched.prompt_buffers(prompts, 16)
+    run = functools.partial(batched.spec_generate, draft.params, target.params, bufs, n_prompts, jnp.int32(n_tokens),
                             drafter=drafter, target_config=target.config, warp=warp, max_len=16, K=K,
                             verdict=verdict)
     keys = jax.random.split(jax.random.PRNGKey(7), N_SAMPLES // 2 * len(prompts)).reshape(N_SAMPLES // 2, len(prompts), -1)
-    return np.asarray(jax.jit(jax.vmap(lambda k: run(k)["tokens"]))(keys))
+    return np.asarray(jax.jit(jax.vmap(lambda k: run(k).tokens))(keys))
 
 
 @pytest.mark.parametrize("verdict", [accept_reject, broken_accept_reject], ids=["exact", "broken"])

@@ -7,8 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from specbench import batch, prompts, tokenizer, weights
-from specbench.decoding import speculative
+from specbench import generate, prompts, tokenizer, weights
+from specbench.generate import speculative
 from specbench.gpt2 import gpt2
 
 BUNDLED = Path(__file__).resolve().parent.parent / "gpt2_weights"
@@ -40,9 +40,9 @@ def test_bundled_models_match_their_config_and_give_finite_logits(pair):
 def test_greedy_speculative_equals_autoregressive_on_every_built_in_prompt(pair):
     draft, target = pair
     ids = [tokenizer.encode(text) for text in prompts.all_prompts().values()]
-    # all prompts as one batch (batch.py: each sequence equals its prompt decoded alone)
-    ar, _ = batch.autoregressive(target, ids, 24)
-    sd, st = batch.speculative(draft, target, ids, 24, 4)
+    # all prompts as one batch (batched.py: each sequence equals its prompt decoded alone)
+    ar, _ = generate.autoregressive(target, ids, 24)
+    sd, st = generate.speculative(draft, target, ids, 24, 4)
     for pid, a, s in zip(prompts.all_prompts(), ar, sd):
         np.testing.assert_array_equal(s, a, err_msg=pid)
     assert st.alpha > 0.3  # a trained pair agrees far more often than chance

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import random_model
-from specbench import harness, weights
+from specbench import bench, weights
 from specbench.cli import cli
 from specbench.export import CSV_COLUMNS
 from specbench.gpt2 import GPT2Config
@@ -132,7 +132,7 @@ def test_sweep_writes_every_row_and_resume_completes_the_grid(env, tmp_path, mon
     # one K and prompts of one length bucket: every row runs the same compiled programs
     args = ["sweep", *env, "--K", 2, "--temperature", "0", "--prompts", "fairy-1,narrative-2,description-2",
             "--repeats", 1, "--n-tokens", 6, "--output", out]
-    real = harness.run_benchmark
+    real = bench.run_benchmark
     calls = []
 
     def dies_on_the_third(*a, **k):
@@ -141,11 +141,11 @@ def test_sweep_writes_every_row_and_resume_completes_the_grid(env, tmp_path, mon
             raise KeyboardInterrupt
         return real(*a, **k)
 
-    monkeypatch.setattr(harness, "run_benchmark", dies_on_the_third)
+    monkeypatch.setattr(bench, "run_benchmark", dies_on_the_third)
     result = invoke(*args)
     assert result.exit_code == 130
     assert len(json.loads(out.read_text())) == 2  # the two finished rows survived
-    monkeypatch.setattr(harness, "run_benchmark", real)
+    monkeypatch.setattr(bench, "run_benchmark", real)
     result = invoke(*args, "--resume", "--export-csv", tmp_path / "sweep.csv")
     assert result.exit_code == 0, result.output
     assert "2 already in" in result.output
@@ -268,18 +268,18 @@ def test_roofline_times_steps_of_1_to_K_plus_1(env, model_dirs, tmp_path):
 def test_run_refuses_an_unwritable_results_folder_before_any_work(env, monkeypatch):
     monkeypatch.setenv("SPECBENCH_RESULTS_DIR", "/proc")  # not writable, even for root
     called = []
-    monkeypatch.setattr(harness, "run_benchmark", lambda *a, **k: called.append(1))
+    monkeypatch.setattr(bench, "run_benchmark", lambda *a, **k: called.append(1))
     assert_one_line_error(invoke("run", *env), "--save", "not writable", "--no-save")
     assert not called
 
 
 def test_no_folder_is_made_that_the_user_did_not_name(env, tmp_path, monkeypatch):
-    from specbench import cli as cli_module
+    from specbench import plan
 
     monkeypatch.delenv("SPECBENCH_RESULTS_DIR")
     monkeypatch.setenv("SPECBENCH_WEIGHTS_DIR", str(tmp_path / "nonexistent" / "weights"))
     before = set(Path("/").iterdir())
-    folder = cli_module.results_dir()
+    folder = plan.results_dir()
     assert folder.is_dir() and folder.name == "results" and (folder.parent / "pyproject.toml").exists()
     assert set(Path("/").iterdir()) == before and not (tmp_path / "nonexistent").exists()
     assert invoke("models", "list").exit_code == 0 and not (tmp_path / "nonexistent").exists()
@@ -320,7 +320,7 @@ def test_sweep_prints_stdout_exports_once_and_plurals(env, tmp_path):
 
 
 def test_sweep_table_cells_have_fixed_decimals():
-    from specbench.export import fmt_fixed
+    from specbench.results import cell as fmt_fixed
 
     assert [fmt_fixed("speedup", 1.0), fmt_fixed("speedup", 1.23456), fmt_fixed("alpha", 0.5),
             fmt_fixed("ar_tokens_per_s", 311.56), fmt_fixed("temperature", 0.7), fmt_fixed("K", 4),
@@ -345,7 +345,7 @@ def test_one_repeat_prints_no_spread(env):
 
 
 def test_overhead_carries_its_uncertainty():
-    from specbench.cli import fmt_overhead
+    from specbench.render import fmt_overhead
 
     text = fmt_overhead({"t_overhead_s": -0.0061, "t_overhead_err_s": 0.007})
     assert text == "-6.10 ± 7.00 ms"

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from conftest import random_model
-from specbench import drafters, harness
-from specbench.decoding import autoregressive, speculative
+from specbench import drafters, timing
+from specbench.generate import autoregressive, speculative
 from specbench.sampling import Warp, accept_reject
-from test_decoding import (DRAFT, N_SAMPLES, P_THRESHOLD, SMALL_T, TARGET, broken_accept_reject, chi_square_p,
-                           noisy_copy, sampled_tokens, target_marginals)
+from exactness import (DRAFT, N_SAMPLES, P_THRESHOLD, SMALL_T, TARGET, broken_accept_reject, chi_square_p,
+                       noisy_copy, sampled_tokens, target_marginals)
 
 
 @pytest.fixture(scope="module")
@@ -139,7 +139,7 @@ def test_no_recompiles_whatever_the_draft_length(target, draft):
     for drafter, d in ((drafters.lookup_drafter(3), None), (drafters.model_drafter(TARGET, 0.6), draft),
                        (drafters.layerskip_drafter(TARGET, 1), None)):
         speculative(d, target, [1, 2, 1, 2], 5, 4, Warp(0.7), max_len=128, drafter=drafter)  # warm-up
-        with harness.CompileCounter() as compiles:
+        with timing.CompileCounter() as compiles:
             for n, prompt in ((10, [4, 5, 4, 5, 4]), (40, [9, 8, 7, 6])):
                 speculative(d, target, prompt, n, 4, Warp(0.7), seed=n, max_len=128, drafter=drafter)
         assert compiles.count == 0, f"{drafter.kind}: {compiles.count} compilations after warm-up"

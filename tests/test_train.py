@@ -114,7 +114,7 @@ def test_killed_run_resumes_to_the_same_parameters(data, tmp_path):
 
 
 def test_resume_refuses_other_settings(data, tmp_path):
-    import click
+    from specbench.errors import TrainError
 
     out, _ = data
     tr, va = train.load_tokens(out, "train"), train.load_tokens(out, "val")
@@ -122,7 +122,7 @@ def test_resume_refuses_other_settings(data, tmp_path):
     config = GPT2Config(n_layer=1, n_head=1, n_embd=8, n_ctx=16, n_vocab=tokenizer.N_VOCAB)
     ckpt = tmp_path / "ck.npz"
     train.train(config, tr, va, tc, log=lambda *a: None, checkpoint=ckpt, stop_after=1, progress_interval=1e9)
-    with pytest.raises(click.ClickException, match="other settings"):
+    with pytest.raises(TrainError, match="other settings"):
         train.train(config, tr, va, train.TrainConfig(**{**tc.__dict__, "lr": 0.5}), log=lambda *a: None,
                     checkpoint=ckpt, resume=True, progress_interval=1e9)
 

@@ -1,0 +1,120 @@
+"""Batched decoding: B sequences decoded together, each advancing on its own.
+
+Speculation pays because a memory-bound target step costs about as much for K+1 tokens as for
+one. A server decodes many sequences at once; as the batch grows the step turns compute-bound,
+verifying B (K+1) tokens costs more and more against B, and the gain shrinks, then reverses.
+This module runs the per-sequence programs of decoding.py under `jax.vmap`, so that:
+
+  * every sequence keeps its own tokens, position n, cache entries, random key and statistics:
+    in one round each accepts its own number of drafts and rolls back on its own (decoding.py's
+    round, unchanged, with n a [B] vector; the cache writes become scatters at B positions);
+  * the whole generation is one `lax.while_loop`, one compiled program per (B, K), running
+    until the slowest sequence has N new tokens;
+  * a sequence that is done still occupies its slot in every batched step (the work is done for
+    the whole batch), but commits nothing: its tokens, n and statistics are held. Those idle
+    (sequence, round) slots are what stragglers waste, and they are reported.
+
+Prompts of different lengths share one padded buffer [B, bucket]; each has its own n_prompt.
+The autoregressive baseline is batched the same way (every sequence takes one token per step),
+so a speedup compares like with like. Every sequence's tokens are exactly what decoding it
+alone would give at T = 0, and follow the target's distribution at T > 0 (tests/test_batch.py).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from specbench import decoding
+from specbench.decoding import ARState, SpecState, bucket
+from specbench.gpt2 import GPT2Config
+from specbench.sampling import accept_reject
+
+# ---------------------------------------------------------------------------------------------
+# Sizes
+
+
+def memory_bytes(batch: int, configs: list[GPT2Config], max_len: int, K: int, n_vocab: int,
+                 itemsize: int = 4) -> int:
+    """Device memory a batch needs beyond the weights: every model's K/V cache, twice (the layer
+    scan reads one copy and writes the next), and a round's float32 probabilities p [K, V],
+    q [K+1, V] and logits [K+1, V] per sequence."""
+    caches = sum(2 * c.n_layer * max_len * c.n_embd for c in configs) * itemsize
+    rows = (3 * K + 2) * n_vocab * 4
+    return batch * (2 * caches + rows + 4 * max_len)
+
+
+def prompt_buffers(prompts: list[list[int]], max_len: int):
+    """([B, bucket] prompts padded with zeros, their lengths [B])."""
+    width = min(bucket(max(map(len, prompts))), max_len)
+    buf = np.zeros((len(prompts), width), np.int32)
+    for i, ids in enumerate(prompts):
+        buf[i, : len(ids)] = ids
+    return jnp.asarray(buf), jnp.asarray([len(ids) for ids in prompts], jnp.int32)
+
+
+def keys(seed: int, batch: int):
+    """One random stream per sequence: [B, 2]."""
+    return jax.random.split(jax.random.PRNGKey(seed), batch)
+
+
+# ---------------------------------------------------------------------------------------------
+# The batched programs: decoding.py's, each sequence on its own
+
+
+def ar_start(params, prompt_bufs, n_prompts, keys, config, warp, max_len) -> ARState:
+    one = lambda b, n, k: decoding.start(params, b, n, k, config, warp, max_len)
+    return jax.vmap(one)(prompt_bufs, n_prompts, keys)
+
+
+def ar_step(params, state: ARState, config, warp) -> ARState:
+    return jax.vmap(lambda s: decoding.ar_step(params, s, config, warp))(state)
+
+
+def ar_generate(params, prompt_bufs, n_prompts, n_tokens, keys, config, warp, max_len) -> ARState:
+    state = ar_start(params, prompt_bufs, n_prompts, keys, config, warp, max_len)
+    return lax.fori_loop(0, n_tokens - 1, lambda _, s: ar_step(params, s, config, warp), state)
+
+
+def spec_start(draft_params, target_params, prompt_bufs, n_prompts, keys, drafter, target_config, warp, max_len,
+               K) -> SpecState:
+    one = lambda b, n, k: decoding.spec_start(draft_params, target_params, b, n, k, drafter, target_config, warp,
+                                              max_len, K)
+    return jax.vmap(one)(prompt_bufs, n_prompts, keys)
+
+
+def spec_round(draft_params, target_params, state: SpecState, drafter, target_config, warp, K,
+               verdict=accept_reject) -> SpecState:
+    """Every sequence's own round (decoding.spec_round under vmap); returns the new state."""
+    one = lambda s: decoding.spec_round(draft_params, target_params, s, drafter, target_config, warp, K, verdict)[0]
+    return jax.vmap(one)(state)
+
+
+def hold_done(new: SpecState, old: SpecState, active) -> SpecState:
+    """Commit the round only for active sequences: a finished one keeps its tokens, n and
+    counts. Its caches and key may change; nothing reads them again."""
+    keep = lambda a, b: jnp.where(active.reshape(active.shape + (1,) * (a.ndim - 1)), a, b)
+    return new._replace(tokens=keep(new.tokens, old.tokens), n=keep(new.n, old.n),
+                        counts=jax.tree_util.tree_map(keep, new.counts, old.counts))
+
+
+def spec_generate(draft_params, target_params, prompt_bufs, n_prompts, n_tokens, keys, drafter, target_config, warp,
+                  max_len, K, verdict=accept_reject) -> SpecState:
+    """Rounds of the whole batch until its slowest sequence has N new tokens, in one device loop."""
+    state = spec_start(draft_params, target_params, prompt_bufs, n_prompts, keys, drafter, target_config, warp,
+                       max_len, K)
+    ends = n_prompts + n_tokens
+
+    def body(state):
+        new = spec_round(draft_params, target_params, state, drafter, target_config, warp, K, verdict)
+        return hold_done(new, state, state.n < ends)
+
+    return lax.while_loop(lambda s: jnp.any(s.n < ends), body, state)
+
+
+ar_start_jit = jax.jit(ar_start, static_argnames=decoding.AR_STATIC)
+ar_generate_jit = jax.jit(ar_generate, static_argnames=decoding.AR_STATIC)
+spec_start_jit = jax.jit(spec_start, static_argnames=decoding.SPEC_STATIC[:-1])
+spec_generate_jit = jax.jit(spec_generate, static_argnames=decoding.SPEC_STATIC)

@@ -1,0 +1,122 @@
+"""One configuration measured: autoregressive against speculative decoding, and the step times
+that explain the difference.
+
+Rules (as in gpt-fast and hyperfine): the compile run is timed and reported on its own; every
+call returns host token ids, so its time includes the device sync; tokenisation is the
+caller's, outside the clock; AR and SD run alternately so that drift (thermal, other load) hits
+both alike.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import numpy as np
+
+from specbench import drafters, generate, timing
+from specbench.decoding import DecodeStats
+from specbench.drafters import Drafter
+from specbench.sampling import Warp
+from specbench.weights import Model
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    """What one benchmark decodes, and how often."""
+
+    draft: Model | None  # None when the drafter needs no draft model (lookup, layerskip)
+    target: Model
+    drafter: Drafter
+    K: int
+    warp: Warp = Warp()
+    n_tokens: int = 40
+    seed: int = 123
+    repeats: int = 5
+    warmup: int = 1
+    device_loop: bool = True
+
+    @property
+    def models(self) -> list[Model]:
+        return [self.target] + ([self.draft] if self.drafter.kind == "model" else [])
+
+    @property
+    def total_steps(self) -> int:
+        """Progress units of run_benchmark: warm-up, repeats, the step timings."""
+        return self.warmup + self.repeats + timing.N_STEP_TIMINGS
+
+
+@dataclasses.dataclass
+class BenchmarkResult:
+    config: RunConfig
+    ar_times_s: list[float]
+    sd_times_s: list[float]
+    ar_tokens: list  # [N], or [B][N] for a batch
+    sd_tokens: list
+    stats: DecodeStats
+    t_draft_s: float  # medians of the step timers
+    t_target_s: float
+    t_verify_s: float
+    t_round_s: float
+    t_ar_token_s: float
+    t_overhead_err_s: float  # σ of t_round - K t_draft - t_verify, from the spread of each timing
+    compile_s: float
+    n_compiles: int
+    batch: int = 1  # sequences decoded together; times are then per batch
+
+
+def run_benchmark(config: RunConfig, prompts: list[list[int]], on_progress=None) -> BenchmarkResult:
+    """Warm up (compile, excluded and timed apart), then AR and SD alternately `repeats` times, then
+    the step times at the same batch size.
+
+    Both decode the same prompts with the same seed, N and models; with B >= 2 prompts they decode
+    the B sequences together (batched.py). on_progress(done, total, what) follows the work.
+    """
+    c, B = config, len(prompts)
+    one = prompts[0] if B == 1 else prompts  # one prompt: tokens [N]; a batch: [B, N]
+    max_len = generate.plan(prompts, c.n_tokens, c.K, c.models)
+    ar = lambda: generate.autoregressive(c.target, one, c.n_tokens, c.warp, c.seed, max_len=max_len,
+                                         device_loop=c.device_loop)
+    sd = lambda: generate.speculative(c.draft, c.target, one, c.n_tokens, c.K, c.warp, c.seed, max_len=max_len,
+                                      device_loop=c.device_loop, drafter=c.drafter)
+    total = c.total_steps
+    progress = on_progress or (lambda *a: None)
+    with timing.CompileCounter() as compiles:
+        t0 = time.perf_counter()
+        for _ in range(max(c.warmup, 1)):
+            ar(), sd()
+        compile_s = time.perf_counter() - t0
+        progress(c.warmup, total, "warm-up done")
+        ar_times, sd_times = [], []
+        for i in range(c.repeats):
+            t0 = time.perf_counter()
+            ar_tokens, _ = ar()
+            ar_times.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            sd_tokens, stats = sd()
+            sd_times.append(time.perf_counter() - t0)
+            progress(c.warmup + i + 1, total, "timing AR and SD")
+        done = c.warmup + c.repeats
+        steps = {}
+        for i, (name, what, measure) in enumerate([
+            ("draft", "step time: draft",
+             lambda: timing.draft_seconds(c.drafter, c.draft, c.target, prompts, c.K, max_len)),
+            ("target", "step time: target", lambda: timing.step_seconds(c.target, 1, max_len, batch=B)),
+            ("verify", f"step time: verify ({c.K + 1} tokens)",
+             lambda: timing.step_seconds(c.target, c.K + 1, max_len, batch=B)),
+            ("round", "step time: whole round",
+             lambda: timing.round_seconds(c.draft, c.target, prompts, c.K, c.warp, max_len, c.seed, drafter=c.drafter)),
+            ("ar_token", "step time: AR token",
+             lambda: timing.ar_token_seconds(c.target, prompts, c.warp, max_len, c.seed)),
+        ]):
+            progress(done + i, total, what)
+            steps[name] = measure()
+        progress(total, total, "done")
+    median = {name: float(np.median(s)) for name, s in steps.items()}
+    # the overhead is a difference of separately timed medians: carry its uncertainty with it
+    sd_of = lambda x: float(np.std(x, ddof=1)) if len(x) > 1 else 0.0
+    overhead_err = float(np.sqrt(sd_of(steps["round"]) ** 2 + (c.K * sd_of(steps["draft"])) ** 2
+                                 + sd_of(steps["verify"]) ** 2))
+    return BenchmarkResult(config, ar_times, sd_times, ar_tokens.tolist(), sd_tokens.tolist(), stats,
+                           median["draft"], median["target"], median["verify"], median["round"], median["ar_token"],
+                           overhead_err, compile_s, compiles.count, B)

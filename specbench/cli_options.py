@@ -1,0 +1,160 @@
+"""The command line's options, parameter types and help text, declared once and shared."""
+
+from __future__ import annotations
+
+import click
+
+from specbench import prompts, theory
+
+METRICS_HELP = """\b
+Metrics (one generation of N new tokens; the first comes from the prefill in both AR and SD):
+  tokens/round  tokens emitted per speculative round, resampled/bonus token included (AR: 1)
+  r             tokens/round / (K+1), the r of the DeepMind paper
+  alpha         accepted / (accepted + rejections): MLE of the per-token acceptance rate;
+                drafts after a rejection were never tested and do not count. Not vLLM's or
+                llama.cpp's "acceptance rate" = accepted / drafted (accept_rate_drafted)
+  t_draft       median time of one draft decode step (1 token), device loop, no dispatch
+  t_target      median time of one target decode step (1 token)
+  t_verify      median time of one target step over K+1 tokens
+  speedup       AR wall time / SD wall time, same prompt, N, seed and models; mean ± σ of repeats
+  theory        r (K+1) t_target / (K t_draft + t_target)          (Chen et al. 2023)
+  refined       tokens/round t_target / (K t_draft + t_verify)     (with the measured verify step)
+  t_round       median time of one whole round in the device loop; overhead = t_round - K t_draft
+                - t_verify (warping, accept/reject, the draft's 2-token first step, bookkeeping)
+  round model   tokens/round t_ar_token / t_round, t_ar_token one AR token with its sampling: the
+                speedup the per-round costs explain; it differs from measured by the prefill
+  batch B       B sequences decoded together (AR too); tokens/s count all B x N tokens, and every
+                step time is one step of the whole batch. A batch runs until its slowest sequence
+                is done: refined and round model use tokens per sequence per round the batch ran
+                (tok/batch-round), not each sequence's own tokens/round; idle = the share of
+                (sequence, round) slots in which a finished sequence waited
+"""
+
+DRAFT_CONFIDENCE = 0.2  # dynamic K's default: the best of 0.2-0.8 measured on the bundled pair (README, "Drafters")
+
+
+class ListParam(click.ParamType):
+    """A comma list, with a-b ranges for integers: '1,2,4,8', '1-8', '0,0.7,1'."""
+
+    def __init__(self, kind: type):
+        self.kind = kind
+        self.name = f"{kind.__name__} list"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, list):
+            return value
+        try:
+            if self.kind is int:
+                return theory.parse_K_range(str(value))
+            values = [self.kind(v.strip()) for v in str(value).split(",")]
+            if not values:
+                raise ValueError
+            return values
+        except ValueError:
+            example = {int: "1,2,4,8 or 1-8 (integers >= 1)", float: "0,0.7,1"}.get(self.kind, "a,b")
+            self.fail(f"{value!r} is not a comma list like {example}", param, ctx)
+
+
+def apply(options):
+    """A decorator that adds a list of click options, in order."""
+
+    def decorator(f):
+        for option in reversed(options):
+            f = option(f)
+        return f
+
+    return decorator
+
+
+model = [
+    click.option("--draft", default=None, help="Draft model: registry name, alias or directory [default: bundled pair]."),
+    click.option("--target", default=None, help="Target model [default: bundled pair]."),
+    click.option("--dtype", type=click.Choice(["float32", "bfloat16"]), default="float32", show_default=True),
+]
+decode = [
+    click.option("--n-tokens", "-n", type=click.IntRange(min=1), default=40, show_default=True, help="New tokens N."),
+    click.option("--top-k", type=click.IntRange(min=1), default=None, help="Keep the k most likely tokens."),
+    click.option("--seed", type=int, default=123, show_default=True),
+]
+drafter = [
+    click.option("--ngram", type=int, default=3, show_default=True,
+                 help="lookup: the longest suffix matched (shorter ones are tried down to 1)."),
+    click.option("--draft-layers", type=int, default=None,
+                 help="layerskip: how many of the target's first blocks draft [default: a third of them]."),
+    click.option("--dynamic-K", "dynamic_K", is_flag=True,
+                 help="Stop drafting when the draft's top probability falls below --draft-confidence."),
+    click.option("--draft-confidence", type=float, default=DRAFT_CONFIDENCE, show_default=True,
+                 help="dynamic K: the threshold, in (0, 1)."),
+]
+exports = [
+    click.option("--export-csv", type=str, default=None, metavar="PATH", help="Write CSV ('-' = stdout)."),
+    click.option("--export-json", type=str, default=None, metavar="PATH", help="Write JSON ('-' = stdout)."),
+    click.option("--export-markdown", type=str, default=None, metavar="PATH", help="Write Markdown ('-' = stdout)."),
+]
+one_prompt = [
+    click.option("--prompt", default=prompts.DEFAULT_PROMPT, show_default=True, help="Prompt text."),
+    click.option("--prompt-id", default=None, help="A built-in prompt id instead (see `specbench prompts`)."),
+]
+single = [  # run and trace: one K, one warp
+    click.option("--K", "-k", "K", type=click.IntRange(min=1), default=4, show_default=True,
+                 help="Draft tokens per round."),
+    click.option("--temperature", "-t", type=click.FloatRange(min=0), default=0.0, show_default=True,
+                 help="0 = greedy (SD then gives exactly the AR tokens)."),
+    click.option("--top-p", type=click.FloatRange(0, 1, min_open=True), default=None, help="Nucleus mass, in (0, 1]."),
+]
+run = [
+    click.option("--repeats", type=click.IntRange(min=1), default=5, show_default=True, help="Timed AR/SD pairs."),
+    click.option("--warmup", type=click.IntRange(min=1), default=1, show_default=True, help="Untimed compile runs."),
+    click.option("--host-loop", is_flag=True, help="Drive rounds from Python (one sync per round) instead of on device."),
+    click.option("--save/--no-save", default=True, show_default=True, help="Write the row to results/."),
+    click.option("--batch", "-b", type=click.IntRange(min=1), default=1, show_default=True,
+                 help="Sequences decoded together: the built-in prompts cycled, or --prompt/--prompt-id repeated."),
+    click.option("--drafter", default="model", show_default=True,
+                 help="Who drafts: model (the --draft model), lookup (prompt lookup), layerskip (the target's first "
+                      "layers)."),
+]
+sweep = [
+    click.option("--K", "-k", "K", type=ListParam(int), default="1,2,4,8", show_default=True,
+                 help="Comma list or range."),
+    click.option("--temperature", "-t", type=ListParam(float), default="0", show_default=True, help="Comma list."),
+    click.option("--top-p", type=ListParam(float), default=None, help="Comma list of nucleus masses in (0, 1]."),
+    click.option("--prompts", "prompt_spec", default=prompts.DEFAULT_PROMPT_ID, show_default=True,
+                 help="all, a category, or prompt ids, comma-separated."),
+    *decode,
+    click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True),
+    click.option("--warmup", type=click.IntRange(min=1), default=1, show_default=True),
+    click.option("--host-loop", is_flag=True, help="Drive rounds from Python instead of on device."),
+    click.option("--output", "-o", default=None, metavar="FILE.json",
+                 help="JSON results, rewritten after every row [default: results/sweep-TIME.json]."),
+    click.option("--resume", is_flag=True, help="Skip the rows already in --output."),
+    click.option("--drafter", "drafter_kinds", type=ListParam(str), default="model", show_default=True,
+                 help="Comma list of drafters: model, lookup, layerskip."),
+    click.option("--batch", "-b", "batches", type=ListParam(int), default=None,
+                 help="Comma list of batch sizes. Each row then decodes B sequences together, the --prompts "
+                      "cycled (one prompt: repeated), instead of one row per prompt."),
+]
+trace = [
+    click.option("--drafter", default="model", show_default=True, help="model, lookup or layerskip (see run)."),
+]
+theory_cmd = [
+    click.option("--K", "-k", "K", type=ListParam(int), required=True, help="K, a range (1-8) or a list (1,2,4)."),
+    click.option("--t-draft", type=click.FloatRange(min=0, min_open=True), required=True,
+                 help="Draft step time (any unit, the same as --t-target)."),
+    click.option("--t-target", type=click.FloatRange(min=0, min_open=True), required=True, help="Target step time."),
+    click.option("--r", "r", type=click.FloatRange(0, 1), default=None, help="r = tokens per round / (K+1)."),
+    click.option("--alpha", type=click.FloatRange(0, 1), default=None, help="Per-token acceptance probability."),
+    click.option("--t-verify", type=click.FloatRange(min=0, min_open=True), default=None,
+                 help="Target step over K+1 tokens, for the refined formula."),
+]
+roofline = [
+    click.option("--model", "-m", "model_names", multiple=True, default=None,
+                 help="Model(s) to measure: registry name, alias or directory [default: the bundled pair]."),
+    click.option("--random-init", is_flag=True,
+                 help="Random weights of the registry shape (timing only), for sizes not on disk."),
+    click.option("--dtype", "dtypes", type=ListParam(str), default=None,
+                 help="Comma list of float32,bfloat16 [default: both on GPU, float32 on CPU]."),
+    click.option("--K", "-k", "K", type=click.IntRange(min=1), default=4, show_default=True,
+                 help="Measure steps of 1 .. K+1 tokens."),
+    click.option("--context", type=click.IntRange(min=8), default=128, show_default=True, help="Cache length."),
+    click.option("--iters", type=click.IntRange(min=1), default=20, show_default=True, help="Steps per device loop."),
+]

@@ -1,0 +1,92 @@
+"""How the command line ends and where it prints.
+
+Every bad value or impossible configuration ends in one line, `error: ...`, naming the flag and
+what is allowed, with exit code 2; Ctrl-C ends with exit code 130 and keeps what was written; a
+reader that goes away (`specbench run | head -1`) ends the run quietly with exit code 0.
+Human-readable output goes to standard output, or to standard error when an export is `-`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+from rich.console import Console
+
+from specbench.errors import SpecbenchError
+
+# What Ctrl-C prints before exit 130 (specbench.__main__ reads it); a sweep points it at the rows it kept.
+interrupt_message = ["interrupted"]
+
+# The flag each setting named by a SpecbenchError stands for, where it is not simply --setting.
+FLAGS = {"n_tokens": "--n-tokens", "draft": "--draft/--target", "host_loop": "--host-loop"}
+
+
+class BadInput(click.UsageError):
+    """One line naming the flag and what is allowed."""
+
+    def __init__(self, flag: str, message: str):
+        super().__init__(f"{flag}: {message}")
+
+
+def bad_input(e: SpecbenchError, default_flag: str) -> BadInput:
+    """A library error as bad input, blaming the flag of the setting it names (else default_flag)."""
+    flag = FLAGS.get(e.setting, f"--{e.setting}") if e.setting else default_flag
+    return BadInput(flag, str(e))
+
+
+class PipeClosed(Exception):
+    """stdout's reader went away (`specbench run | head -1`)."""
+
+
+class SpecbenchGroup(click.Group):
+    """click's group with specbench's exit-code policy."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:  # before click turns it into a bare exit 1
+            raise PipeClosed() from None
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        try:
+            return super().main(args, prog_name or "specbench", complete_var, standalone_mode=False, **extra)
+        except PipeClosed:
+            # the reader has what it wanted: end quietly, and point stdout at /dev/null so that
+            # the interpreter's last flush cannot fail again
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(0)
+        except click.exceptions.Exit as e:
+            sys.exit(e.exit_code)
+        except click.UsageError as e:
+            if type(e).__name__ == "NoArgsIsHelpError" and e.ctx is not None:  # bare `specbench`: help
+                click.echo(e.ctx.get_help())
+                sys.exit(0)
+            click.echo(f"error: {e.format_message()}", err=True)
+            sys.exit(2)
+        except (click.exceptions.Abort, KeyboardInterrupt):
+            click.echo("interrupted", err=True)
+            sys.exit(130)
+        except click.ClickException as e:
+            click.echo(f"error: {e.format_message()}", err=True)
+            sys.exit(2)
+        except SpecbenchError as e:
+            click.echo(f"error: {e}", err=True)
+            sys.exit(2)
+
+
+class QuietConsole(Console):
+    """rich's Console, but a closed pipe is an ordinary end (exit 0), not rich's exit 1."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise PipeClosed()
+
+
+def make_console(*exports) -> Console:
+    """Where the human-readable output goes: stderr when an export writes to stdout."""
+    to_stderr = any(e == "-" for e in exports)
+    stream = sys.stderr if to_stderr else sys.stdout
+    # a pipe or file gets 140 columns, not rich's default 80, so the tables stay readable
+    return QuietConsole(stderr=to_stderr, highlight=False, width=None if stream.isatty() else 140)

@@ -1,0 +1,144 @@
+"""The front door of decoding: autoregressive and speculative generation, of one prompt or a batch.
+
+    tokens, stats = autoregressive(target, prompts, N, warp, seed)
+    tokens, stats = speculative(draft, target, prompts, N, K, warp, seed, drafter=...)
+
+`prompts` is one prompt (a list of token ids; tokens come back as [N]) or a batch of them (a list
+of lists; tokens [B, N], each sequence decoded with its own random stream). A batch of one is a
+case of the same path: it runs decoding.py's single-sequence programs, which skip vmap's
+scatters (its cache writes are plain slices); B > 1 runs batched.py's. `programs(B)` and
+`inputs(...)` are that one dispatch, shared with the timers (timing.py).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from specbench import batched, decoding, drafters
+from specbench.decoding import DecodeStats, plan_max_len, validate
+from specbench.drafters import Drafter
+from specbench.errors import DecodeError
+from specbench.sampling import Warp
+from specbench.weights import Model
+
+
+def as_batch(prompts) -> tuple[list[list[int]], bool]:
+    """(the prompts as a list of token-id lists, whether a single prompt was given)."""
+    if len(prompts) and isinstance(prompts[0], (list, tuple, np.ndarray)):
+        return [list(p) for p in prompts], False
+    return [list(prompts)], True
+
+
+def plan(prompts: list[list[int]], n_tokens: int, K: int, models: list[Model], max_len: int | None = None) -> int:
+    """Validate every prompt (DecodeError naming the setting); the cache length that fits the longest."""
+    if not prompts:
+        raise DecodeError("batch must be >= 1", "batch")
+    for ids in prompts:
+        validate(ids, n_tokens, K, models, max_len)
+    return max_len or plan_max_len(max(map(len, prompts)), n_tokens, K, min(m.config.n_ctx for m in models))
+
+
+class Inputs(NamedTuple):
+    prompt_bufs: jax.Array  # [bucket] int32 for one sequence, [B, bucket] for a batch
+    n_prompts: jax.Array  # [] or [B] int32
+    keys: jax.Array  # [2] or [B, 2]: one random stream per sequence
+
+
+def inputs(prompts: list[list[int]], max_len: int, seed: int, single: bool = False) -> Inputs:
+    """What the programs take: a single prompt's buffer and PRNGKey(seed), or the batch's, whose
+    sequence i draws from split(PRNGKey(seed), B)[i] (a batch of one too)."""
+    if len(prompts) > 1:
+        return Inputs(*batched.prompt_buffers(prompts, max_len), batched.keys(seed, len(prompts)))
+    key = jax.random.PRNGKey(seed) if single else batched.keys(seed, 1)[0]
+    return Inputs(*decoding.prompt_buffer(prompts[0], max_len), key)
+
+
+class Programs(NamedTuple):
+    """The pure step functions for a batch size, each returning the new state, and the jitted starts."""
+
+    ar_step: object
+    spec_round: object
+    ar_start_jit: object
+    spec_start_jit: object
+
+
+def programs(batch: int) -> Programs:
+    """decoding.py's programs for one sequence, batched.py's for B > 1."""
+    if batch == 1:
+        return Programs(decoding.ar_step, lambda *a, **kw: decoding.spec_round(*a, **kw)[0], decoding.start_jit,
+                        decoding.spec_start_jit)
+    return Programs(batched.ar_step, batched.spec_round, batched.ar_start_jit, batched.spec_start_jit)
+
+
+def _new_tokens(tokens, prompts: list[list[int]], n_tokens: int) -> np.ndarray:
+    rows = np.asarray(tokens).reshape(len(prompts), -1)
+    return np.stack([rows[i, len(ids): len(ids) + n_tokens] for i, ids in enumerate(prompts)])
+
+
+def _check_loop(prompts, device_loop: bool, record: bool = False) -> None:
+    if len(prompts) > 1 and (record or not device_loop):
+        raise DecodeError(f"drives one sequence; a batch (--batch {len(prompts)}) runs in the device loop only",
+                          "host_loop")
+
+
+def autoregressive(target: Model, prompts, n_tokens: int, warp: Warp = Warp(), seed: int = 0, *,
+                   max_len: int | None = None, device_loop: bool = True):
+    """Sample n_tokens from the target one at a time. Returns (new token ids [N] or [B, N], DecodeStats)."""
+    batch, single = as_batch(prompts)
+    _check_loop(batch, device_loop)
+    max_len = plan(batch, n_tokens, 0, [target], max_len)
+    x = inputs(batch, max_len, seed, single)
+    kw = dict(config=target.config, warp=warp, max_len=max_len)
+    if len(batch) > 1:
+        state = batched.ar_generate_jit(target.params, *x[:2], jnp.int32(n_tokens), x.keys, **kw)
+    elif device_loop:
+        state = decoding.ar_generate_jit(target.params, *x[:2], jnp.int32(n_tokens), x.keys, **kw)
+    else:  # one dispatch per token, no sync until the end
+        state = decoding.start_jit(target.params, *x, **kw)
+        for _ in range(n_tokens - 1):
+            state = decoding.ar_step_jit(target.params, state, config=target.config, warp=warp)
+    tokens = _new_tokens(state.tokens, batch, n_tokens)
+    return (tokens[0] if single else tokens), DecodeStats.autoregressive(n_tokens, len(batch))
+
+
+def speculative(draft: Model | None, target: Model, prompts, n_tokens: int, K: int = 4, warp: Warp = Warp(),
+                seed: int = 0, *, max_len: int | None = None, device_loop: bool = True, record: bool = False,
+                drafter: Drafter | None = None):
+    """Speculative sampling of n_tokens (Chen et al. 2023, Algorithm 2; Leviathan et al. 2023,
+    Algorithm 1). Returns (new token ids [N] or [B, N], DecodeStats summed over the batch).
+
+    `drafter` says who drafts (drafters.py); by default the draft model `draft`. Layer-skip drafts
+    with the target's own weights and lookup with none, so `draft` may then be None.
+    record=True runs the host loop, one sync per round, and keeps every round in stats.rounds.
+    """
+    if K < 1:
+        raise DecodeError(f"K must be >= 1 (got {K})", "K")
+    batch, single = as_batch(prompts)
+    _check_loop(batch, device_loop, record)
+    drafter = drafter or drafters.model_drafter(draft.config)
+    draft_params = decoding.draft_params_for(drafter, draft, target)
+    max_len = plan(batch, n_tokens, K, [target] + ([draft] if drafter.kind == "model" else []), max_len)
+    x = inputs(batch, max_len, seed, single)
+    kw = dict(drafter=drafter, target_config=target.config, warp=warp, K=K)
+    rounds = [] if record else None
+    if len(batch) > 1:
+        state = batched.spec_generate_jit(draft_params, target.params, *x[:2], jnp.int32(n_tokens), x.keys,
+                                          max_len=max_len, **kw)
+    elif device_loop and not record:
+        state = decoding.spec_generate_jit(draft_params, target.params, *x[:2], jnp.int32(n_tokens), x.keys,
+                                           max_len=max_len, **kw)
+    else:
+        state = decoding.spec_start_jit(draft_params, target.params, *x, max_len=max_len, **kw)
+        end = len(batch[0]) + n_tokens
+        while int(state.n) < end:  # the round's one host sync
+            state, rnd = decoding.spec_round_jit(draft_params, target.params, state, **kw)
+            if record:
+                rounds.append({"drafts": np.asarray(rnd.drafts).tolist(), "n_accepted": int(rnd.n_accepted),
+                               "emitted": int(rnd.emitted), "n_drafted": int(rnd.n_drafted)})
+    tokens = _new_tokens(state.tokens, batch, n_tokens)
+    stats = DecodeStats.from_counts(K, n_tokens, jax.device_get(state.counts), rounds)
+    return (tokens[0] if single else tokens), stats

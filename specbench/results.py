@@ -1,0 +1,177 @@
+"""The result row: one schema that builds every row and drives every output of it.
+
+Each Field says what a column is and where it shows: in CSV (the scalars), at which place in the
+Markdown export and in the sweep table (with its header), whether it keys a sweep row (a
+setting; `old` is its value in rows written before it existed), whether `specbench plot` needs
+it, and how many decimals a table gives it. export.py, plot.py, the sweep table and its resume
+key all read this list; nothing else names the columns. No JAX here: plot, theory and the
+exports start fast.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from specbench import theory
+from specbench.prompts import prompt_hash
+
+
+@dataclasses.dataclass(frozen=True)
+class Field:
+    name: str
+    kind: type = float
+    csv: bool = True  # a scalar column of CSV and Markdown; False: JSON only
+    md: int = 0  # place in the Markdown export (0: not there)
+    table: int = 0  # place in the sweep table (0: not there)
+    header: str = ""  # its sweep-table header
+    key: bool = False  # a setting that tells sweep rows apart
+    old: object = None  # a key's value in rows written before the field existed
+    plot: bool = False  # `specbench plot` needs it
+    fmt: str = ".2f"  # table cells: a format spec, "ms" (seconds shown in ms) or "%"
+
+
+F = Field
+FIELDS = [
+    # context
+    F("specbench_version", str), F("git_commit", str), F("jax_version", str), F("device", str),
+    F("timestamp", str), F("dtype", str, key=True),
+    F("draft", str, md=2, table=1, header="drafter", key=True), F("target", str, md=3, key=True),
+    F("drafter", str, md=1, key=True, old="model"), F("ngram", int, key=True), F("draft_layers", int, key=True),
+    F("dynamic_K", bool, key=True, old=False), F("draft_confidence", float, key=True),
+    F("K", int, md=6, table=4, header="K", key=True, plot=True),
+    F("temperature", float, md=7, table=5, header="T", key=True, plot=True, fmt="g"),
+    F("top_k", int, key=True), F("top_p", float, md=8, table=6, header="top-p", key=True, fmt="g"),
+    F("seed", int, key=True), F("prompt_id", str, md=4, table=2, header="prompt", key=True),
+    F("prompt_sha", str), F("n_tokens", int, key=True), F("repeats", int), F("warmup", int),
+    F("loop", str, key=True), F("batch", int, md=5, table=3, header="batch", key=True, old=1),
+    # wall times of the repeats (mean ± σ, range, median), AR then SD
+    *[F(f"ar_{s}") for s in ("mean_s", "std_s", "min_s", "max_s", "median_s")],
+    F("ar_tokens_per_s", md=9, table=7, header="AR tok/s", fmt=".1f"),
+    *[F(f"sd_{s}") for s in ("mean_s", "std_s", "min_s", "max_s", "median_s")],
+    F("sd_tokens_per_s", md=10, table=8, header="SD tok/s", fmt=".1f"),
+    F("speedup", md=11, table=9, header="speedup", plot=True), F("speedup_std", table=10, header="±"),
+    # acceptance
+    F("n_rounds", int), F("tokens_per_round", md=12, table=11, header="tok/round", plot=True),
+    F("mean_drafted"), F("r", fmt=".3f"), F("alpha", md=13, table=14, header="α", plot=True, fmt=".3f"),
+    F("accept_rate_drafted"), F("batch_rounds", int),
+    F("tokens_per_batch_round", table=12, header="tok/batch-round"), F("idle_fraction", table=13, header="idle",
+                                                                        fmt="%"),
+    # step times and theory
+    F("t_draft_s", plot=True, fmt="ms"), F("t_target_s", table=15, header="t_target", plot=True, fmt="ms"),
+    F("t_verify_s", table=16, header="t_verify", fmt="ms"), F("t_round_s", fmt="ms"), F("t_overhead_s", fmt="ms"),
+    F("t_overhead_err_s", fmt="ms"), F("t_ar_token_s", fmt="ms"),
+    F("theory_speedup", md=14, table=17, header="theory"),
+    F("refined_speedup", md=15, table=18, header="refined", plot=True), F("round_model_speedup"),
+    F("measured_over_theory"), F("measured_over_refined", md=16), F("compile_s"),
+    F("identical", bool, table=19, header="T=0 same"),
+    # JSON only; for a batch (B > 1) prompt, token ids and texts are lists, one entry per sequence
+    F("prompt", object, csv=False), F("ar_times_s", list, csv=False), F("sd_times_s", list, csv=False),
+    F("accepted_hist", list, csv=False), F("per_position_acceptance", list, csv=False),
+    F("drafted_hist", list, csv=False), F("ar_token_ids", list, csv=False), F("sd_token_ids", list, csv=False),
+    F("batch_prompt_ids", list, csv=False), F("ar_text", object, csv=False), F("sd_text", object, csv=False),
+]
+BY_NAME = {f.name: f for f in FIELDS}
+CSV_COLUMNS = [f.name for f in FIELDS if f.csv]
+MARKDOWN_COLUMNS = [f.name for f in sorted((f for f in FIELDS if f.md), key=lambda f: f.md)]
+TABLE_COLUMNS = [f.name for f in sorted((f for f in FIELDS if f.table), key=lambda f: f.table)]
+SWEEP_KEY = tuple(f.name for f in FIELDS if f.key)
+PLOT_FIELDS = tuple(f.name for f in FIELDS if f.plot)
+
+
+def sweep_key(row: dict) -> tuple:
+    """The settings that tell a sweep row apart (rows of older versions read with each key's `old`)."""
+    return tuple(row.get(name, BY_NAME[name].old) for name in SWEEP_KEY)
+
+
+def cell(column: str, value) -> str:
+    """A table cell with the decimals its column deserves (tokens/s 1, speedups 2, alpha 3)."""
+    if value is None:
+        return ""
+    if isinstance(value, bool) or not isinstance(value, float):
+        return str(value)
+    fmt = BY_NAME[column].fmt if column in BY_NAME else ".2f"
+    if fmt == "ms":
+        return f"{value * 1e3:.2f} ms"
+    if fmt == "%":
+        return f"{value:.0%}"
+    return format(value, fmt)
+
+
+def drafter_settings(drafter) -> dict:
+    """The drafter's settings as row fields (drafters.Drafter, read by attribute)."""
+    if drafter is None:
+        return {"drafter": "model", "ngram": None, "draft_layers": None, "dynamic_K": False, "draft_confidence": None}
+    return {"drafter": drafter.kind, "ngram": drafter.ngram if drafter.kind == "lookup" else None,
+            "draft_layers": drafter.config.n_layer if drafter.kind == "layerskip" else None,
+            "dynamic_K": drafter.confidence is not None, "draft_confidence": drafter.confidence}
+
+
+def summarize(times: list[float]) -> dict[str, float]:
+    """mean, σ (0 for one value), min, max and median of per-repeat seconds."""
+    t = np.asarray(times)
+    return {"mean_s": float(t.mean()), "std_s": float(t.std(ddof=1)) if len(t) > 1 else 0.0,
+            "min_s": float(t.min()), "max_s": float(t.max()), "median_s": float(np.median(t))}
+
+
+def result_row(res, *, draft: str, dtype: str, prompt_id: str, prompt: str | list[str], context: dict,
+               decode=None, batch_prompt_ids: list[str] | None = None) -> dict:
+    """One flat row, in FIELDS' order: the context, the measurements, and the theory from the same
+    measurements. `res` is a bench.BenchmarkResult.
+
+    For a batch (res.batch = B > 1) `prompt` is the list of the B prompts, and the JSON-only
+    prompt, token id and text fields are lists with one entry per sequence; tokens/s count all
+    B x N tokens, and every step time is the batch's.
+    """
+    c, st, B = res.config, res.stats, res.batch
+    K, warp, N = c.K, c.warp, c.n_tokens
+    ar, sd = summarize(res.ar_times_s), summarize(res.sd_times_s)
+    speedups = np.asarray(res.ar_times_s) / np.asarray(res.sd_times_s)
+    speedup = float(speedups.mean())
+    seed_theory = theory.speedup_from_r(st.r, K, res.t_draft_s, res.t_target_s)
+    # a batch waits for its slowest sequence: what it yields per round it runs (one sequence: tokens/round)
+    refined = theory.refined_speedup(st.tokens_per_batch_round, K, res.t_draft_s, res.t_target_s, res.t_verify_s)
+    values = {
+        **context, "dtype": dtype, "draft": draft, "target": c.target.name, **drafter_settings(c.drafter), "K": K,
+        "temperature": warp.temperature, "top_k": warp.top_k, "top_p": warp.top_p, "seed": c.seed,
+        "prompt_id": prompt_id, "prompt_sha": prompt_hash(prompt if isinstance(prompt, str) else "\n".join(prompt)),
+        "n_tokens": N, "repeats": c.repeats, "warmup": c.warmup, "loop": "device" if c.device_loop else "host",
+        "batch": B, **{f"ar_{k}": v for k, v in ar.items()}, **{f"sd_{k}": v for k, v in sd.items()},
+        "ar_tokens_per_s": B * N / ar["mean_s"], "sd_tokens_per_s": B * N / sd["mean_s"],
+        "speedup": speedup, "speedup_std": float(speedups.std(ddof=1)) if len(speedups) > 1 else 0.0,
+        "n_rounds": st.n_rounds, "tokens_per_round": st.tokens_per_round, "r": st.r, "alpha": st.alpha,
+        "batch_rounds": st.rounds_run, "tokens_per_batch_round": st.tokens_per_batch_round,
+        "idle_fraction": st.idle_fraction, "accept_rate_drafted": st.accept_rate_drafted,
+        "t_draft_s": res.t_draft_s, "t_target_s": res.t_target_s, "t_verify_s": res.t_verify_s,
+        "t_round_s": res.t_round_s, "t_overhead_s": res.t_round_s - K * res.t_draft_s - res.t_verify_s,
+        "t_overhead_err_s": res.t_overhead_err_s, "t_ar_token_s": res.t_ar_token_s,
+        "theory_speedup": seed_theory, "refined_speedup": refined,
+        # stragglers hold a batch back: the rounds it runs, not each sequence's own, cost time
+        "round_model_speedup": st.tokens_per_batch_round * res.t_ar_token_s / res.t_round_s,
+        "measured_over_theory": speedup / seed_theory, "measured_over_refined": speedup / refined,
+        "compile_s": res.compile_s, "identical": (res.ar_tokens == res.sd_tokens) if warp.temperature == 0 else None,
+        "prompt": prompt, "ar_times_s": res.ar_times_s, "sd_times_s": res.sd_times_s,
+        "accepted_hist": st.accepted_hist.tolist(), "per_position_acceptance": st.per_position,
+        "drafted_hist": st.drafted_hist.tolist() if st.drafted_hist is not None else None,
+        "mean_drafted": float(np.dot(np.arange(K + 1), st.drafted_hist) / max(1, st.n_rounds))
+        if st.drafted_hist is not None else float(K),
+        "ar_token_ids": res.ar_tokens, "sd_token_ids": res.sd_tokens,
+    }
+    if B > 1:
+        values["batch_prompt_ids"] = batch_prompt_ids
+    if decode is not None:
+        text = decode if B == 1 else (lambda seqs: [decode(ids) for ids in seqs])
+        values["ar_text"], values["sd_text"] = text(res.ar_tokens), text(res.sd_tokens)
+    return {f.name: values[f.name] for f in FIELDS if f.name in values}
+
+
+def missing_for_plot(rows: list[dict]) -> str | None:
+    """Why these rows cannot be plotted, or None: no rows, or rows without the fields a plot needs."""
+    if not rows:
+        return "no rows"
+    for i, r in enumerate(rows):
+        gone = [f for f in PLOT_FIELDS if f not in r]
+        if gone:
+            return f"row {i + 1} has no {', '.join(gone)}"
+    return None

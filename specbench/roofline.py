@@ -1,0 +1,44 @@
+"""Why verifying K+1 tokens costs about as much as decoding 1: step time against the memory bound.
+
+A decode step must read every weight and the whole K/V cache once, whatever the number of
+tokens; while it is memory-bound, t(n)/t(1) stays near 1 (Williams et al. 2009, "Roofline").
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from specbench import device, timing
+from specbench.gpt2 import param_bytes
+from specbench.weights import Model
+
+
+def step_bytes(model: Model, max_len: int) -> int:
+    """Bytes one step must read: every weight once, plus the whole K/V cache (read under the mask)."""
+    c = model.config
+    itemsize = model.params["wte"].dtype.itemsize
+    return param_bytes(model.params) + 2 * c.n_layer * max_len * c.n_embd * itemsize
+
+
+def roofline(model: Model, n_max: int, max_len: int, iters: int = 20, repeats: int = 5,
+             on_timing=None) -> list[dict]:
+    """Step time for 1 .. n_max tokens, bytes moved, bandwidth achieved, and t(n)/t(1); for 1
+    token also the plain host-dispatched step and its ratio to the device loop. on_timing() is
+    called after each of the n_max + 1 timings."""
+    moved = step_bytes(model, max_len)
+    peak = device.peak_gbps()
+    done = on_timing or (lambda: None)
+    t_plain = float(np.median(timing.plain_step_seconds(model, max_len, iters, repeats)))
+    done()
+    rows = []
+    for n in range(1, n_max + 1):
+        t = float(np.median(timing.step_seconds(model, n, max_len, iters, repeats)))
+        done()
+        gbps = moved / t / 1e9
+        rows.append({"n_tokens_per_step": n, "t_step_s": t, "bytes_per_step": moved, "achieved_gbps": gbps,
+                     "peak_gbps": peak, "fraction_of_peak": gbps / peak if peak else None,
+                     "bound_s": moved / (peak * 1e9) if peak else None,
+                     "t_over_t1": t / rows[0]["t_step_s"] if rows else 1.0,
+                     "t_plain_step_s": t_plain if n == 1 else None,
+                     "plain_over_loop": t_plain / t if n == 1 else None})
+    return rows

@@ -1,0 +1,193 @@
+"""Device-loop timers: what one step, one round or one AR token costs, without Python dispatch.
+
+Rules (as in gpt-fast and hyperfine): the first call compiles and is not counted;
+`block_until_ready` before every clock read; a step is timed as a device-side loop of `iters`
+steps divided by iters. Every timer returns seconds per step, one value per repeat, so the
+caller chooses its statistic (the median) and keeps the spread.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from specbench import drafters, generate
+from specbench.decoding import draft_params_for
+from specbench.gpt2 import GPT2Config, init_cache, step
+from specbench.sampling import Warp, argmax
+from specbench.weights import Model
+
+N_STEP_TIMINGS = 5  # what run_benchmark times after the repeats: draft, target, verify, round, AR token
+
+
+class CompileCounter:
+    """Counts XLA compilations inside a `with` block (jax.monitoring's backend-compile events)."""
+
+    _active: list["CompileCounter"] = []
+    _registered = False
+
+    def __init__(self):
+        self.count = 0
+        self.seconds = 0.0
+
+    @classmethod
+    def _listener(cls, event: str, duration: float, **_):
+        if event == "/jax/core/compile/backend_compile_duration":
+            for counter in cls._active:
+                counter.count += 1
+                counter.seconds += duration
+
+    def __enter__(self):
+        if not CompileCounter._registered:
+            jax.monitoring.register_event_duration_secs_listener(CompileCounter._listener)
+            CompileCounter._registered = True
+        CompileCounter._active.append(self)
+        return self
+
+    def __exit__(self, *exc):
+        CompileCounter._active.remove(self)
+
+
+def seconds_per_iter(loop, state, iters: int, repeats: int) -> np.ndarray:
+    """Seconds per iteration of `loop(state) -> state`, a device loop of `iters` iterations, once
+    per repeat; the first call compiles and is not counted."""
+    state = jax.block_until_ready(loop(state))
+    samples = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        state = jax.block_until_ready(loop(state))
+        samples.append((time.perf_counter() - t0) / iters)
+    return np.asarray(samples)
+
+
+# ---------------------------------------------------------------------------------------------
+# One forward step
+
+
+def _chained_step(params, cache, tokens, pos, config: GPT2Config):
+    """One step whose next input is its own argmax, so no step can be skipped or hoisted."""
+    logits, cache = step(params, cache, tokens, pos, config)
+    return cache, jnp.full_like(tokens, argmax(logits[-1]).astype(tokens.dtype))
+
+
+@functools.partial(jax.jit, static_argnames=("iters", "config"), donate_argnames=("cache",))
+def _step_loop(params, cache, tokens, pos, iters, config: GPT2Config):
+    """`iters` steps; with a leading batch axis on cache, tokens and pos, every sequence at once."""
+    one = lambda c, t, p: lax.fori_loop(0, iters, lambda _, s: _chained_step(params, *s, p, config), (c, t))
+    return jax.vmap(one)(cache, tokens, pos) if tokens.ndim == 2 else one(cache, tokens, pos)
+
+
+def step_seconds(model: Model, n_seq: int, max_len: int, iters: int = 20, repeats: int = 5,
+                 batch: int = 1) -> np.ndarray:
+    """Seconds of one forward step over n_seq tokens (1 = decode, K+1 = verify), one per repeat;
+    with batch > 1, of one step of `batch` sequences together, each at its own position."""
+    cache = init_cache(model.config, max_len, model.params["wte"].dtype)
+    pos = jnp.int32(max(0, max_len // 2 - n_seq))  # any position costs the same: the whole cache is read
+    tokens = jnp.zeros(n_seq, jnp.int32)
+    if batch > 1:  # positions a vector, as in batched decoding, so the cache writes are the same scatters
+        cache = jax.tree_util.tree_map(lambda x: jnp.zeros((batch,) + x.shape, x.dtype), cache)
+        pos, tokens = jnp.full(batch, pos), jnp.zeros((batch, n_seq), jnp.int32)
+    loop = lambda s: _step_loop(model.params, s[0], s[1], pos, iters, model.config)
+    return seconds_per_iter(loop, (cache, tokens), iters, repeats)
+
+
+_plain_step = jax.jit(_chained_step, static_argnames=("config",), donate_argnames=("cache",))
+
+
+def plain_step_seconds(model: Model, max_len: int, iters: int = 20, repeats: int = 5) -> np.ndarray:
+    """Seconds per token of the plain way, one per repeat: one jitted 1-token step per Python call
+    (no sync until the end), the baseline that the device loops are compared with."""
+    pos = jnp.int32(max(0, max_len // 2 - 1))
+
+    def loop(state):
+        for _ in range(iters):
+            state = _plain_step(model.params, *state, pos, model.config)
+        return state
+
+    cache = init_cache(model.config, max_len, model.params["wte"].dtype)
+    return seconds_per_iter(loop, (cache, jnp.zeros(1, jnp.int32)), iters, repeats)
+
+
+# ---------------------------------------------------------------------------------------------
+# Drafting, whole rounds and AR tokens, as the decoders run them
+
+
+def _hold_position(step_fn):
+    """A decoding step that leaves `n` where it was, so it can be repeated any number of times
+    at the same cost (the work of a round does not depend on how many drafts it accepts)."""
+    return lambda _, state: step_fn(state)._replace(n=state.n)
+
+
+@functools.partial(jax.jit, static_argnames=("iters", "drafter", "target_config", "warp", "K", "batch"),
+                   donate_argnames=("state",))
+def _rounds_loop(draft_params, target_params, state, iters, drafter, target_config, warp, K, batch):
+    one = lambda s: generate.programs(batch).spec_round(draft_params, target_params, s, drafter, target_config,
+                                                        warp, K)
+    return lax.fori_loop(0, iters, _hold_position(one), state)
+
+
+@functools.partial(jax.jit, static_argnames=("iters", "config", "warp", "batch"), donate_argnames=("state",))
+def _ar_loop(params, state, iters, config, warp, batch):
+    one = lambda s: generate.programs(batch).ar_step(params, s, config, warp)
+    return lax.fori_loop(0, iters, _hold_position(one), state)
+
+
+@functools.partial(jax.jit, static_argnames=("iters", "drafter", "K", "n_vocab"))
+def _propose_loop(tokens, n, iters, drafter, K, n_vocab):
+    """`iters` lookup proposals, each fed the previous one's first draft so none can be hoisted;
+    tokens [B, L] and n [B] for a batch."""
+
+    def one(tokens, n):
+        _, drafts, p, _ = drafters.propose(drafter, {}, {}, tokens, n, None, Warp(), K, n_vocab)
+        return tokens.at[n - 1].set(drafts[0] + (jnp.sum(p) > 1e9).astype(jnp.int32))
+
+    propose = jax.vmap(one) if tokens.ndim == 2 else one
+    return lax.fori_loop(0, iters, lambda _, t: propose(t, n), tokens)
+
+
+def draft_seconds(drafter, draft: Model | None, target: Model, prompts: list[list[int]], K: int, max_len: int,
+                  iters: int = 20, repeats: int = 5) -> np.ndarray:
+    """Seconds per draft token of the drafter actually used, one per repeat, for the batch of
+    `prompts` together: a 1-token step of the draft model or of the target's first L layers; for
+    lookup, one proposal of K tokens / K."""
+    B = len(prompts)
+    if drafter.kind == "model":
+        return step_seconds(draft, 1, max_len, iters, repeats, B)
+    if drafter.kind == "layerskip":
+        first_layers = Model(f"{target.name}[:{drafter.config.n_layer}]", drafter.config, target.params,
+                             target.source)
+        return step_seconds(first_layers, 1, max_len, iters, repeats, B)
+    buf = generate.inputs(prompts, max_len, 0).prompt_bufs
+    tokens = jnp.zeros(buf.shape[:-1] + (max_len,), jnp.int32).at[..., : buf.shape[-1]].set(buf)
+    n = jnp.full(buf.shape[:-1], max_len // 2, jnp.int32)  # a search over half the buffer: mid-generation
+    loop = lambda t: _propose_loop(t, n, iters, drafter, K, target.config.n_vocab)
+    return seconds_per_iter(loop, tokens, iters, repeats) / K
+
+
+def round_seconds(draft: Model | None, target: Model, prompts: list[list[int]], K: int, warp: Warp, max_len: int,
+                  seed: int = 0, iters: int = 5, repeats: int = 5, drafter=None) -> np.ndarray:
+    """Seconds of one whole speculative round of the batch (K draft steps, verify, warping,
+    accept/reject, bookkeeping) as the device loop runs it, one per repeat."""
+    drafter = drafter or drafters.model_drafter(draft.config)
+    draft_params = draft_params_for(drafter, draft, target)
+    B = len(prompts)
+    kw = dict(drafter=drafter, target_config=target.config, warp=warp, K=K)
+    state = generate.programs(B).spec_start_jit(draft_params, target.params, *generate.inputs(prompts, max_len, seed), max_len=max_len, **kw)
+    loop = lambda s: _rounds_loop(draft_params, target.params, s, iters, batch=B, **kw)
+    return seconds_per_iter(loop, state, iters, repeats)
+
+
+def ar_token_seconds(target: Model, prompts: list[list[int]], warp: Warp, max_len: int, seed: int = 0,
+                     iters: int = 10, repeats: int = 5) -> np.ndarray:
+    """Seconds of one autoregressive token for every sequence of the batch (decode step, warping,
+    sampling) in the device loop, one per repeat."""
+    B = len(prompts)
+    state = generate.programs(B).ar_start_jit(target.params, *generate.inputs(prompts, max_len, seed), config=target.config, warp=warp,
+                  max_len=max_len)
+    loop = lambda s: _ar_loop(target.params, s, iters, target.config, warp, B)
+    return seconds_per_iter(loop, state, iters, repeats)

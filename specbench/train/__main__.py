@@ -1,0 +1,153 @@
+"""Reproducible training of the bundled draft/target pair (extra "train": optax).
+
+    python -m specbench.train prepare --corpus ../shared/corpus --out data/
+    python -m specbench.train target  --data data/ --out gpt2_weights/tiny-target
+    python -m specbench.train draft   --data data/ --teacher gpt2_weights/tiny-target --out gpt2_weights/tiny-draft
+
+data.py holds the data, loop.py the losses and the loop; this file is the command line.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import click
+import numpy as np
+
+from specbench import tokenizer, weights
+from specbench.errors import SpecbenchError
+from specbench.gpt2 import GPT2Config
+from specbench.train.data import compress, greedy_continuations, load_tokens, prepare
+from specbench.train.loop import TrainConfig, require_optax, save_model, train
+
+
+@click.group()
+def main():
+    """Train the bundled draft/target pair reproducibly."""
+
+
+@main.command("prepare")
+@click.option("--corpus", type=click.Path(exists=True, file_okay=False, path_type=Path), required=True)
+@click.option("--out", type=click.Path(path_type=Path), default=Path("data"), show_default=True)
+@click.option("--val-fraction", type=click.FloatRange(0, 0.5, min_open=True), default=0.02, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--xz", is_flag=True, help="Also write .bin.xz copies, small enough to carry to a GPU machine.")
+def prepare_cmd(corpus, out, val_fraction, seed, xz):
+    """Tokenise a folder of .txt documents into train.bin / val.bin."""
+    meta = prepare(corpus, out, val_fraction, seed)
+    click.echo(f"train: {meta['train']['tokens']:,} tokens in {meta['train']['documents']} documents; "
+               f"val: {meta['val']['tokens']:,} tokens in {meta['val']['documents']} documents -> {out}")
+    if xz:
+        for path in compress(out):
+            click.echo(f"{path}: {path.stat().st_size / 1e6:.1f} MB")
+
+
+def train_options(layers, embd, heads, lr, kd=None):
+    def decorator(f):
+        options = [
+            click.option("--data", type=click.Path(exists=True, file_okay=False, path_type=Path), default=Path("data")),
+            click.option("--out", type=click.Path(path_type=Path), required=True),
+            click.option("--n-layer", type=click.IntRange(min=1), default=layers, show_default=True),
+            click.option("--n-embd", type=click.IntRange(min=8), default=embd, show_default=True),
+            click.option("--n-head", type=click.IntRange(min=1), default=heads, show_default=True),
+            click.option("--n-ctx", type=click.IntRange(min=16), default=1024, show_default=True,
+                         help="Position table size (the trained context is --ctx)."),
+            click.option("--steps", type=click.IntRange(min=1), default=3000, show_default=True),
+            click.option("--batch", type=click.IntRange(min=1), default=32, show_default=True),
+            click.option("--ctx", type=click.IntRange(min=8), default=512, show_default=True),
+            click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=lr, show_default=True),
+            click.option("--warmup", type=click.IntRange(min=0), default=200, show_default=True),
+            click.option("--seed", type=int, default=0, show_default=True),
+            click.option("--checkpoint-dir", type=click.Path(file_okay=False, path_type=Path),
+                         default=Path("checkpoints"), show_default=True,
+                         help="Where the resumable state goes (git-ignored), as DIR/<out's name>.npz."),
+            click.option("--checkpoint-every", type=click.FloatRange(min=1), default=300, show_default=True,
+                         help="Seconds between checkpoints."),
+            click.option("--resume", is_flag=True, help="Continue from the checkpoint exactly where it stopped."),
+            click.option("--head-vocab", type=click.IntRange(min=0), default=16384, show_default=True,
+                         help="Sampled softmax: each step's head covers this many frequent tokens, the "
+                              "batch's rarer targets and random negatives (0 = the full 50,257)."),
+            click.option("--head-extra", type=click.IntRange(min=1), default=2048, show_default=True,
+                         help="Rarer targets plus random negatives added to each step's head."),
+        ]
+        if kd is not None:
+            options += [
+                click.option("--kd", type=click.FloatRange(0, 1), default=kd, show_default=True,
+                             help="Weight of KL(target || draft); the rest is cross-entropy."),
+                click.option("--greedy-fraction", type=click.FloatRange(0, 1), default=0.0, show_default=True,
+                             help="Share of each batch taken from the teacher's own greedy continuations "
+                                  "of corpus prefixes (what the draft is judged on at T=0)."),
+                click.option("--greedy-samples", type=click.IntRange(min=1), default=4096, show_default=True,
+                             help="How many greedy continuations to generate for that."),
+            ]
+        for option in reversed(options):
+            f = option(f)
+        return f
+    return decorator
+
+
+def _run(data, out, n_layer, n_embd, n_head, n_ctx, steps, batch, ctx, lr, warmup, seed, checkpoint_dir,
+         checkpoint_every, resume, head_vocab, head_extra, kd=0.0, teacher=None, greedy_fraction=0.0,
+         greedy_samples=0):
+    require_optax()
+    config = GPT2Config(n_layer=n_layer, n_head=n_head, n_embd=n_embd, n_ctx=n_ctx, n_vocab=tokenizer.N_VOCAB)
+    tc = TrainConfig(steps=steps, batch=batch, ctx=ctx, lr=lr, warmup=warmup, seed=seed, kd=kd,
+                     greedy_fraction=greedy_fraction, head_vocab=head_vocab, head_extra=head_extra)
+    train_tokens = load_tokens(data, "train")
+    greedy = None
+    if teacher is not None and greedy_fraction > 0:
+        t0 = time.perf_counter()
+        prefix_len = max(8, ctx // 4)
+        starts = np.random.default_rng(seed + 1).integers(0, train_tokens.size - prefix_len, greedy_samples)
+        prefixes = np.stack([train_tokens[s: s + prefix_len] for s in starts]).astype(np.int32)
+        greedy = greedy_continuations(teacher.params, teacher.config, prefixes, ctx + 1 - prefix_len,
+                                      log=lambda m: click.echo(m, err=True))
+        click.echo(f"{greedy_samples} greedy continuations of {ctx + 1 - prefix_len} tokens from the teacher "
+                   f"in {time.perf_counter() - t0:.0f} s")
+    params, record = train(config, train_tokens, load_tokens(data, "val"), tc, teacher, log=click.echo,
+                           checkpoint=checkpoint_dir / f"{out.name}.npz", resume=resume,
+                           checkpoint_every=checkpoint_every, greedy=greedy)
+    record["data"] = json.loads((data / "meta.json").read_text()) if (data / "meta.json").exists() else None
+    if record["data"]:
+        record["data"].pop("val_documents", None)
+    save_model(out, params, config, record)
+    click.echo(f"saved {out}")
+
+
+@main.command("target")
+@train_options(layers=6, embd=384, heads=6, lr=1e-3)
+def target_cmd(**kw):
+    """Train the target from scratch on next-token cross-entropy."""
+    _run(**kw)
+
+
+@main.command("draft")
+@train_options(layers=2, embd=128, heads=2, lr=2e-3, kd=0.7)
+@click.option("--teacher", type=click.Path(exists=True, file_okay=False), required=True, help="The trained target.")
+def draft_cmd(teacher, **kw):
+    """Train the draft, distilled from the target's soft predictions."""
+    _run(**kw, teacher=weights.load_model(teacher))
+
+
+def cli_main():
+    """`python -m specbench.train`: usage errors and missing extras as one line and exit 2."""
+    try:
+        main(standalone_mode=False)
+    except click.exceptions.Exit as e:
+        raise SystemExit(e.exit_code)
+    except click.ClickException as e:
+        click.echo(f"error: {e.format_message()}", err=True)
+        raise SystemExit(2)
+    except SpecbenchError as e:
+        message = f"--{e.setting}: {e}" if e.setting else str(e)
+        click.echo(f"error: {message}", err=True)
+        raise SystemExit(2)
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        click.echo("interrupted: the last checkpoint is kept; rerun with --resume", err=True)
+        raise SystemExit(130)
+
+
+if __name__ == "__main__":
+    cli_main()
