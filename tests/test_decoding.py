@@ -1,30 +1,20 @@
 """Exactness of speculative sampling, and the statistics it reports."""
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from scipy import stats as scipy_stats
 
 from conftest import random_model
-from specbench import decoding, drafters, harness
-from specbench.decoding import DecodeError, DecodeStats, autoregressive, speculative
+from exactness import (DRAFT, N_SAMPLES, P_THRESHOLD, SMALL_D, SMALL_T, TARGET, broken_accept_reject, chi_square_p,
+                       noisy_copy, sampled_tokens, target_marginals, wrong_bonus_accept_reject)
+from specbench import decoding, drafters, timing
+from specbench.decoding import DecodeStats
+from specbench.errors import DecodeError
+from specbench.generate import autoregressive, speculative
 from specbench.gpt2 import GPT2Config, gpt2
 from specbench.sampling import Warp, accept_reject, probs, residual, sample
 from specbench.weights import Model
-
-TARGET = GPT2Config(n_layer=2, n_head=2, n_embd=32, n_ctx=128, n_vocab=97)
-DRAFT = GPT2Config(n_layer=1, n_head=2, n_embd=16, n_ctx=128, n_vocab=97)
-
-
-def noisy_copy(model: Model, noise: float, seed: int) -> Model:
-    """The same network with relative noise on every weight: a draft that agrees often, not always."""
-    rng = np.random.default_rng(seed)
-    noisy = lambda x: x + noise * jnp.std(x) * jnp.asarray(rng.normal(size=x.shape), x.dtype)
-    return Model("noisy", model.config, jax.tree_util.tree_map(noisy, model.params), "random")
-
 
 @pytest.fixture(scope="module")
 def target():
@@ -170,7 +160,7 @@ def test_nothing_recompiles_after_warmup(target, pairs):
     for device_loop in (True, False):
         speculative(draft, target, [1, 2, 3], 5, 4, Warp(0.7), max_len=128, device_loop=device_loop)  # warm-up
         autoregressive(target, [1, 2, 3], 5, Warp(0.7), max_len=128, device_loop=device_loop)
-        with harness.CompileCounter() as compiles:
+        with timing.CompileCounter() as compiles:
             for n in (10, 50):
                 speculative(draft, target, [4, 5, 6, 7], n, 4, Warp(0.7), seed=n, max_len=128, device_loop=device_loop)
                 autoregressive(target, [4, 5, 6, 7], n, Warp(0.7), seed=n, max_len=128, device_loop=device_loop)
@@ -179,57 +169,6 @@ def test_nothing_recompiles_after_warmup(target, pairs):
 
 # ---------------------------------------------------------------------------------------------
 # T > 0: the speculative tokens follow the target's exact distribution
-
-
-SMALL_T = GPT2Config(n_layer=2, n_head=2, n_embd=16, n_ctx=16, n_vocab=12)
-SMALL_D = GPT2Config(n_layer=1, n_head=1, n_embd=8, n_ctx=16, n_vocab=12)
-N_SAMPLES = 20000
-P_THRESHOLD = 1e-3  # a correct sampler fails this at most 0.1% of the time per test (fixed keys: never flaky)
-
-
-def broken_accept_reject(key, draft_tokens, p, q, greedy=False, n_drafted=None):
-    """Negative control: on rejection, resample from q instead of the residual."""
-    n_accepted, _ = accept_reject(key, draft_tokens, p, q, greedy, n_drafted)
-    return n_accepted, sample(jax.random.fold_in(key, 1), q[n_accepted])
-
-
-def target_marginals(target: Model, prompt, warp: Warp, n_positions: int):
-    """Exact distribution of each of the first n_positions new tokens, by enumerating the target."""
-    V = target.config.n_vocab
-    seqs = np.array(prompt)[None, :]  # all continuations so far, with their probabilities
-    weights = np.ones(1)
-    out = []
-    for _ in range(n_positions):
-        logits = jax.vmap(lambda s: gpt2(target.params, s, target.config)[-1])(jnp.asarray(seqs))
-        q = np.asarray(probs(logits, warp), np.float64)  # [n_seqs, V]
-        joint = weights[:, None] * q
-        out.append(joint.sum(0))
-        seqs = np.concatenate([np.repeat(seqs, V, 0), np.tile(np.arange(V), len(seqs))[:, None]], 1)
-        weights = joint.reshape(-1)
-    return out
-
-
-def chi_square_p(samples, expected_probs):
-    observed = np.bincount(samples, minlength=len(expected_probs)).astype(float)
-    expected = expected_probs / expected_probs.sum() * len(samples)
-    keep = expected >= 5  # pool the rare cells so the chi-square approximation holds
-    observed = np.append(observed[keep], observed[~keep].sum())
-    expected = np.append(expected[keep], expected[~keep].sum())
-    if expected[-1] == 0:
-        assert observed[-1] == 0, "sampled a token the target gives probability 0"
-        observed, expected = observed[:-1], expected[:-1]
-    return float(scipy_stats.chisquare(observed, expected).pvalue)  # a plain float: reports cross processes
-
-
-def sampled_tokens(draft, target, prompt, warp, K, verdict, n_tokens=3, drafter=None):
-    drafter = drafter or drafters.model_drafter(draft.config)
-    buf = jnp.asarray(np.array(prompt + [0] * (8 - len(prompt)), np.int32))
-    run = functools.partial(decoding._spec_generate, decoding.draft_params_for(drafter, draft, target), target.params,
-                            buf, jnp.int32(len(prompt)), jnp.int32(n_tokens), drafter=drafter,
-                            target_config=target.config, warp=warp, max_len=16, K=K, verdict=verdict)
-    keys = jax.random.split(jax.random.PRNGKey(2024), N_SAMPLES)
-    tokens = jax.jit(jax.vmap(lambda k: run(k)["tokens"]))(keys)
-    return np.asarray(tokens)[:, len(prompt): len(prompt) + n_tokens]
 
 
 @pytest.fixture(scope="module")
@@ -260,6 +199,31 @@ def test_broken_sampler_is_detected(small_pair, record_property):
     record_property("p_values", p_values)
     print(f"\nnegative control: chi-square p-values {p_values}")
     assert max(p_values) < P_THRESHOLD
+
+
+@pytest.fixture(scope="module")
+def full_round_marginals(small_pair):
+    return target_marginals(small_pair[1], [3, 7, 1], Warp(1.0), 6)
+
+
+@pytest.mark.parametrize("verdict", [accept_reject, wrong_bonus_accept_reject], ids=["exact", "wrong-bonus-row"])
+def test_every_position_of_a_round_the_bonus_and_the_next_round(small_pair, full_round_marginals, verdict,
+                                                                record_property):
+    # K = 3, N = 6: new positions 1..3 are the round's drafts (or what replaced a rejected one), 4 is
+    # its bonus or resampled token, 5 the first token of the next round; an agreeing draft makes the
+    # bonus frequent, so a bonus drawn from the wrong row of q shows at position 4 and only there
+    target = small_pair[1]
+    draft = noisy_copy(target, 0.3, 13)
+    prompt, warp, K = [3, 7, 1], Warp(1.0), 3
+    exact = full_round_marginals  # of the same prompt, warp and K + 3 positions
+    tokens = sampled_tokens(draft, target, prompt, warp, K=K, verdict=verdict, n_tokens=K + 3)
+    p_values = [chi_square_p(tokens[:, i], exact[i]) for i in range(1, K + 3)]
+    record_property("p_values", p_values)
+    print(f"\n{verdict.__name__}, K=3, positions 1-5: chi-square p-values {p_values}")
+    if verdict is accept_reject:
+        assert min(p_values) > P_THRESHOLD
+    else:  # the negative control fails at the bonus position, and the drafts' positions cannot see it
+        assert p_values[K] < P_THRESHOLD and min(p_values[:K]) > P_THRESHOLD
 
 
 def test_two_level_sampler_matches_its_distribution():
