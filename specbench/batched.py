@@ -36,8 +36,9 @@ from specbench.sampling import accept_reject
 # Sizes
 
 
-def memory_bytes(batch: int, configs: list[GPT2Config], max_len: int, K: int, n_vocab: int,
-                 itemsize: int = 4) -> int:
+def memory_bytes(
+    batch: int, configs: list[GPT2Config], max_len: int, K: int, n_vocab: int, itemsize: int = 4
+) -> int:
     """Device memory a batch needs beyond the weights: every model's K/V cache, twice (the layer
     scan reads one copy and writes the next), and a round's float32 probabilities p [K, V],
     q [K+1, V] and logits [K+1, V] per sequence."""
@@ -78,17 +79,22 @@ def ar_generate(params, prompt_bufs, n_prompts, n_tokens, keys, config, warp, ma
     return lax.fori_loop(0, n_tokens - 1, lambda _, s: ar_step(params, s, config, warp), state)
 
 
-def spec_start(draft_params, target_params, prompt_bufs, n_prompts, keys, drafter, target_config, warp, max_len,
-               K) -> SpecState:
-    one = lambda b, n, k: decoding.spec_start(draft_params, target_params, b, n, k, drafter, target_config, warp,
-                                              max_len, K)
+def spec_start(
+    draft_params, target_params, prompt_bufs, n_prompts, keys, drafter, target_config, warp, max_len, K
+) -> SpecState:
+    one = lambda b, n, k: decoding.spec_start(
+        draft_params, target_params, b, n, k, drafter, target_config, warp, max_len, K
+    )
     return jax.vmap(one)(prompt_bufs, n_prompts, keys)
 
 
-def spec_round(draft_params, target_params, state: SpecState, drafter, target_config, warp, K,
-               verdict=accept_reject) -> SpecState:
+def spec_round(
+    draft_params, target_params, state: SpecState, drafter, target_config, warp, K, verdict=accept_reject
+) -> SpecState:
     """Every sequence's own round (decoding.spec_round under vmap); returns the new state."""
-    one = lambda s: decoding.spec_round(draft_params, target_params, s, drafter, target_config, warp, K, verdict)[0]
+    one = lambda s: decoding.spec_round(
+        draft_params, target_params, s, drafter, target_config, warp, K, verdict
+    )[0]
     return jax.vmap(one)(state)
 
 
@@ -96,15 +102,31 @@ def hold_done(new: SpecState, old: SpecState, active) -> SpecState:
     """Commit the round only for active sequences: a finished one keeps its tokens, n and
     counts. Its caches and key may change; nothing reads them again."""
     keep = lambda a, b: jnp.where(active.reshape(active.shape + (1,) * (a.ndim - 1)), a, b)
-    return new._replace(tokens=keep(new.tokens, old.tokens), n=keep(new.n, old.n),
-                        counts=jax.tree_util.tree_map(keep, new.counts, old.counts))
+    return new._replace(
+        tokens=keep(new.tokens, old.tokens),
+        n=keep(new.n, old.n),
+        counts=jax.tree_util.tree_map(keep, new.counts, old.counts),
+    )
 
 
-def spec_generate(draft_params, target_params, prompt_bufs, n_prompts, n_tokens, keys, drafter, target_config, warp,
-                  max_len, K, verdict=accept_reject) -> SpecState:
+def spec_generate(
+    draft_params,
+    target_params,
+    prompt_bufs,
+    n_prompts,
+    n_tokens,
+    keys,
+    drafter,
+    target_config,
+    warp,
+    max_len,
+    K,
+    verdict=accept_reject,
+) -> SpecState:
     """Rounds of the whole batch until its slowest sequence has N new tokens, in one device loop."""
-    state = spec_start(draft_params, target_params, prompt_bufs, n_prompts, keys, drafter, target_config, warp,
-                       max_len, K)
+    state = spec_start(
+        draft_params, target_params, prompt_bufs, n_prompts, keys, drafter, target_config, warp, max_len, K
+    )
     ends = n_prompts + n_tokens
 
     def body(state):

@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from specbench import drafters, generate, timing
+from specbench import generate, timing
 from specbench.decoding import DecodeStats
 from specbench.drafters import Drafter
 from specbench.sampling import Warp
@@ -75,10 +75,21 @@ def run_benchmark(config: RunConfig, prompts: list[list[int]], on_progress=None)
     c, B = config, len(prompts)
     one = prompts[0] if B == 1 else prompts  # one prompt: tokens [N]; a batch: [B, N]
     max_len = generate.plan(prompts, c.n_tokens, c.K, c.models)
-    ar = lambda: generate.autoregressive(c.target, one, c.n_tokens, c.warp, c.seed, max_len=max_len,
-                                         device_loop=c.device_loop)
-    sd = lambda: generate.speculative(c.draft, c.target, one, c.n_tokens, c.K, c.warp, c.seed, max_len=max_len,
-                                      device_loop=c.device_loop, drafter=c.drafter)
+    ar = lambda: generate.autoregressive(
+        c.target, one, c.n_tokens, c.warp, c.seed, max_len=max_len, device_loop=c.device_loop
+    )
+    sd = lambda: generate.speculative(
+        c.draft,
+        c.target,
+        one,
+        c.n_tokens,
+        c.K,
+        c.warp,
+        c.seed,
+        max_len=max_len,
+        device_loop=c.device_loop,
+        drafter=c.drafter,
+    )
     total = c.total_steps
     progress = on_progress or (lambda *a: None)
     with timing.CompileCounter() as compiles:
@@ -98,25 +109,56 @@ def run_benchmark(config: RunConfig, prompts: list[list[int]], on_progress=None)
             progress(c.warmup + i + 1, total, "timing AR and SD")
         done = c.warmup + c.repeats
         steps = {}
-        for i, (name, what, measure) in enumerate([
-            ("draft", "step time: draft",
-             lambda: timing.draft_seconds(c.drafter, c.draft, c.target, prompts, c.K, max_len)),
-            ("target", "step time: target", lambda: timing.step_seconds(c.target, 1, max_len, batch=B)),
-            ("verify", f"step time: verify ({c.K + 1} tokens)",
-             lambda: timing.step_seconds(c.target, c.K + 1, max_len, batch=B)),
-            ("round", "step time: whole round",
-             lambda: timing.round_seconds(c.draft, c.target, prompts, c.K, c.warp, max_len, c.seed, drafter=c.drafter)),
-            ("ar_token", "step time: AR token",
-             lambda: timing.ar_token_seconds(c.target, prompts, c.warp, max_len, c.seed)),
-        ]):
+        for i, (name, what, measure) in enumerate(
+            [
+                (
+                    "draft",
+                    "step time: draft",
+                    lambda: timing.draft_seconds(c.drafter, c.draft, c.target, prompts, c.K, max_len),
+                ),
+                ("target", "step time: target", lambda: timing.step_seconds(c.target, 1, max_len, batch=B)),
+                (
+                    "verify",
+                    f"step time: verify ({c.K + 1} tokens)",
+                    lambda: timing.step_seconds(c.target, c.K + 1, max_len, batch=B),
+                ),
+                (
+                    "round",
+                    "step time: whole round",
+                    lambda: timing.round_seconds(
+                        c.draft, c.target, prompts, c.K, c.warp, max_len, c.seed, drafter=c.drafter
+                    ),
+                ),
+                (
+                    "ar_token",
+                    "step time: AR token",
+                    lambda: timing.ar_token_seconds(c.target, prompts, c.warp, max_len, c.seed),
+                ),
+            ]
+        ):
             progress(done + i, total, what)
             steps[name] = measure()
         progress(total, total, "done")
     median = {name: float(np.median(s)) for name, s in steps.items()}
     # the overhead is a difference of separately timed medians: carry its uncertainty with it
     sd_of = lambda x: float(np.std(x, ddof=1)) if len(x) > 1 else 0.0
-    overhead_err = float(np.sqrt(sd_of(steps["round"]) ** 2 + (c.K * sd_of(steps["draft"])) ** 2
-                                 + sd_of(steps["verify"]) ** 2))
-    return BenchmarkResult(config, ar_times, sd_times, ar_tokens.tolist(), sd_tokens.tolist(), stats,
-                           median["draft"], median["target"], median["verify"], median["round"], median["ar_token"],
-                           overhead_err, compile_s, compiles.count, B)
+    overhead_err = float(
+        np.sqrt(sd_of(steps["round"]) ** 2 + (c.K * sd_of(steps["draft"])) ** 2 + sd_of(steps["verify"]) ** 2)
+    )
+    return BenchmarkResult(
+        config,
+        ar_times,
+        sd_times,
+        ar_tokens.tolist(),
+        sd_tokens.tolist(),
+        stats,
+        median["draft"],
+        median["target"],
+        median["verify"],
+        median["round"],
+        median["ar_token"],
+        overhead_err,
+        compile_s,
+        compiles.count,
+        B,
+    )

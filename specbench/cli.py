@@ -40,7 +40,9 @@ def run(**flags):
     console = make_console(*p.exports.values())
     console.print(render.run_header(p.job, p.job.config.draft, p.job.config.target))
     with progress_bar("compiling (warm-up)", p.job.config.total_steps) as bar:
-        res = bench.run_benchmark(p.job.config, p.job.encoded, lambda done, total, what: bar.update(done, what=what))
+        res = bench.run_benchmark(
+            p.job.config, p.job.encoded, lambda done, total, what: bar.update(done, what=what)
+        )
     row = p.job.row(res, p.dtype)
     render.run_report(row, res, console)
     export.write_all([row], p.exports)
@@ -59,10 +61,16 @@ def sweep(**flags):
     p = plan.sweep_plan(flags)
     console = make_console(*p.exports.values())
     rows = list(p.rows)
-    console.print(f"sweep: {render.plural(p.grid_size, 'configuration')}, {p.grid_size - len(p.todo)} already in "
-                  f"{p.output}, {len(p.todo)} to run · drafters {', '.join(p.draft_names)} · target {p.target_name}")
-    files = {fmt: path for fmt, path in p.exports.items() if path and path != "-"}  # rewritten after every row
-    kept = lambda: f"{render.plural(len(rows), 'row')} kept in {p.output}; run again with --resume --output {p.output}"
+    console.print(
+        f"sweep: {render.plural(p.grid_size, 'configuration')}, {p.grid_size - len(p.todo)} already in "
+        f"{p.output}, {len(p.todo)} to run · drafters {', '.join(p.draft_names)} · target {p.target_name}"
+    )
+    files = {
+        fmt: path for fmt, path in p.exports.items() if path and path != "-"
+    }  # rewritten after every row
+    kept = lambda: (
+        f"{render.plural(len(rows), 'row')} kept in {p.output}; run again with --resume --output {p.output}"
+    )
     interrupt_message[0] = "interrupted: " + kept()
     try:
         with progress_bar("sweep", len(p.todo), unit="configuration") as bar:
@@ -90,8 +98,9 @@ def trace(**flags):
     from specbench import generate, tokenizer
 
     p = plan.trace_plan(flags)
-    tokens, st = generate.speculative(p.draft, p.target, p.prompt_ids, p.n_tokens, p.K, p.warp, p.seed, record=True,
-                                      drafter=p.drafter)
+    tokens, st = generate.speculative(
+        p.draft, p.target, p.prompt_ids, p.n_tokens, p.K, p.warp, p.seed, record=True, drafter=p.drafter
+    )
     render.trace_text(p, tokens, st, tokenizer.decode, make_console())
 
 
@@ -204,10 +213,21 @@ def roofline_cmd(**flags):
     with progress_bar("roofline", len(runs) * (K + 2), unit="timing") as bar:
         for model, dtype in runs:
             bar.update(what=f"timing {model.name} {dtype}")
-            measured = roofline.roofline(model, K + 1, context, flags["iters"], on_timing=lambda: bar.update(advance=1))
+            measured = roofline.roofline(
+                model, K + 1, context, flags["iters"], on_timing=lambda: bar.update(advance=1)
+            )
             weights = "random (timing only)" if model.source == "random" else model.source
-            rows += [{**device.context(), "model": model.name, "weights": weights, "dtype": dtype, "context": context,
-                      **r} for r in measured]
+            rows += [
+                {
+                    **device.context(),
+                    "model": model.name,
+                    "weights": weights,
+                    "dtype": dtype,
+                    "context": context,
+                    **r,
+                }
+                for r in measured
+            ]
     render.roofline_table(rows, context, console)
     export.write_all(rows, exports, columns=list(rows[0]))
 

@@ -30,7 +30,9 @@ Metrics (one generation of N new tokens; the first comes from the prefill in bot
                 (sequence, round) slots in which a finished sequence waited
 """
 
-DRAFT_CONFIDENCE = 0.2  # dynamic K's default: the best of 0.2-0.8 measured on the bundled pair (README, "Drafters")
+DRAFT_CONFIDENCE = (
+    0.2  # dynamic K's default: the best of 0.2-0.8 measured on the bundled pair (README, "Drafters")
+)
 
 
 class ListParam(click.ParamType):
@@ -67,94 +69,227 @@ def apply(options):
 
 
 model = [
-    click.option("--draft", default=None, help="Draft model: registry name, alias or directory [default: bundled pair]."),
+    click.option(
+        "--draft",
+        default=None,
+        help="Draft model: registry name, alias or directory [default: bundled pair].",
+    ),
     click.option("--target", default=None, help="Target model [default: bundled pair]."),
     click.option("--dtype", type=click.Choice(["float32", "bfloat16"]), default="float32", show_default=True),
 ]
 decode = [
-    click.option("--n-tokens", "-n", type=click.IntRange(min=1), default=40, show_default=True, help="New tokens N."),
+    click.option(
+        "--n-tokens", "-n", type=click.IntRange(min=1), default=40, show_default=True, help="New tokens N."
+    ),
     click.option("--top-k", type=click.IntRange(min=1), default=None, help="Keep the k most likely tokens."),
     click.option("--seed", type=int, default=123, show_default=True),
 ]
 drafter = [
-    click.option("--ngram", type=int, default=3, show_default=True,
-                 help="lookup: the longest suffix matched (shorter ones are tried down to 1)."),
-    click.option("--draft-layers", type=int, default=None,
-                 help="layerskip: how many of the target's first blocks draft [default: a third of them]."),
-    click.option("--dynamic-K", "dynamic_K", is_flag=True,
-                 help="Stop drafting when the draft's top probability falls below --draft-confidence."),
-    click.option("--draft-confidence", type=float, default=DRAFT_CONFIDENCE, show_default=True,
-                 help="dynamic K: the threshold, in (0, 1)."),
+    click.option(
+        "--ngram",
+        type=int,
+        default=3,
+        show_default=True,
+        help="lookup: the longest suffix matched (shorter ones are tried down to 1).",
+    ),
+    click.option(
+        "--draft-layers",
+        type=int,
+        default=None,
+        help="layerskip: how many of the target's first blocks draft [default: a third of them].",
+    ),
+    click.option(
+        "--dynamic-K",
+        "dynamic_K",
+        is_flag=True,
+        help="Stop drafting when the draft's top probability falls below --draft-confidence.",
+    ),
+    click.option(
+        "--draft-confidence",
+        type=float,
+        default=DRAFT_CONFIDENCE,
+        show_default=True,
+        help="dynamic K: the threshold, in (0, 1).",
+    ),
 ]
 exports = [
     click.option("--export-csv", type=str, default=None, metavar="PATH", help="Write CSV ('-' = stdout)."),
     click.option("--export-json", type=str, default=None, metavar="PATH", help="Write JSON ('-' = stdout)."),
-    click.option("--export-markdown", type=str, default=None, metavar="PATH", help="Write Markdown ('-' = stdout)."),
+    click.option(
+        "--export-markdown", type=str, default=None, metavar="PATH", help="Write Markdown ('-' = stdout)."
+    ),
 ]
 one_prompt = [
     click.option("--prompt", default=prompts.DEFAULT_PROMPT, show_default=True, help="Prompt text."),
     click.option("--prompt-id", default=None, help="A built-in prompt id instead (see `specbench prompts`)."),
 ]
 single = [  # run and trace: one K, one warp
-    click.option("--K", "-k", "K", type=click.IntRange(min=1), default=4, show_default=True,
-                 help="Draft tokens per round."),
-    click.option("--temperature", "-t", type=click.FloatRange(min=0), default=0.0, show_default=True,
-                 help="0 = greedy (SD then gives exactly the AR tokens)."),
-    click.option("--top-p", type=click.FloatRange(0, 1, min_open=True), default=None, help="Nucleus mass, in (0, 1]."),
+    click.option(
+        "--K",
+        "-k",
+        "K",
+        type=click.IntRange(min=1),
+        default=4,
+        show_default=True,
+        help="Draft tokens per round.",
+    ),
+    click.option(
+        "--temperature",
+        "-t",
+        type=click.FloatRange(min=0),
+        default=0.0,
+        show_default=True,
+        help="0 = greedy (SD then gives exactly the AR tokens).",
+    ),
+    click.option(
+        "--top-p", type=click.FloatRange(0, 1, min_open=True), default=None, help="Nucleus mass, in (0, 1]."
+    ),
 ]
 run = [
-    click.option("--repeats", type=click.IntRange(min=1), default=5, show_default=True, help="Timed AR/SD pairs."),
-    click.option("--warmup", type=click.IntRange(min=1), default=1, show_default=True, help="Untimed compile runs."),
-    click.option("--host-loop", is_flag=True, help="Drive rounds from Python (one sync per round) instead of on device."),
+    click.option(
+        "--repeats", type=click.IntRange(min=1), default=5, show_default=True, help="Timed AR/SD pairs."
+    ),
+    click.option(
+        "--warmup", type=click.IntRange(min=1), default=1, show_default=True, help="Untimed compile runs."
+    ),
+    click.option(
+        "--host-loop",
+        is_flag=True,
+        help="Drive rounds from Python (one sync per round) instead of on device.",
+    ),
     click.option("--save/--no-save", default=True, show_default=True, help="Write the row to results/."),
-    click.option("--batch", "-b", type=click.IntRange(min=1), default=1, show_default=True,
-                 help="Sequences decoded together: the built-in prompts cycled, or --prompt/--prompt-id repeated."),
-    click.option("--drafter", default="model", show_default=True,
-                 help="Who drafts: model (the --draft model), lookup (prompt lookup), layerskip (the target's first "
-                      "layers)."),
+    click.option(
+        "--batch",
+        "-b",
+        type=click.IntRange(min=1),
+        default=1,
+        show_default=True,
+        help="Sequences decoded together: the built-in prompts cycled, or --prompt/--prompt-id repeated.",
+    ),
+    click.option(
+        "--drafter",
+        default="model",
+        show_default=True,
+        help="Who drafts: model (the --draft model), lookup (prompt lookup), layerskip (the target's first "
+        "layers).",
+    ),
 ]
 sweep = [
-    click.option("--K", "-k", "K", type=ListParam(int), default="1,2,4,8", show_default=True,
-                 help="Comma list or range."),
-    click.option("--temperature", "-t", type=ListParam(float), default="0", show_default=True, help="Comma list."),
-    click.option("--top-p", type=ListParam(float), default=None, help="Comma list of nucleus masses in (0, 1]."),
-    click.option("--prompts", "prompt_spec", default=prompts.DEFAULT_PROMPT_ID, show_default=True,
-                 help="all, a category, or prompt ids, comma-separated."),
+    click.option(
+        "--K",
+        "-k",
+        "K",
+        type=ListParam(int),
+        default="1,2,4,8",
+        show_default=True,
+        help="Comma list or range.",
+    ),
+    click.option(
+        "--temperature", "-t", type=ListParam(float), default="0", show_default=True, help="Comma list."
+    ),
+    click.option(
+        "--top-p", type=ListParam(float), default=None, help="Comma list of nucleus masses in (0, 1]."
+    ),
+    click.option(
+        "--prompts",
+        "prompt_spec",
+        default=prompts.DEFAULT_PROMPT_ID,
+        show_default=True,
+        help="all, a category, or prompt ids, comma-separated.",
+    ),
     *decode,
     click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True),
     click.option("--warmup", type=click.IntRange(min=1), default=1, show_default=True),
     click.option("--host-loop", is_flag=True, help="Drive rounds from Python instead of on device."),
-    click.option("--output", "-o", default=None, metavar="FILE.json",
-                 help="JSON results, rewritten after every row [default: results/sweep-TIME.json]."),
+    click.option(
+        "--output",
+        "-o",
+        default=None,
+        metavar="FILE.json",
+        help="JSON results, rewritten after every row [default: results/sweep-TIME.json].",
+    ),
     click.option("--resume", is_flag=True, help="Skip the rows already in --output."),
-    click.option("--drafter", "drafter_kinds", type=ListParam(str), default="model", show_default=True,
-                 help="Comma list of drafters: model, lookup, layerskip."),
-    click.option("--batch", "-b", "batches", type=ListParam(int), default=None,
-                 help="Comma list of batch sizes. Each row then decodes B sequences together, the --prompts "
-                      "cycled (one prompt: repeated), instead of one row per prompt."),
+    click.option(
+        "--drafter",
+        "drafter_kinds",
+        type=ListParam(str),
+        default="model",
+        show_default=True,
+        help="Comma list of drafters: model, lookup, layerskip.",
+    ),
+    click.option(
+        "--batch",
+        "-b",
+        "batches",
+        type=ListParam(int),
+        default=None,
+        help="Comma list of batch sizes. Each row then decodes B sequences together, the --prompts "
+        "cycled (one prompt: repeated), instead of one row per prompt.",
+    ),
 ]
 trace = [
-    click.option("--drafter", default="model", show_default=True, help="model, lookup or layerskip (see run)."),
+    click.option(
+        "--drafter", default="model", show_default=True, help="model, lookup or layerskip (see run)."
+    ),
 ]
 theory_cmd = [
-    click.option("--K", "-k", "K", type=ListParam(int), required=True, help="K, a range (1-8) or a list (1,2,4)."),
-    click.option("--t-draft", type=click.FloatRange(min=0, min_open=True), required=True,
-                 help="Draft step time (any unit, the same as --t-target)."),
-    click.option("--t-target", type=click.FloatRange(min=0, min_open=True), required=True, help="Target step time."),
+    click.option(
+        "--K", "-k", "K", type=ListParam(int), required=True, help="K, a range (1-8) or a list (1,2,4)."
+    ),
+    click.option(
+        "--t-draft",
+        type=click.FloatRange(min=0, min_open=True),
+        required=True,
+        help="Draft step time (any unit, the same as --t-target).",
+    ),
+    click.option(
+        "--t-target", type=click.FloatRange(min=0, min_open=True), required=True, help="Target step time."
+    ),
     click.option("--r", "r", type=click.FloatRange(0, 1), default=None, help="r = tokens per round / (K+1)."),
-    click.option("--alpha", type=click.FloatRange(0, 1), default=None, help="Per-token acceptance probability."),
-    click.option("--t-verify", type=click.FloatRange(min=0, min_open=True), default=None,
-                 help="Target step over K+1 tokens, for the refined formula."),
+    click.option(
+        "--alpha", type=click.FloatRange(0, 1), default=None, help="Per-token acceptance probability."
+    ),
+    click.option(
+        "--t-verify",
+        type=click.FloatRange(min=0, min_open=True),
+        default=None,
+        help="Target step over K+1 tokens, for the refined formula.",
+    ),
 ]
 roofline = [
-    click.option("--model", "-m", "model_names", multiple=True, default=None,
-                 help="Model(s) to measure: registry name, alias or directory [default: the bundled pair]."),
-    click.option("--random-init", is_flag=True,
-                 help="Random weights of the registry shape (timing only), for sizes not on disk."),
-    click.option("--dtype", "dtypes", type=ListParam(str), default=None,
-                 help="Comma list of float32,bfloat16 [default: both on GPU, float32 on CPU]."),
-    click.option("--K", "-k", "K", type=click.IntRange(min=1), default=4, show_default=True,
-                 help="Measure steps of 1 .. K+1 tokens."),
-    click.option("--context", type=click.IntRange(min=8), default=128, show_default=True, help="Cache length."),
-    click.option("--iters", type=click.IntRange(min=1), default=20, show_default=True, help="Steps per device loop."),
+    click.option(
+        "--model",
+        "-m",
+        "model_names",
+        multiple=True,
+        default=None,
+        help="Model(s) to measure: registry name, alias or directory [default: the bundled pair].",
+    ),
+    click.option(
+        "--random-init",
+        is_flag=True,
+        help="Random weights of the registry shape (timing only), for sizes not on disk.",
+    ),
+    click.option(
+        "--dtype",
+        "dtypes",
+        type=ListParam(str),
+        default=None,
+        help="Comma list of float32,bfloat16 [default: both on GPU, float32 on CPU].",
+    ),
+    click.option(
+        "--K",
+        "-k",
+        "K",
+        type=click.IntRange(min=1),
+        default=4,
+        show_default=True,
+        help="Measure steps of 1 .. K+1 tokens.",
+    ),
+    click.option(
+        "--context", type=click.IntRange(min=8), default=128, show_default=True, help="Cache length."
+    ),
+    click.option(
+        "--iters", type=click.IntRange(min=1), default=20, show_default=True, help="Steps per device loop."
+    ),
 ]

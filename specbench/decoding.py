@@ -105,13 +105,20 @@ class DecodeStats:
     idle_slots: int = 0  # (sequence, round) slots in which a finished sequence waited for the others
 
     @classmethod
-    def autoregressive(cls, n_tokens: int, n_seqs: int = 1) -> "DecodeStats":
+    def autoregressive(cls, n_tokens: int, n_seqs: int = 1) -> DecodeStats:
         """AR: one token per target step after the prefill, for each of n_seqs sequences."""
         none = np.zeros(0, np.int64)
         steps = n_tokens - 1
-        return cls(K=0, n_generated=n_seqs * n_tokens, n_rounds=n_seqs * steps,
-                   accepted_hist=np.array([n_seqs * steps]), evaluated=none, accepted=none, n_seqs=n_seqs,
-                   batch_rounds=steps if n_seqs > 1 else None)
+        return cls(
+            K=0,
+            n_generated=n_seqs * n_tokens,
+            n_rounds=n_seqs * steps,
+            accepted_hist=np.array([n_seqs * steps]),
+            evaluated=none,
+            accepted=none,
+            n_seqs=n_seqs,
+            batch_rounds=steps if n_seqs > 1 else None,
+        )
 
     @classmethod
     def from_counts(cls, K: int, n_tokens: int, counts: RoundCounts, rounds: list[dict] | None = None):
@@ -119,11 +126,19 @@ class DecodeStats:
         per_seq = np.atleast_1d(np.asarray(counts.rounds))
         B = len(per_seq)
         total = lambda x: np.asarray(x).reshape(B, -1).sum(axis=0)
-        return cls(K=K, n_generated=B * n_tokens, n_rounds=int(per_seq.sum()),
-                   accepted_hist=total(counts.accepted_hist), evaluated=total(counts.evaluated),
-                   accepted=total(counts.accepted), rounds=rounds, drafted_hist=total(counts.drafted_hist),
-                   n_seqs=B, batch_rounds=int(per_seq.max()) if B > 1 else None,
-                   idle_slots=int(B * per_seq.max() - per_seq.sum()))
+        return cls(
+            K=K,
+            n_generated=B * n_tokens,
+            n_rounds=int(per_seq.sum()),
+            accepted_hist=total(counts.accepted_hist),
+            evaluated=total(counts.evaluated),
+            accepted=total(counts.accepted),
+            rounds=rounds,
+            drafted_hist=total(counts.drafted_hist),
+            n_seqs=B,
+            batch_rounds=int(per_seq.max()) if B > 1 else None,
+            idle_slots=int(B * per_seq.max() - per_seq.sum()),
+        )
 
     @property
     def tokens_per_round(self) -> float:
@@ -162,7 +177,9 @@ class DecodeStats:
     @property
     def accept_rate_drafted(self) -> float:
         """accepted / (K * rounds): the "acceptance rate" of vLLM and llama.cpp, for comparison."""
-        return int(self.accepted.sum()) / (self.K * self.n_rounds) if self.K and self.n_rounds else float("nan")
+        return (
+            int(self.accepted.sum()) / (self.K * self.n_rounds) if self.K and self.n_rounds else float("nan")
+        )
 
     @property
     def per_position(self) -> list[float]:
@@ -194,7 +211,9 @@ def validate(prompt_ids, n_tokens: int, K: int, models: list[Model], max_len: in
         raise DecodeError(f"K must be >= 1 (got {K})", "K")
     vocabs = {m.config.n_vocab for m in models}
     if len(vocabs) > 1:
-        raise DecodeError(f"draft and target must share the vocabulary (vocab sizes {sorted(vocabs)})", "draft")
+        raise DecodeError(
+            f"draft and target must share the vocabulary (vocab sizes {sorted(vocabs)})", "draft"
+        )
     n_vocab = vocabs.pop()
     if max(prompt_ids) >= n_vocab or min(prompt_ids) < 0:
         raise DecodeError(f"prompt token ids must be in 0..{n_vocab - 1}", "prompt")
@@ -202,8 +221,11 @@ def validate(prompt_ids, n_tokens: int, K: int, models: list[Model], max_len: in
     n_ctx = min(m.config.n_ctx for m in models)
     need = len(prompt_ids) + n_tokens + K
     if need > n_ctx:
-        raise DecodeError(f"prompt ({len(prompt_ids)}) + n-tokens ({n_tokens}) + K = {need} exceeds the "
-                          f"context of {n_ctx}; n-tokens can be at most {n_ctx - len(prompt_ids) - K}", "n_tokens")
+        raise DecodeError(
+            f"prompt ({len(prompt_ids)}) + n-tokens ({n_tokens}) + K = {need} exceeds the "
+            f"context of {n_ctx}; n-tokens can be at most {n_ctx - len(prompt_ids) - K}",
+            "n_tokens",
+        )
     if max_len is not None and need > max_len:
         raise DecodeError(f"prompt + n-tokens + K = {need} exceeds the cache length {max_len}", "n_tokens")
 
@@ -214,8 +236,11 @@ def draft_params_for(drafter: Drafter, draft: Model | None, target: Model):
         if draft is None:
             raise DecodeError("the model drafter needs a draft model", "draft")
         if draft.config.n_vocab != target.config.n_vocab:
-            raise DecodeError(f"draft and target must share the vocabulary (vocab sizes "
-                              f"{sorted({draft.config.n_vocab, target.config.n_vocab})})", "draft")
+            raise DecodeError(
+                f"draft and target must share the vocabulary (vocab sizes "
+                f"{sorted({draft.config.n_vocab, target.config.n_vocab})})",
+                "draft",
+            )
         return draft.params
     return target.params if drafter.kind == "layerskip" else {}
 
@@ -251,18 +276,26 @@ def ar_step(params, state: ARState, config: GPT2Config, warp: Warp) -> ARState:
     return ARState(tokens.at[n].set(token), n + 1, key, cache)
 
 
-def spec_start(draft_params, target_params, prompt_buf, n_prompt, key, drafter, target_config, warp, max_len,
-               K) -> SpecState:
+def spec_start(
+    draft_params, target_params, prompt_buf, n_prompt, key, drafter, target_config, warp, max_len, K
+) -> SpecState:
     """start(), then the drafter reads the prompt too (a network drafter re-reads its last token in round 1)."""
     s = start(target_params, prompt_buf, n_prompt, key, target_config, warp, max_len)
     zeros = lambda n: jnp.zeros(n, jnp.int32)
     counts = RoundCounts(jnp.int32(0), zeros(K + 1), zeros(K + 1), zeros(K), zeros(K))
-    return SpecState(s.tokens, s.n, s.key, s.target_cache, drafters.start(drafter, draft_params, prompt_buf, max_len),
-                     counts)
+    return SpecState(
+        s.tokens,
+        s.n,
+        s.key,
+        s.target_cache,
+        drafters.start(drafter, draft_params, prompt_buf, max_len),
+        counts,
+    )
 
 
-def spec_round(draft_params, target_params, state: SpecState, drafter, target_config, warp, K,
-               verdict=accept_reject) -> tuple[SpecState, Round]:
+def spec_round(
+    draft_params, target_params, state: SpecState, drafter, target_config, warp, K, verdict=accept_reject
+) -> tuple[SpecState, Round]:
     """One speculative round (module docstring, steps 1-4).
 
     `verdict` is sampling.accept_reject; the tests swap in a broken one to show they can fail.
@@ -271,8 +304,9 @@ def spec_round(draft_params, target_params, state: SpecState, drafter, target_co
     n, tokens = state.n, state.tokens
 
     # 1. the drafter proposes up to K tokens, with the p each was drawn from (drafters.py)
-    dstate, drafts, p, n_drafted = drafters.propose(drafter, draft_params, state.draft, tokens, n, k_draft, warp,
-                                                    K, target_config.n_vocab)
+    dstate, drafts, p, n_drafted = drafters.propose(
+        drafter, draft_params, state.draft, tokens, n, k_draft, warp, K, target_config.n_vocab
+    )
 
     # 2. the target scores all K+1 positions at once
     verify_in = jnp.concatenate([lax.dynamic_slice(tokens, (n - 1,), (1,)), drafts])
@@ -287,8 +321,13 @@ def spec_round(draft_params, target_params, state: SpecState, drafter, target_co
 
     c = state.counts
     tested = (idx[:K] <= n_accepted) & (idx[:K] < n_drafted)  # drafts after a rejection were never tested
-    counts = RoundCounts(c.rounds + 1, c.accepted_hist.at[n_accepted].add(1), c.drafted_hist.at[n_drafted].add(1),
-                         c.evaluated + tested, c.accepted + (idx[:K] < n_accepted))
+    counts = RoundCounts(
+        c.rounds + 1,
+        c.accepted_hist.at[n_accepted].add(1),
+        c.drafted_hist.at[n_drafted].add(1),
+        c.evaluated + tested,
+        c.accepted + (idx[:K] < n_accepted),
+    )
     new_state = SpecState(tokens, n + n_accepted + 1, key, target_cache, dstate, counts)
     return new_state, Round(drafts, n_accepted, emitted, n_drafted)
 
@@ -299,11 +338,24 @@ def ar_generate(params, prompt_buf, n_prompt, n_tokens, key, config, warp, max_l
     return lax.fori_loop(0, n_tokens - 1, lambda _, s: ar_step(params, s, config, warp), state)
 
 
-def spec_generate(draft_params, target_params, prompt_buf, n_prompt, n_tokens, key, drafter, target_config, warp,
-                  max_len, K, verdict=accept_reject) -> SpecState:
+def spec_generate(
+    draft_params,
+    target_params,
+    prompt_buf,
+    n_prompt,
+    n_tokens,
+    key,
+    drafter,
+    target_config,
+    warp,
+    max_len,
+    K,
+    verdict=accept_reject,
+) -> SpecState:
     """spec_start, then rounds until N new tokens, in one device loop."""
-    state = spec_start(draft_params, target_params, prompt_buf, n_prompt, key, drafter, target_config, warp,
-                       max_len, K)
+    state = spec_start(
+        draft_params, target_params, prompt_buf, n_prompt, key, drafter, target_config, warp, max_len, K
+    )
     body = lambda s: spec_round(draft_params, target_params, s, drafter, target_config, warp, K, verdict)[0]
     return lax.while_loop(lambda s: s.n < n_prompt + n_tokens, body, state)
 
@@ -314,6 +366,9 @@ start_jit = jax.jit(start, static_argnames=AR_STATIC)
 ar_step_jit = jax.jit(ar_step, static_argnames=("config", "warp"), donate_argnames=("state",))
 ar_generate_jit = jax.jit(ar_generate, static_argnames=AR_STATIC)
 spec_start_jit = jax.jit(spec_start, static_argnames=SPEC_STATIC[:-1])
-spec_round_jit = jax.jit(spec_round, static_argnames=("drafter", "target_config", "warp", "K", "verdict"),
-                         donate_argnames=("state",))
+spec_round_jit = jax.jit(
+    spec_round,
+    static_argnames=("drafter", "target_config", "warp", "K", "verdict"),
+    donate_argnames=("state",),
+)
 spec_generate_jit = jax.jit(spec_generate, static_argnames=SPEC_STATIC)

@@ -12,8 +12,18 @@ from pathlib import Path
 import jax
 
 # Peak memory bandwidth in GB/s by device-kind substring (vendor datasheets). Unknown -> None.
-PEAK_GBPS = {"H200": 4800.0, "H100 PCIe": 2000.0, "H100": 3350.0, "A100-SXM4-80GB": 2039.0, "A100": 1555.0,
-             "L4": 300.0, "A10G": 600.0, "T4": 320.0, "V100": 900.0, "RTX 4090": 1008.0}
+PEAK_GBPS = {
+    "H200": 4800.0,
+    "H100 PCIe": 2000.0,
+    "H100": 3350.0,
+    "A100-SXM4-80GB": 2039.0,
+    "A100": 1555.0,
+    "L4": 300.0,
+    "A10G": 600.0,
+    "T4": 320.0,
+    "V100": 900.0,
+    "RTX 4090": 1008.0,
+}
 
 
 def device_kind() -> str:
@@ -57,8 +67,13 @@ def memory_bytes() -> int | None:
 def git_commit() -> str:
     """The checkout's commit, or '' outside one."""
     try:
-        out = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True, timeout=5,
-                             cwd=Path(__file__).resolve().parent)
+        out = subprocess.run(
+            ["git", "rev-parse", "--short=12", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            cwd=Path(__file__).resolve().parent,
+        )
         return out.stdout.strip() if out.returncode == 0 else ""
     except (OSError, subprocess.SubprocessError):
         return ""
@@ -68,6 +83,10 @@ def context() -> dict:
     """What every row carries about the software and the device."""
     from specbench import __version__
 
-    return {"specbench_version": __version__, "git_commit": git_commit(), "jax_version": jax.__version__,
-            "device": device_kind(),
-            "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+    return {
+        "specbench_version": __version__,
+        "git_commit": git_commit(),
+        "jax_version": jax.__version__,
+        "device": device_kind(),
+        "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }

@@ -70,8 +70,9 @@ def model_drafter(config: GPT2Config, confidence: float | None = None) -> Drafte
 
 def layerskip_drafter(target_config: GPT2Config, layers: int, confidence: float | None = None) -> Drafter:
     if not 1 <= layers < target_config.n_layer:
-        raise ValueError(f"draft layers must be in 1..{target_config.n_layer - 1} (the target has "
-                         f"{target_config.n_layer})")
+        raise ValueError(
+            f"draft layers must be in 1..{target_config.n_layer - 1} (the target has {target_config.n_layer})"
+        )
     return Drafter("layerskip", dataclasses.replace(target_config, n_layer=layers), confidence=confidence)
 
 
@@ -117,12 +118,16 @@ def _network_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: War
     """
     config = drafter.config
     keys = jax.random.split(key, K)
-    logits, cache = step(params, dstate["cache"], lax.dynamic_slice(tokens, (n - 2,), (2,)), n - 2, config,
-                         logits_at=1)
+    logits, cache = step(
+        params, dstate["cache"], lax.dynamic_slice(tokens, (n - 2,), (2,)), n - 2, config, logits_at=1
+    )
     V = logits.shape[-1]
 
     def confident(logits):
-        return drafter.confidence is None or jnp.max(jax.nn.softmax(logits.astype(jnp.float32))) >= drafter.confidence
+        return (
+            drafter.confidence is None
+            or jnp.max(jax.nn.softmax(logits.astype(jnp.float32))) >= drafter.confidence
+        )
 
     def body(carry):
         i, cache, logits, drafts, p, _ = carry
@@ -130,16 +135,23 @@ def _network_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: War
         drafts, p = drafts.at[i].set(x), p.at[i].set(p_i)
         go_on = confident(logits[0]) if drafter.confidence is not None else jnp.bool_(True)
         # the next draft's logits; after the K-th draft there is none to compute
-        logits, cache = lax.cond(go_on & (i + 1 < K),
-                                 lambda: step(params, cache, x[None], n + i, config),
-                                 lambda: (logits, cache))
+        logits, cache = lax.cond(
+            go_on & (i + 1 < K), lambda: step(params, cache, x[None], n + i, config), lambda: (logits, cache)
+        )
         return i + 1, cache, logits, drafts, p, go_on
 
     def more(carry):
         i, *_, go_on = carry
         return (i < K) & go_on
 
-    init = (jnp.int32(0), cache, logits, jnp.zeros(K, jnp.int32), jnp.zeros((K, V), jnp.float32), jnp.bool_(True))
+    init = (
+        jnp.int32(0),
+        cache,
+        logits,
+        jnp.zeros(K, jnp.int32),
+        jnp.zeros((K, V), jnp.float32),
+        jnp.bool_(True),
+    )
     n_steps, cache, _, drafts, p, last_confident = lax.while_loop(more, body, init)
     # with dynamic K the draft whose confidence fell short is not proposed
     n_drafted = jnp.where(last_confident, n_steps, n_steps - 1).astype(jnp.int32)

@@ -30,7 +30,9 @@ EXTENSIONS = {"csv": (".csv",), "json": (".json",), "markdown": (".md", ".markdo
 def check_extension(path: str, fmt: str) -> None:
     """Refuse `out.csv` for JSON and the like: a file's name says what is in it. '-' is stdout."""
     if path != "-" and Path(path).suffix.lower() not in EXTENSIONS[fmt]:
-        raise ExportError(f"{path}: {fmt} goes to a file named *{' or *'.join(EXTENSIONS[fmt])} (or - for stdout)")
+        raise ExportError(
+            f"{path}: {fmt} goes to a file named *{' or *'.join(EXTENSIONS[fmt])} (or - for stdout)"
+        )
 
 
 def check_writable(path: str) -> None:
@@ -92,7 +94,9 @@ def _fmt(value):
 
 def to_markdown(rows: list[dict], columns: list[str] | None = None) -> str:
     columns = columns or MARKDOWN_COLUMNS
-    return tabulate([[_fmt(r.get(c)) for c in columns] for r in rows], headers=columns, tablefmt="github") + "\n"
+    return (
+        tabulate([[_fmt(r.get(c)) for c in columns] for r in rows], headers=columns, tablefmt="github") + "\n"
+    )
 
 
 WRITERS = {"csv": to_csv, "json": to_json, "markdown": to_markdown}

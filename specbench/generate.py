@@ -33,7 +33,9 @@ def as_batch(prompts) -> tuple[list[list[int]], bool]:
     return [list(prompts)], True
 
 
-def plan(prompts: list[list[int]], n_tokens: int, K: int, models: list[Model], max_len: int | None = None) -> int:
+def plan(
+    prompts: list[list[int]], n_tokens: int, K: int, models: list[Model], max_len: int | None = None
+) -> int:
     """Validate every prompt (DecodeError naming the setting); the cache length that fits the longest."""
     if not prompts:
         raise DecodeError("batch must be >= 1", "batch")
@@ -69,24 +71,37 @@ class Programs(NamedTuple):
 def programs(batch: int) -> Programs:
     """decoding.py's programs for one sequence, batched.py's for B > 1."""
     if batch == 1:
-        return Programs(decoding.ar_step, lambda *a, **kw: decoding.spec_round(*a, **kw)[0], decoding.start_jit,
-                        decoding.spec_start_jit)
+        return Programs(
+            decoding.ar_step,
+            lambda *a, **kw: decoding.spec_round(*a, **kw)[0],
+            decoding.start_jit,
+            decoding.spec_start_jit,
+        )
     return Programs(batched.ar_step, batched.spec_round, batched.ar_start_jit, batched.spec_start_jit)
 
 
 def _new_tokens(tokens, prompts: list[list[int]], n_tokens: int) -> np.ndarray:
     rows = np.asarray(tokens).reshape(len(prompts), -1)
-    return np.stack([rows[i, len(ids): len(ids) + n_tokens] for i, ids in enumerate(prompts)])
+    return np.stack([rows[i, len(ids) : len(ids) + n_tokens] for i, ids in enumerate(prompts)])
 
 
 def _check_loop(prompts, device_loop: bool, record: bool = False) -> None:
     if len(prompts) > 1 and (record or not device_loop):
-        raise DecodeError(f"drives one sequence; a batch (--batch {len(prompts)}) runs in the device loop only",
-                          "host_loop")
+        raise DecodeError(
+            f"drives one sequence; a batch (--batch {len(prompts)}) runs in the device loop only", "host_loop"
+        )
 
 
-def autoregressive(target: Model, prompts, n_tokens: int, warp: Warp = Warp(), seed: int = 0, *,
-                   max_len: int | None = None, device_loop: bool = True):
+def autoregressive(
+    target: Model,
+    prompts,
+    n_tokens: int,
+    warp: Warp = Warp(),
+    seed: int = 0,
+    *,
+    max_len: int | None = None,
+    device_loop: bool = True,
+):
     """Sample n_tokens from the target one at a time. Returns (new token ids [N] or [B, N], DecodeStats)."""
     batch, single = as_batch(prompts)
     _check_loop(batch, device_loop)
@@ -105,9 +120,20 @@ def autoregressive(target: Model, prompts, n_tokens: int, warp: Warp = Warp(), s
     return (tokens[0] if single else tokens), DecodeStats.autoregressive(n_tokens, len(batch))
 
 
-def speculative(draft: Model | None, target: Model, prompts, n_tokens: int, K: int = 4, warp: Warp = Warp(),
-                seed: int = 0, *, max_len: int | None = None, device_loop: bool = True, record: bool = False,
-                drafter: Drafter | None = None):
+def speculative(
+    draft: Model | None,
+    target: Model,
+    prompts,
+    n_tokens: int,
+    K: int = 4,
+    warp: Warp = Warp(),
+    seed: int = 0,
+    *,
+    max_len: int | None = None,
+    device_loop: bool = True,
+    record: bool = False,
+    drafter: Drafter | None = None,
+):
     """Speculative sampling of n_tokens (Chen et al. 2023, Algorithm 2; Leviathan et al. 2023,
     Algorithm 1). Returns (new token ids [N] or [B, N], DecodeStats summed over the batch).
 
@@ -126,19 +152,27 @@ def speculative(draft: Model | None, target: Model, prompts, n_tokens: int, K: i
     kw = dict(drafter=drafter, target_config=target.config, warp=warp, K=K)
     rounds = [] if record else None
     if len(batch) > 1:
-        state = batched.spec_generate_jit(draft_params, target.params, *x[:2], jnp.int32(n_tokens), x.keys,
-                                          max_len=max_len, **kw)
+        state = batched.spec_generate_jit(
+            draft_params, target.params, *x[:2], jnp.int32(n_tokens), x.keys, max_len=max_len, **kw
+        )
     elif device_loop and not record:
-        state = decoding.spec_generate_jit(draft_params, target.params, *x[:2], jnp.int32(n_tokens), x.keys,
-                                           max_len=max_len, **kw)
+        state = decoding.spec_generate_jit(
+            draft_params, target.params, *x[:2], jnp.int32(n_tokens), x.keys, max_len=max_len, **kw
+        )
     else:
         state = decoding.spec_start_jit(draft_params, target.params, *x, max_len=max_len, **kw)
         end = len(batch[0]) + n_tokens
         while int(state.n) < end:  # the round's one host sync
             state, rnd = decoding.spec_round_jit(draft_params, target.params, state, **kw)
             if record:
-                rounds.append({"drafts": np.asarray(rnd.drafts).tolist(), "n_accepted": int(rnd.n_accepted),
-                               "emitted": int(rnd.emitted), "n_drafted": int(rnd.n_drafted)})
+                rounds.append(
+                    {
+                        "drafts": np.asarray(rnd.drafts).tolist(),
+                        "n_accepted": int(rnd.n_accepted),
+                        "emitted": int(rnd.emitted),
+                        "n_drafted": int(rnd.n_drafted),
+                    }
+                )
     tokens = _new_tokens(state.tokens, batch, n_tokens)
     stats = DecodeStats.from_counts(K, n_tokens, jax.device_get(state.counts), rounds)
     return (tokens[0] if single else tokens), stats

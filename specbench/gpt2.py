@@ -98,8 +98,9 @@ def cached_attention(q, k, v, k_cache, v_cache, pos):
     old = jnp.where((jnp.arange(max_len) < pos)[None, None, :], old, -jnp.inf)
     new = jnp.where(jnp.tril(jnp.ones((n_seq, n_seq), bool))[None], new, -jnp.inf)
     weights = jax.nn.softmax(jnp.concatenate([old, new], axis=-1), axis=-1).astype(v.dtype)
-    return (jnp.einsum("hqk,khd->qhd", weights[..., :max_len], v_cache)
-            + jnp.einsum("hqk,khd->qhd", weights[..., max_len:], v))
+    return jnp.einsum("hqk,khd->qhd", weights[..., :max_len], v_cache) + jnp.einsum(
+        "hqk,khd->qhd", weights[..., max_len:], v
+    )
 
 
 def mha(x, c_attn, c_proj, k_cache, v_cache, pos, n_head):
@@ -115,8 +116,14 @@ def mha(x, c_attn, c_proj, k_cache, v_cache, pos, n_head):
 
 def block(x, ln_1, attn, ln_2, mlp_params, k_cache, v_cache, pos, config: GPT2Config):
     eps = config.layer_norm_epsilon
-    a, k, v = mha(layer_norm(x, **ln_1, eps=eps), **attn, k_cache=k_cache, v_cache=v_cache, pos=pos,
-                  n_head=config.n_head)
+    a, k, v = mha(
+        layer_norm(x, **ln_1, eps=eps),
+        **attn,
+        k_cache=k_cache,
+        v_cache=v_cache,
+        pos=pos,
+        n_head=config.n_head,
+    )
     x = x + a
     x = x + mlp(layer_norm(x, **ln_2, eps=eps), **mlp_params)
     return x, k, v

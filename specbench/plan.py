@@ -31,7 +31,9 @@ def load_model(name: str, flag: str, dtype: str, cache: dict | None = None):
     cache = {} if cache is None else cache
     if (name, dtype) not in cache:
         try:
-            cache[name, dtype] = weights.load_model(name, jnp.bfloat16 if dtype == "bfloat16" else jnp.float32)
+            cache[name, dtype] = weights.load_model(
+                name, jnp.bfloat16 if dtype == "bfloat16" else jnp.float32
+            )
         except WeightsError as e:
             raise BadInput(flag, str(e)) from None
     return cache[name, dtype]
@@ -45,8 +47,11 @@ def load_pair(draft: str | None, target: str | None, dtype: str, need_draft: boo
     d = load_model(draft or default_draft, "--draft", dtype) if need_draft else None
     t = load_model(target or default_target, "--target", dtype)
     if d is not None and d.config.n_vocab != t.config.n_vocab:
-        raise BadInput("--draft/--target", f"draft and target must share the vocabulary "
-                       f"({d.name}: {d.config.n_vocab}, {t.name}: {t.config.n_vocab})")
+        raise BadInput(
+            "--draft/--target",
+            f"draft and target must share the vocabulary "
+            f"({d.name}: {d.config.n_vocab}, {t.name}: {t.config.n_vocab})",
+        )
     return d, t
 
 
@@ -75,11 +80,15 @@ def check_drafter_flags(kinds: list[str], f: dict) -> None:
         if kind not in KINDS:
             raise BadInput("--drafter", f"{kind!r} is not a drafter; use {', '.join(KINDS)}")
     if f["draft"] is not None and "model" not in kinds:
-        raise BadInput("--draft", f"only the model drafter uses a draft model ({', '.join(kinds)} draft without one)")
+        raise BadInput(
+            "--draft", f"only the model drafter uses a draft model ({', '.join(kinds)} draft without one)"
+        )
     if f["ngram"] < 1:
         raise BadInput("--ngram", f"must be >= 1 (got {f['ngram']})")
     if f["draft_layers"] is not None and f["draft_layers"] < 1:
-        raise BadInput("--draft-layers", f"must be >= 1 and below the target's depth (got {f['draft_layers']})")
+        raise BadInput(
+            "--draft-layers", f"must be >= 1 and below the target's depth (got {f['draft_layers']})"
+        )
     if not 0 < f["draft_confidence"] < 1:
         raise BadInput("--draft-confidence", f"must be in (0, 1) (got {f['draft_confidence']:g})")
     if f["dynamic_K"] and kinds == ["lookup"]:
@@ -97,8 +106,9 @@ def make_drafter(kind: str, draft, target, f: dict):
         n_layer = target.config.n_layer
         L = f["draft_layers"] or max(1, n_layer // 3)
         if not 1 <= L < n_layer:
-            raise BadInput("--draft-layers", f"must be in 1..{n_layer - 1}: {target.name} has {n_layer} layers "
-                                             f"(got {L})")
+            raise BadInput(
+                "--draft-layers", f"must be in 1..{n_layer - 1}: {target.name} has {n_layer} layers (got {L})"
+            )
         return drafters.layerskip_drafter(target.config, L, conf), f"{target.name}[:{L}]"
     return drafters.model_drafter(draft.config, conf), draft.name
 
@@ -114,8 +124,11 @@ def resolve_prompt(prompt: str, prompt_id: str | None) -> tuple[str, str]:
         return prompt, next((pid for pid, text in everything.items() if text == prompt), "custom")
     if prompt_id not in everything:
         several = prompt_id == "all" or prompt_id in prompts.PROMPTS or "," in prompt_id
-        hint = ("this command decodes one prompt; `specbench sweep --prompts " + prompt_id + "` runs several"
-                if several else "see `specbench prompts`")
+        hint = (
+            "this command decodes one prompt; `specbench sweep --prompts " + prompt_id + "` runs several"
+            if several
+            else "see `specbench prompts`"
+        )
         raise BadInput("--prompt-id", f"{prompt_id!r} is not a prompt id ({', '.join(everything)}); {hint}")
     return everything[prompt_id], prompt_id
 
@@ -130,7 +143,9 @@ def check_decodable(prompt_ids, n_tokens: int, K: int, models: list) -> None:
         raise bad_input(e, "--n-tokens") from None
 
 
-def check_batch(batch: int, host_loop: bool, drafter, d, t, encoded: list[list[int]], n_tokens: int, K: int) -> None:
+def check_batch(
+    batch: int, host_loop: bool, drafter, d, t, encoded: list[list[int]], n_tokens: int, K: int
+) -> None:
     """A batch runs on the device loop, and its caches must fit the device. `encoded` are the
     batch's distinct prompts (the longest sets the cache length)."""
     from specbench import batched, device, generate
@@ -139,19 +154,26 @@ def check_batch(batch: int, host_loop: bool, drafter, d, t, encoded: list[list[i
     if batch == 1:
         return
     if host_loop:
-        raise BadInput("--host-loop", f"drives one sequence; a batch (--batch {batch}) runs in the device loop only")
+        raise BadInput(
+            "--host-loop", f"drives one sequence; a batch (--batch {batch}) runs in the device loop only"
+        )
     configs = [t.config] + ([drafter.config] if drafter.config is not None else [])  # lookup runs no network
     max_len = generate.plan(encoded, n_tokens, K, [m for m in (d, t) if m is not None])
     itemsize = t.params["wte"].dtype.itemsize
-    weights = param_bytes(t.params) + (param_bytes(d.params) if d is not None and drafter.kind == "model" else 0)
+    weights = param_bytes(t.params) + (
+        param_bytes(d.params) if d is not None and drafter.kind == "model" else 0
+    )
     per_seq = batched.memory_bytes(1, configs, max_len, K, t.config.n_vocab, itemsize)
     free = device.memory_bytes()
     if free is not None and weights + batch * per_seq > free:
         gib = lambda b: f"{b / 2**30:.1f} GiB"
         fits = max(0, (free - weights) // per_seq)
-        raise BadInput("--batch", f"{batch} sequences need about {gib(weights + batch * per_seq)} (K/V caches and "
-                                  f"round buffers for {max_len} positions, and the weights); {device.device_kind()} "
-                                  f"has {gib(free)} free: use at most --batch {fits}")
+        raise BadInput(
+            "--batch",
+            f"{batch} sequences need about {gib(weights + batch * per_seq)} (K/V caches and "
+            f"round buffers for {max_len} positions, and the weights); {device.device_kind()} "
+            f"has {gib(free)} free: use at most --batch {fits}",
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -198,7 +220,9 @@ def check_save_path(path: Path, flag: str = "--save") -> None:
     try:
         export.check_writable(str(path))
     except ExportError as e:
-        raise BadInput(flag, f"{e}; pass --no-save, or set SPECBENCH_RESULTS_DIR to a writable folder") from None
+        raise BadInput(
+            flag, f"{e}; pass --no-save, or set SPECBENCH_RESULTS_DIR to a writable folder"
+        ) from None
 
 
 def check_resume_settings(rows: list[dict], fixed: dict, output: str) -> None:
@@ -210,8 +234,11 @@ def check_resume_settings(rows: list[dict], fixed: dict, output: str) -> None:
             shown = ", ".join(str(v) for v in sorted(before, key=str))
             differing.append(f"{name} {shown} there, {value} now")
     if differing:
-        raise BadInput("--resume", f"{output} holds rows of other settings ({'; '.join(differing)}); "
-                                   "pass the same settings, or write to another --output")
+        raise BadInput(
+            "--resume",
+            f"{output} holds rows of other settings ({'; '.join(differing)}); "
+            "pass the same settings, or write to another --output",
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -233,9 +260,16 @@ class Job:
         from specbench import device
 
         B = len(self.ids)
-        return results.result_row(res, draft=self.draft_name, dtype=dtype, prompt_id=self.prompt_id,
-                                  prompt=self.texts if B > 1 else self.texts[0], context=device.context(),
-                                  decode=tokenizer.decode, batch_prompt_ids=self.ids)
+        return results.result_row(
+            res,
+            draft=self.draft_name,
+            dtype=dtype,
+            prompt_id=self.prompt_id,
+            prompt=self.texts if B > 1 else self.texts[0],
+            context=device.context(),
+            decode=tokenizer.decode,
+            batch_prompt_ids=self.ids,
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -266,8 +300,18 @@ def run_plan(f: dict, chose_prompt: bool) -> RunPlan:
         check_decodable(ids, f["n_tokens"], f["K"], [m for m in (d, t) if m is not None])
     check_batch(batch, f["host_loop"], drafter, d, t, list(by_id.values()), f["n_tokens"], f["K"])
     ids = prompts.batch_ids(chosen, batch)
-    config = RunConfig(d, t, drafter, f["K"], Warp(f["temperature"], f["top_k"], f["top_p"]), f["n_tokens"],
-                       f["seed"], f["repeats"], f["warmup"], not f["host_loop"])
+    config = RunConfig(
+        d,
+        t,
+        drafter,
+        f["K"],
+        Warp(f["temperature"], f["top_k"], f["top_p"]),
+        f["n_tokens"],
+        f["seed"],
+        f["repeats"],
+        f["warmup"],
+        not f["host_loop"],
+    )
     job = Job(config, draft_name, prompt_id, ids, [chosen[i] for i in ids], [by_id[i] for i in ids])
     return RunPlan(job, f["dtype"], exports, save_path)
 
@@ -318,15 +362,37 @@ def sweep_plan(f: dict) -> SweepPlan:
         for ids in encoded.values():
             check_decodable(ids, f["n_tokens"], K_max, uses)
         for b in sorted(batches or [], reverse=True)[:1]:  # the largest batch, with the largest K, must fit
-            check_batch(b, f["host_loop"], drafters_[kind][0], uses[0] if kind == "model" else None, t,
-                        list(encoded.values()), f["n_tokens"], K_max)
+            check_batch(
+                b,
+                f["host_loop"],
+                drafters_[kind][0],
+                uses[0] if kind == "model" else None,
+                t,
+                list(encoded.values()),
+                f["n_tokens"],
+                K_max,
+            )
     # the prompt axis: each chosen prompt alone, or (with --batch) the batch of B cycling through them
-    units = ([(f["prompt_spec"], prompts.batch_ids(chosen, b)) for b in batches] if batches
-             else [(pid, [pid]) for pid in chosen])
+    units = (
+        [(f["prompt_spec"], prompts.batch_ids(chosen, b)) for b in batches]
+        if batches
+        else [(pid, [pid]) for pid in chosen]
+    )
     loop = "host" if f["host_loop"] else "device"
-    check_resume_settings(rows, {"target": t.name, "dtype": f["dtype"], "top_k": f["top_k"],
-                                 "n_tokens": f["n_tokens"], "seed": f["seed"], "loop": loop,
-                                 "repeats": f["repeats"], "warmup": f["warmup"]}, output)
+    check_resume_settings(
+        rows,
+        {
+            "target": t.name,
+            "dtype": f["dtype"],
+            "top_k": f["top_k"],
+            "n_tokens": f["n_tokens"],
+            "seed": f["seed"],
+            "loop": loop,
+            "repeats": f["repeats"],
+            "warmup": f["warmup"],
+        },
+        output,
+    )
     done = {results.sweep_key(r) for r in rows}
     grid, todo, labels = 0, [], []
     for kind in kinds:
@@ -337,19 +403,56 @@ def sweep_plan(f: dict) -> SweepPlan:
                     for k in f["K"]:
                         grid += 1
                         warp = Warp(temp, f["top_k"], p)
-                        key = {"draft": name, "target": t.name, **results.drafter_settings(drafter),
-                               "dtype": f["dtype"], "K": k, "temperature": temp, "top_k": f["top_k"], "top_p": p,
-                               "prompt_id": pid, "n_tokens": f["n_tokens"], "seed": f["seed"], "loop": loop,
-                               "batch": len(ids)}
+                        key = {
+                            "draft": name,
+                            "target": t.name,
+                            **results.drafter_settings(drafter),
+                            "dtype": f["dtype"],
+                            "K": k,
+                            "temperature": temp,
+                            "top_k": f["top_k"],
+                            "top_p": p,
+                            "prompt_id": pid,
+                            "n_tokens": f["n_tokens"],
+                            "seed": f["seed"],
+                            "loop": loop,
+                            "batch": len(ids),
+                        }
                         if results.sweep_key(key) in done:
                             continue
-                        config = RunConfig(d if kind == "model" else None, t, drafter, k, warp, f["n_tokens"],
-                                           f["seed"], f["repeats"], f["warmup"], not f["host_loop"])
-                        todo.append(Job(config, name, pid, ids, [chosen[i] for i in ids], [encoded[i] for i in ids]))
-                        labels.append(f"{kind} K={k} T={temp:g}" + (f" top-p={p:g}" if p else "") + f" {pid}"
-                                      + (f" batch {len(ids)}" if batches else ""))
-    return SweepPlan(output, rows, grid, todo, labels, [drafters_[k][1] for k in kinds], t.name, exports, batches,
-                     f["repeats"])
+                        config = RunConfig(
+                            d if kind == "model" else None,
+                            t,
+                            drafter,
+                            k,
+                            warp,
+                            f["n_tokens"],
+                            f["seed"],
+                            f["repeats"],
+                            f["warmup"],
+                            not f["host_loop"],
+                        )
+                        todo.append(
+                            Job(config, name, pid, ids, [chosen[i] for i in ids], [encoded[i] for i in ids])
+                        )
+                        labels.append(
+                            f"{kind} K={k} T={temp:g}"
+                            + (f" top-p={p:g}" if p else "")
+                            + f" {pid}"
+                            + (f" batch {len(ids)}" if batches else "")
+                        )
+    return SweepPlan(
+        output,
+        rows,
+        grid,
+        todo,
+        labels,
+        [drafters_[k][1] for k in kinds],
+        t.name,
+        exports,
+        batches,
+        f["repeats"],
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -374,8 +477,18 @@ def trace_plan(f: dict) -> TracePlan:
     drafter, draft_name = make_drafter(f["drafter"], d, t, f)
     ids = tokenizer.encode(prompt)
     check_decodable(ids, f["n_tokens"], f["K"], [m for m in (d, t) if m is not None])
-    return TracePlan(prompt, ids, d, t, drafter, draft_name, f["K"], Warp(f["temperature"], f["top_k"], f["top_p"]),
-                     f["n_tokens"], f["seed"])
+    return TracePlan(
+        prompt,
+        ids,
+        d,
+        t,
+        drafter,
+        draft_name,
+        f["K"],
+        Warp(f["temperature"], f["top_k"], f["top_p"]),
+        f["n_tokens"],
+        f["seed"],
+    )
 
 
 def roofline_plan(f: dict) -> tuple[list[tuple], dict[str, str | None]]:
@@ -391,8 +504,11 @@ def roofline_plan(f: dict) -> tuple[list[tuple], dict[str, str | None]]:
     runs = [(load(name, dtype), dtype) for name in names for dtype in dtypes]
     for model, _ in runs:
         if f["context"] > model.config.n_ctx:
-            raise BadInput("--context", f"{f['context']} exceeds {model.name}'s context of {model.config.n_ctx} "
-                                        f"tokens; use at most {model.config.n_ctx}")
+            raise BadInput(
+                "--context",
+                f"{f['context']} exceeds {model.name}'s context of {model.config.n_ctx} "
+                f"tokens; use at most {model.config.n_ctx}",
+            )
     if f["K"] + 1 > f["context"]:
         raise BadInput("--K", f"K+1 = {f['K'] + 1} must fit the cache of --context {f['context']}")
     return runs, exports

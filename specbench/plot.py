@@ -30,13 +30,21 @@ def plot_batch(rows: list[dict], output: str) -> None:
         label = f"{draft} K={K} T={temp:g}" + (f" top-p={top_p:g}" if top_p else "")
         Bs, measured, refined = curve["batch"], curve["speedup"], curve["refined_speedup"]
         line = ax_s.plot(Bs, measured, "o-", label=f"measured {label}")[0]
-        ax_s.plot(Bs, refined, "x--", color=line.get_color(), label=f"refined theory (step times at each B) {label}")
+        ax_s.plot(
+            Bs, refined, "x--", color=line.get_color(), label=f"refined theory (step times at each B) {label}"
+        )
         for name, values, style in (("measured", measured, "o"), ("theory", refined, "x")):
             b = theory.crossover(Bs, values)
             if b is not None:
                 ax_s.plot([b], [1.0], style, ms=11, mfc="none", color=line.get_color())
-                ax_s.annotate(f"{name} crosses 1 at B≈{b:.1f}", (b, 1.0), textcoords="offset points",
-                              xytext=(4, 8 if name == "measured" else -14), fontsize=7, color=line.get_color())
+                ax_s.annotate(
+                    f"{name} crosses 1 at B≈{b:.1f}",
+                    (b, 1.0),
+                    textcoords="offset points",
+                    xytext=(4, 8 if name == "measured" else -14),
+                    fontsize=7,
+                    color=line.get_color(),
+                )
         ax_t.plot(Bs, curve["sd_tokens_per_s"], "o-", color=line.get_color(), label=f"SD {label}")
         ax_t.plot(Bs, curve["ar_tokens_per_s"], "s:", color=line.get_color(), label=f"AR {label}")
     ax_s.axhline(1.0, color="grey", lw=0.8)
@@ -63,19 +71,40 @@ def plot_K(rows: list[dict], output: str) -> None:
         Ks = sorted({r["K"] for r in group})
         mean = lambda col, k: float(np.mean([r[col] for r in group if r["K"] == k]))
         line = ax_s.plot(Ks, [mean("speedup", k) for k in Ks], "o-", label=f"measured {label}")[0]
-        ax_s.plot(Ks, [mean("refined_speedup", k) for k in Ks], "x:", color=line.get_color(),
-                  label=f"refined (measured t_verify) {label}")
-        ax_t.plot(Ks, [mean("tokens_per_round", k) for k in Ks], "o-", color=line.get_color(), label=f"measured {label}")
+        ax_s.plot(
+            Ks,
+            [mean("refined_speedup", k) for k in Ks],
+            "x:",
+            color=line.get_color(),
+            label=f"refined (measured t_verify) {label}",
+        )
+        ax_t.plot(
+            Ks,
+            [mean("tokens_per_round", k) for k in Ks],
+            "o-",
+            color=line.get_color(),
+            label=f"measured {label}",
+        )
         alphas = [r["alpha"] for r in group if r.get("alpha") is not None]  # None: no draft was ever tested
         if not alphas:
             continue
         alpha = float(np.mean(alphas))
         c = float(np.mean([r["t_draft_s"] / r["t_target_s"] for r in group]))
         grid = np.arange(1, max(Ks) + 1)
-        ax_s.plot(grid, [theory.speedup_from_alpha(alpha, k, c) for k in grid], "--", color=line.get_color(),
-                  label=f"theory α={alpha:.2f}, c={c:.3f}")
-        ax_t.plot(grid, [theory.expected_tokens(alpha, k) for k in grid], "--", color=line.get_color(),
-                  label=f"theory α={alpha:.2f}")
+        ax_s.plot(
+            grid,
+            [theory.speedup_from_alpha(alpha, k, c) for k in grid],
+            "--",
+            color=line.get_color(),
+            label=f"theory α={alpha:.2f}, c={c:.3f}",
+        )
+        ax_t.plot(
+            grid,
+            [theory.expected_tokens(alpha, k) for k in grid],
+            "--",
+            color=line.get_color(),
+            label=f"theory α={alpha:.2f}",
+        )
     ax_s.axhline(1.0, color="grey", lw=0.8)
     ax_s.set(xlabel="K (draft tokens per round)", ylabel="speedup (AR time / SD time)", title="speedup")
     ax_t.set(xlabel="K (draft tokens per round)", ylabel="tokens per round", title="tokens per round")
@@ -88,7 +117,9 @@ def plot_K(rows: list[dict], output: str) -> None:
 def _save(fig, rows: list[dict], output: str) -> None:
     """Title the figure with the pair and the device of the first row, and write it."""
     first = rows[0]
-    fig.suptitle(f"draft {first.get('draft')} · target {first.get('target')} · {first.get('device')}", fontsize=9)
+    fig.suptitle(
+        f"draft {first.get('draft')} · target {first.get('target')} · {first.get('device')}", fontsize=9
+    )
     fig.tight_layout()
     fig.savefig(output, dpi=120)
     plt.close(fig)

@@ -14,8 +14,15 @@ import sys
 import time
 
 from rich.console import Console
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
-                           TimeElapsedColumn, TimeRemainingColumn)
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 
 def fmt_duration(seconds: float) -> str:
@@ -36,8 +43,15 @@ class PlainProgress:
         self.done, self.info = 0, ""
         self.t0 = self.last = time.monotonic()
 
-    def update(self, done: int | None = None, *, advance: int = 0, info: str | None = None,
-               what: str | None = None, force: bool = False) -> None:
+    def update(
+        self,
+        done: int | None = None,
+        *,
+        advance: int = 0,
+        info: str | None = None,
+        what: str | None = None,
+        force: bool = False,
+    ) -> None:
         self.done = (self.done if done is None else done) + advance
         self.info = self.info if info is None else info
         self.what = self.what if what is None else what
@@ -64,8 +78,15 @@ class RichProgress:
     def __init__(self, bar: Progress, what: str, total: int | None):
         self.bar, self.task = bar, bar.add_task(what, total=total, info="")
 
-    def update(self, done: int | None = None, *, advance: int = 0, info: str | None = None,
-               what: str | None = None, force: bool = False) -> None:
+    def update(
+        self,
+        done: int | None = None,
+        *,
+        advance: int = 0,
+        info: str | None = None,
+        what: str | None = None,
+        force: bool = False,
+    ) -> None:
         fields = {"advance": advance}
         if done is not None:
             fields["completed"] = done
@@ -77,8 +98,15 @@ class RichProgress:
 
 
 @contextlib.contextmanager
-def progress(what: str, total: int | None = None, *, unit: str = "", interval: float = 5.0,
-             stream=None, plain: bool | None = None):
+def progress(
+    what: str,
+    total: int | None = None,
+    *,
+    unit: str = "",
+    interval: float = 5.0,
+    stream=None,
+    plain: bool | None = None,
+):
     """Yield an object with update(done=, advance=, info=, what=) for a piece of long work.
 
     A rich bar when `stream` (stderr by default) is a terminal, else a plain line every
@@ -92,8 +120,17 @@ def progress(what: str, total: int | None = None, *, unit: str = "", interval: f
         yield p
         p.update(force=True)
         return
-    bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                   TextColumn("{task.fields[info]}"), TimeElapsedColumn(), TextColumn("ETA"),
-                   TimeRemainingColumn(), console=Console(file=stream), transient=True)
+    bar = Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[info]}"),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=Console(file=stream),
+        transient=True,
+    )
     with bar:
         yield RichProgress(bar, what, total)

@@ -35,12 +35,18 @@ PROMPTS: dict[str, dict[str, str]] = {
         "description-2": "The town lay in a valley between two hills, and in the summer",
     },
     "repetition": {
-        "refrain-1": ("Row, row, row your boat, gently down the stream. Merrily, merrily, merrily, merrily, "
-                      "life is but a dream. Row, row, row your boat, gently down the stream. Merrily,"),
-        "list-1": ("Monday, Tuesday, Wednesday, Thursday, Friday, Saturday, Sunday. Monday, Tuesday, "
-                   "Wednesday, Thursday,"),
-        "quote-1": ('"The little house stood at the edge of the wood, and no one had lived in it for many '
-                    'years." She read the line again, slowly: "The little house stood at the edge of the'),
+        "refrain-1": (
+            "Row, row, row your boat, gently down the stream. Merrily, merrily, merrily, merrily, "
+            "life is but a dream. Row, row, row your boat, gently down the stream. Merrily,"
+        ),
+        "list-1": (
+            "Monday, Tuesday, Wednesday, Thursday, Friday, Saturday, Sunday. Monday, Tuesday, "
+            "Wednesday, Thursday,"
+        ),
+        "quote-1": (
+            '"The little house stood at the edge of the wood, and no one had lived in it for many '
+            'years." She read the line again, slowly: "The little house stood at the edge of the'
+        ),
         "count-1": "One, two, three, four, five, six, seven, eight, nine, ten. One, two, three, four, five,",
     },
 }
@@ -72,8 +78,10 @@ def select(spec: str) -> dict[str, str]:
         elif item in everything:
             chosen[item] = everything[item]
         else:
-            raise ValueError(f"unknown prompt {item!r}: use all, a category ({', '.join(PROMPTS)}) or an id "
-                             f"(see `specbench prompts`)")
+            raise ValueError(
+                f"unknown prompt {item!r}: use all, a category ({', '.join(PROMPTS)}) or an id "
+                f"(see `specbench prompts`)"
+            )
     return chosen
 
 
@@ -83,8 +91,11 @@ def batch_ids(chosen: dict[str, str], batch: int) -> list[str]:
     last), so that any first few mix the categories. One chosen prompt is repeated."""
     order = list(PROMPTS)
     last = len(all_prompts())
-    rank = {pid: (last if c == "seed" else i, order.index(c)) for c, group in PROMPTS.items()
-            for i, pid in enumerate(group)}
+    rank = {
+        pid: (last if c == "seed" else i, order.index(c))
+        for c, group in PROMPTS.items()
+        for i, pid in enumerate(group)
+    }
     ids = sorted(chosen, key=lambda pid: rank.get(pid, (last + 1, 0)))  # custom ids keep their order, last
     return [ids[i % len(ids)] for i in range(batch)]
 

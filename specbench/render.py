@@ -24,7 +24,9 @@ def fmt_range(lo: float, hi: float) -> str:
 
 def fmt_speedup(row: dict) -> str:
     """mean ± σ of the per-repeat ratios; one repeat has no spread, so none is printed."""
-    return f"{row['speedup']:.2f}" if row["repeats"] == 1 else f"{row['speedup']:.2f} ± {row['speedup_std']:.2f}"
+    return (
+        f"{row['speedup']:.2f}" if row["repeats"] == 1 else f"{row['speedup']:.2f} ± {row['speedup_std']:.2f}"
+    )
 
 
 def fmt_overhead(row: dict) -> str:
@@ -48,52 +50,109 @@ def run_header(job, d, t) -> str:
     else:
         pair = f"draft [bold]{d.name}[/bold] ({d.config.n_layer}x{d.config.n_embd}) · {target}"
     w, B = c.warp, len(job.ids)
-    return (pair + f" · K={c.K}" + (" (dynamic)" if spec.confidence else "") + f" · T={w.temperature:g}"
-            + (f" · top-k {w.top_k}" if w.top_k else "") + (f" · top-p {w.top_p:g}" if w.top_p else "")
-            + (f" · batch {B}" if B > 1 else "")
-            + (" · random weights: timing only" if "random" in (t.source, d.source if d else "") else ""))
+    return (
+        pair
+        + f" · K={c.K}"
+        + (" (dynamic)" if spec.confidence else "")
+        + f" · T={w.temperature:g}"
+        + (f" · top-k {w.top_k}" if w.top_k else "")
+        + (f" · top-p {w.top_p:g}" if w.top_p else "")
+        + (f" · batch {B}" if B > 1 else "")
+        + (" · random weights: timing only" if "random" in (t.source, d.source if d else "") else "")
+    )
 
 
 def batch_line(row: dict) -> str:
     """What a batch did: its size and mix, the rounds it ran, and the slots stragglers wasted."""
     mix = sorted(set(row["batch_prompt_ids"] or []))
     shown = ", ".join(mix[:4]) + (f" and {len(mix) - 4} more" if len(mix) > 4 else "")
-    return (f"batch of {row['batch']} ({shown}) · tokens/s count all {row['batch']} sequences · the batch ran "
-            f"{row['batch_rounds']} rounds, {row['tokens_per_batch_round']:.2f} tokens per sequence per round "
-            f"(each sequence alone: {row['tokens_per_round']:.2f}) · idle slots {row['idle_fraction']:.1%}: "
-            f"finished sequences waiting for the slowest")
+    return (
+        f"batch of {row['batch']} ({shown}) · tokens/s count all {row['batch']} sequences · the batch ran "
+        f"{row['batch_rounds']} rounds, {row['tokens_per_batch_round']:.2f} tokens per sequence per round "
+        f"(each sequence alone: {row['tokens_per_round']:.2f}) · idle slots {row['idle_fraction']:.1%}: "
+        f"finished sequences waiting for the slowest"
+    )
 
 
 def timing_table(row: dict, console: Console) -> None:
     """AR against SD, then the step times and the theory from the same run."""
     one, batch = row["repeats"] == 1, row.get("batch", 1)
-    table = Table(title=f"{row['n_tokens']} new tokens" + (f" x {batch} sequences" if batch > 1 else "")
-                  + f" · {plural(row['repeats'], 'repeat')}" + (" (no spread from one repeat)" if one else "")
-                  + f" · {row['device']} · {row['dtype']}")
-    for col in ("method", "time" if one else "time (mean ± σ)", "range (min … max)", "tokens/s", "speedup",
-                "tokens/round", "r", "α"):
+    table = Table(
+        title=f"{row['n_tokens']} new tokens"
+        + (f" x {batch} sequences" if batch > 1 else "")
+        + f" · {plural(row['repeats'], 'repeat')}"
+        + (" (no spread from one repeat)" if one else "")
+        + f" · {row['device']} · {row['dtype']}"
+    )
+    for col in (
+        "method",
+        "time" if one else "time (mean ± σ)",
+        "range (min … max)",
+        "tokens/s",
+        "speedup",
+        "tokens/round",
+        "r",
+        "α",
+    ):
         table.add_column(col, justify="left" if col == "method" else "right")
     spread = (lambda m, sd: fmt_time(m)) if one else (lambda m, sd: f"{fmt_time(m)} ± {fmt_time(sd)}")
-    table.add_row("autoregressive", spread(row["ar_mean_s"], row["ar_std_s"]), fmt_range(row["ar_min_s"], row["ar_max_s"]),
-                  f"{row['ar_tokens_per_s']:.1f}", "1.00", "1.00", "", "")
-    table.add_row(f"speculative K={row['K']}", spread(row["sd_mean_s"], row["sd_std_s"]),
-                  fmt_range(row["sd_min_s"], row["sd_max_s"]), f"{row['sd_tokens_per_s']:.1f}",
-                  f"[bold]{fmt_speedup(row)}[/bold]", f"{row['tokens_per_round']:.2f}", f"{row['r']:.3f}",
-                  f"{row['alpha']:.3f}")
+    table.add_row(
+        "autoregressive",
+        spread(row["ar_mean_s"], row["ar_std_s"]),
+        fmt_range(row["ar_min_s"], row["ar_max_s"]),
+        f"{row['ar_tokens_per_s']:.1f}",
+        "1.00",
+        "1.00",
+        "",
+        "",
+    )
+    table.add_row(
+        f"speculative K={row['K']}",
+        spread(row["sd_mean_s"], row["sd_std_s"]),
+        fmt_range(row["sd_min_s"], row["sd_max_s"]),
+        f"{row['sd_tokens_per_s']:.1f}",
+        f"[bold]{fmt_speedup(row)}[/bold]",
+        f"{row['tokens_per_round']:.2f}",
+        f"{row['r']:.3f}",
+        f"{row['alpha']:.3f}",
+    )
     console.print(table)
-    steps = Table(title="step times (median, device loop" + (f", all {batch} sequences at once" if batch > 1 else "")
-                  + ") and theory from the same run")
-    for col in ("t_draft", "t_target", f"t_verify({row['K'] + 1})", "c", "t_round", "overhead (± σ)", "theory",
-                "refined", "measured/refined", "round model"):
+    steps = Table(
+        title="step times (median, device loop"
+        + (f", all {batch} sequences at once" if batch > 1 else "")
+        + ") and theory from the same run"
+    )
+    for col in (
+        "t_draft",
+        "t_target",
+        f"t_verify({row['K'] + 1})",
+        "c",
+        "t_round",
+        "overhead (± σ)",
+        "theory",
+        "refined",
+        "measured/refined",
+        "round model",
+    ):
         steps.add_column(col, justify="right")
-    steps.add_row(fmt_time(row["t_draft_s"]), fmt_time(row["t_target_s"]), fmt_time(row["t_verify_s"]),
-                  f"{row['t_draft_s'] / row['t_target_s']:.3f}", fmt_time(row["t_round_s"]), fmt_overhead(row),
-                  f"{row['theory_speedup']:.2f}", f"{row['refined_speedup']:.2f}",
-                  f"{row['measured_over_refined']:.2f}", f"{row['round_model_speedup']:.2f}")
+    steps.add_row(
+        fmt_time(row["t_draft_s"]),
+        fmt_time(row["t_target_s"]),
+        fmt_time(row["t_verify_s"]),
+        f"{row['t_draft_s'] / row['t_target_s']:.3f}",
+        fmt_time(row["t_round_s"]),
+        fmt_overhead(row),
+        f"{row['theory_speedup']:.2f}",
+        f"{row['refined_speedup']:.2f}",
+        f"{row['measured_over_refined']:.2f}",
+        f"{row['round_model_speedup']:.2f}",
+    )
     console.print(steps)
     if row["t_overhead_s"] < 0:
-        console.print("[dim]overhead < 0: t_round, t_draft and t_verify are separately timed medians, and their "
-                      "difference is within the timing noise shown (± σ)[/dim]")
+        console.print(
+            "[dim]overhead < 0: t_round, t_draft and t_verify are separately timed medians, and their "
+            "difference is within the timing noise shown (± σ)[/dim]"
+        )
 
 
 def run_report(row: dict, res, console: Console) -> None:
@@ -101,15 +160,19 @@ def run_report(row: dict, res, console: Console) -> None:
     timing_table(row, console)
     K, B = row["K"], row["batch"]
     if row["drafter"] == "lookup" or row["dynamic_K"]:
-        console.print(f"drafts per round: mean {row['mean_drafted']:.2f} of {K} · rounds with 0..{K} drafts: "
-                      f"{row['drafted_hist']}")
+        console.print(
+            f"drafts per round: mean {row['mean_drafted']:.2f} of {K} · rounds with 0..{K} drafts: "
+            f"{row['drafted_hist']}"
+        )
     if B > 1:
         console.print(batch_line(row))
     s = row["speedup"]
     faster, factor = ("faster", s) if s >= 1 else ("slower", 1 / s)
     spread = "" if row["repeats"] == 1 else f" ± {row['speedup_std']:.2f}"
-    console.print(f"[bold]speculative[/bold] ran [bold]{factor:.2f}{spread}[/bold] times {faster} "
-                  f"than autoregressive · compile (excluded): {res.compile_s:.1f} s, {res.n_compiles} programs")
+    console.print(
+        f"[bold]speculative[/bold] ran [bold]{factor:.2f}{spread}[/bold] times {faster} "
+        f"than autoregressive · compile (excluded): {res.compile_s:.1f} s, {res.n_compiles} programs"
+    )
     first = (lambda x: x[0]) if B > 1 else (lambda x: x)
     which = f" (sequence 1 of {B}: {row['batch_prompt_ids'][0]})" if B > 1 else ""
     console.print(Text.assemble(("prompt" + which + " ", "dim"), first(row["prompt"])))
@@ -117,7 +180,9 @@ def run_report(row: dict, res, console: Console) -> None:
     console.print(Text.assemble(("SD ", "bold"), first(row["sd_text"])))
     if row["temperature"] == 0:
         both = "the two generations are" if B == 1 else f"all {B} pairs of generations are"
-        console.print(f"T=0: {both} " + ("[green]identical[/green]" if row["identical"] else "[red]DIFFERENT[/red]"))
+        console.print(
+            f"T=0: {both} " + ("[green]identical[/green]" if row["identical"] else "[red]DIFFERENT[/red]")
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -129,12 +194,20 @@ def sweep_table(rows: list[dict], output: str, repeats: int, console: Console) -
     settings = [f.name for f in results.FIELDS if f.table and f.key]
     shown = [c for c in results.TABLE_COLUMNS if c not in settings or len({str(r.get(c)) for r in rows}) > 1]
     if not any(r.get("batch", 1) > 1 for r in rows):  # the batch columns say nothing at batch 1
-        shown = [c for c in shown if c not in ("tokens_per_batch_round", "idle_fraction", "t_target_s", "t_verify_s")]
+        shown = [
+            c
+            for c in shown
+            if c not in ("tokens_per_batch_round", "idle_fraction", "t_target_s", "t_verify_s")
+        ]
     if repeats == 1:
         shown.remove("speedup_std")
-    table = Table(title=f"{plural(len(rows), 'row')} · {output}" + (" · one repeat: no spread" if repeats == 1 else ""))
+    table = Table(
+        title=f"{plural(len(rows), 'row')} · {output}" + (" · one repeat: no spread" if repeats == 1 else "")
+    )
     for c in shown:
-        table.add_column(results.BY_NAME[c].header, justify="left" if c in ("prompt_id", "draft") else "right")
+        table.add_column(
+            results.BY_NAME[c].header, justify="left" if c in ("prompt_id", "draft") else "right"
+        )
     for r in rows:
         table.add_row(*[results.cell(c, r.get(c)) for c in shown])
     console.print(table)
@@ -155,8 +228,10 @@ def crossover_lines(rows: list[dict]) -> list[str]:
                 return f"crosses 1 at B ≈ {b:.1f}"
             return f"stays above 1 up to B={Bs[-1]}" if values[-1] >= 1 else f"is below 1 from B={Bs[0]} on"
 
-        lines.append(f"{label}: the measured speedup {where(curve['speedup'])}; the refined theory from the step "
-                     f"times at each batch size {where(curve['refined_speedup'])}")
+        lines.append(
+            f"{label}: the measured speedup {where(curve['speedup'])}; the refined theory from the step "
+            f"times at each batch size {where(curve['refined_speedup'])}"
+        )
     return lines
 
 
@@ -171,8 +246,14 @@ def trace_text(plan, tokens, st, decode, console: Console) -> None:
     plain = not console.is_terminal or console.no_color
     marks = {"rejected": "[-{}-]", "resampled": "[+{}]", "bonus": "[*{}]"}
     mark = (lambda role, t: marks[role].format(t) if role in marks else t) if plain else (lambda role, t: t)
-    style = {"accepted": "green", "rejected": "red strike", "resampled": "bold yellow", "bonus": "bold cyan",
-             "first": "magenta", "round": "dim blue"}
+    style = {
+        "accepted": "green",
+        "rejected": "red strike",
+        "resampled": "bold yellow",
+        "bonus": "bold cyan",
+        "first": "magenta",
+        "round": "dim blue",
+    }
     out = Text(plan.prompt, style="dim")
     out.append(piece(tokens[0]), style=style["first"])  # the prefill's draw from the target
     left = plan.n_tokens - 1
@@ -190,14 +271,23 @@ def trace_text(plan, tokens, st, decode, console: Console) -> None:
             role = "resampled" if a < rnd["n_drafted"] else "bonus"  # bonus: every proposed draft accepted
             out.append(mark(role, piece(rnd["emitted"])), style=style[role])
             left -= 1
-    legend = [("accepted draft", "accepted"), (mark("rejected", "rejected draft"), "rejected"),
-              (mark("resampled", "resampled"), "resampled"), (mark("bonus", "bonus"), "bonus"),
-              ("first token (prefill)", "first"), ("│ round", "round")]
-    console.print(Text.assemble(("legend: ", "dim"), *[p for text, role in legend for p in ((text, style[role]), "  ")]))
+    legend = [
+        ("accepted draft", "accepted"),
+        (mark("rejected", "rejected draft"), "rejected"),
+        (mark("resampled", "resampled"), "resampled"),
+        (mark("bonus", "bonus"), "bonus"),
+        ("first token (prefill)", "first"),
+        ("│ round", "round"),
+    ]
+    console.print(
+        Text.assemble(("legend: ", "dim"), *[p for text, role in legend for p in ((text, style[role]), "  ")])
+    )
     console.print(out)
-    console.print(f"{st.n_rounds} rounds · {st.n_generated} tokens · tokens/round {st.tokens_per_round:.2f} · "
-                  f"r {st.r:.3f} · α {st.alpha:.3f} · accepted per round {st.accepted_hist.tolist()} · "
-                  f"draft {plan.draft_name} · target {plan.target.name} · K={plan.K} · T={plan.warp.temperature:g}")
+    console.print(
+        f"{st.n_rounds} rounds · {st.n_generated} tokens · tokens/round {st.tokens_per_round:.2f} · "
+        f"r {st.r:.3f} · α {st.alpha:.3f} · accepted per round {st.accepted_hist.tolist()} · "
+        f"draft {plan.draft_name} · target {plan.target.name} · K={plan.K} · T={plan.warp.temperature:g}"
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -209,24 +299,34 @@ def theory_report(rows: list[tuple], c: float, r, alpha, t_verify, K_search: int
     if len(rows) == 1:
         k, tpr, rr, a, s, refined = rows[0]
         console.print(f"K={k}  c={c:.4f}  tokens/round={tpr:.3f}  r={rr:.3f}  alpha={a:.3f}")
-        console.print(f"speedup = [bold]{s:.2f}[/bold]" + (f"  (refined with t_verify: {refined:.2f})" if refined else ""))
+        console.print(
+            f"speedup = [bold]{s:.2f}[/bold]"
+            + (f"  (refined with t_verify: {refined:.2f})" if refined else "")
+        )
         if alpha is not None:
             best = theory.optimal_K(alpha, c, K_search)
             gain = theory.speedup_from_alpha(alpha, best, c)
             if best == K_search:  # still rising at the end of the search: no finite optimum to report
-                console.print(f"no optimal K for alpha={alpha:g}, c={c:.4f}: the speedup still grows at K={K_search} "
-                              f"({gain:.2f}), the end of the search"
-                              + (" and, at alpha = 1, for ever, toward 1/c" if alpha == 1 else ""))
+                console.print(
+                    f"no optimal K for alpha={alpha:g}, c={c:.4f}: the speedup still grows at K={K_search} "
+                    f"({gain:.2f}), the end of the search"
+                    + (" and, at alpha = 1, for ever, toward 1/c" if alpha == 1 else "")
+                )
             else:
                 console.print(f"optimal K for alpha={alpha:g}, c={c:.4f}: {best} (speedup {gain:.2f})")
         return
     best = max(rows, key=lambda row: row[4])[0]
     rising = best == max(row[0] for row in rows)
-    table = Table(title=f"c = t_draft/t_target = {c:.4f}" + (f", r = {r:g}" if r is not None else f", alpha = {alpha:g}"))
+    table = Table(
+        title=f"c = t_draft/t_target = {c:.4f}"
+        + (f", r = {r:g}" if r is not None else f", alpha = {alpha:g}")
+    )
     for col in ("K", "tokens/round", "r", "alpha", "speedup") + (("refined",) if t_verify else ()) + ("",):
         table.add_column(col, justify="right")
     for k, tpr, rr, a, s, refined in rows:
-        cells = [str(k), f"{tpr:.3f}", f"{rr:.3f}", f"{a:.3f}", f"{s:.2f}"] + ([f"{refined:.2f}"] if t_verify else [])
+        cells = [str(k), f"{tpr:.3f}", f"{rr:.3f}", f"{a:.3f}", f"{s:.2f}"] + (
+            [f"{refined:.2f}"] if t_verify else []
+        )
         mark = ("◀ best so far" if rising else "◀ best") if k == best else ""
         table.add_row(*cells, mark, style="bold" if k == best else None)
     console.print(table)
@@ -239,8 +339,14 @@ def models_table(rows: list[dict], weights_dir, console: Console) -> None:
     for col in ("name", "aliases", "layers x width", "parameters", "kind", "here"):
         table.add_column(col)
     for row in rows:
-        table.add_row(row["name"], row["aliases"], row["layers_x_width"], f"{row['n_params'] / 1e6:.1f}M",
-                      row["kind"], "[green]yes[/green]" if row["present"] else "no")
+        table.add_row(
+            row["name"],
+            row["aliases"],
+            row["layers_x_width"],
+            f"{row['n_params'] / 1e6:.1f}M",
+            row["kind"],
+            "[green]yes[/green]" if row["present"] else "no",
+        )
     console.print(table)
 
 
@@ -254,18 +360,42 @@ def prompts_table(console: Console) -> None:
 
 
 def roofline_table(rows: list[dict], context: int, console: Console) -> None:
-    random_note = " · random weights: timing only" if any(r["weights"].startswith("random") for r in rows) else ""
+    random_note = (
+        " · random weights: timing only" if any(r["weights"].startswith("random") for r in rows) else ""
+    )
     peak = rows[0]["peak_gbps"]
-    table = Table(title=f"decode-step roofline · {rows[0]['device']} · cache {context} · peak "
-                  + (f"{peak:.0f} GB/s" if peak else "unknown") + random_note)
-    for col in ("model", "dtype", "tok/step", "t_step", "bound", "t/bound", "MB/step", "GB/s", "t(n)/t(1)", "plain",
-                "plain/loop"):
+    table = Table(
+        title=f"decode-step roofline · {rows[0]['device']} · cache {context} · peak "
+        + (f"{peak:.0f} GB/s" if peak else "unknown")
+        + random_note
+    )
+    for col in (
+        "model",
+        "dtype",
+        "tok/step",
+        "t_step",
+        "bound",
+        "t/bound",
+        "MB/step",
+        "GB/s",
+        "t(n)/t(1)",
+        "plain",
+        "plain/loop",
+    ):
         table.add_column(col, justify="left" if col in ("model", "dtype") else "right")
     for r in rows:
         bound = r["bound_s"]
-        table.add_row(r["model"], r["dtype"], str(r["n_tokens_per_step"]), fmt_time(r["t_step_s"]),
-                      fmt_time(bound) if bound else "—", f"{r['t_step_s'] / bound:.2f}" if bound else "—",
-                      f"{r['bytes_per_step'] / 1e6:.1f}", f"{r['achieved_gbps']:.1f}", f"{r['t_over_t1']:.2f}",
-                      fmt_time(r["t_plain_step_s"]) if r["t_plain_step_s"] else "",
-                      f"{r['plain_over_loop']:.2f}" if r["plain_over_loop"] else "")
+        table.add_row(
+            r["model"],
+            r["dtype"],
+            str(r["n_tokens_per_step"]),
+            fmt_time(r["t_step_s"]),
+            fmt_time(bound) if bound else "—",
+            f"{r['t_step_s'] / bound:.2f}" if bound else "—",
+            f"{r['bytes_per_step'] / 1e6:.1f}",
+            f"{r['achieved_gbps']:.1f}",
+            f"{r['t_over_t1']:.2f}",
+            fmt_time(r["t_plain_step_s"]) if r["t_plain_step_s"] else "",
+            f"{r['plain_over_loop']:.2f}" if r["plain_over_loop"] else "",
+        )
     console.print(table)

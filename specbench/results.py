@@ -35,42 +35,75 @@ class Field:
 F = Field
 FIELDS = [
     # context
-    F("specbench_version", str), F("git_commit", str), F("jax_version", str), F("device", str),
-    F("timestamp", str), F("dtype", str, key=True),
-    F("draft", str, md=2, table=1, header="drafter", key=True), F("target", str, md=3, key=True),
-    F("drafter", str, md=1, key=True, old="model"), F("ngram", int, key=True), F("draft_layers", int, key=True),
-    F("dynamic_K", bool, key=True, old=False), F("draft_confidence", float, key=True),
+    F("specbench_version", str),
+    F("git_commit", str),
+    F("jax_version", str),
+    F("device", str),
+    F("timestamp", str),
+    F("dtype", str, key=True),
+    F("draft", str, md=2, table=1, header="drafter", key=True),
+    F("target", str, md=3, key=True),
+    F("drafter", str, md=1, key=True, old="model"),
+    F("ngram", int, key=True),
+    F("draft_layers", int, key=True),
+    F("dynamic_K", bool, key=True, old=False),
+    F("draft_confidence", float, key=True),
     F("K", int, md=6, table=4, header="K", key=True, plot=True),
     F("temperature", float, md=7, table=5, header="T", key=True, plot=True, fmt="g"),
-    F("top_k", int, key=True), F("top_p", float, md=8, table=6, header="top-p", key=True, fmt="g"),
-    F("seed", int, key=True), F("prompt_id", str, md=4, table=2, header="prompt", key=True),
-    F("prompt_sha", str), F("n_tokens", int, key=True), F("repeats", int), F("warmup", int),
-    F("loop", str, key=True), F("batch", int, md=5, table=3, header="batch", key=True, old=1),
+    F("top_k", int, key=True),
+    F("top_p", float, md=8, table=6, header="top-p", key=True, fmt="g"),
+    F("seed", int, key=True),
+    F("prompt_id", str, md=4, table=2, header="prompt", key=True),
+    F("prompt_sha", str),
+    F("n_tokens", int, key=True),
+    F("repeats", int),
+    F("warmup", int),
+    F("loop", str, key=True),
+    F("batch", int, md=5, table=3, header="batch", key=True, old=1),
     # wall times of the repeats (mean ± σ, range, median), AR then SD
     *[F(f"ar_{s}") for s in ("mean_s", "std_s", "min_s", "max_s", "median_s")],
     F("ar_tokens_per_s", md=9, table=7, header="AR tok/s", fmt=".1f"),
     *[F(f"sd_{s}") for s in ("mean_s", "std_s", "min_s", "max_s", "median_s")],
     F("sd_tokens_per_s", md=10, table=8, header="SD tok/s", fmt=".1f"),
-    F("speedup", md=11, table=9, header="speedup", plot=True), F("speedup_std", table=10, header="±"),
+    F("speedup", md=11, table=9, header="speedup", plot=True),
+    F("speedup_std", table=10, header="±"),
     # acceptance
-    F("n_rounds", int), F("tokens_per_round", md=12, table=11, header="tok/round", plot=True),
-    F("mean_drafted"), F("r", fmt=".3f"), F("alpha", md=13, table=14, header="α", plot=True, fmt=".3f"),
-    F("accept_rate_drafted"), F("batch_rounds", int),
-    F("tokens_per_batch_round", table=12, header="tok/batch-round"), F("idle_fraction", table=13, header="idle",
-                                                                        fmt="%"),
+    F("n_rounds", int),
+    F("tokens_per_round", md=12, table=11, header="tok/round", plot=True),
+    F("mean_drafted"),
+    F("r", fmt=".3f"),
+    F("alpha", md=13, table=14, header="α", plot=True, fmt=".3f"),
+    F("accept_rate_drafted"),
+    F("batch_rounds", int),
+    F("tokens_per_batch_round", table=12, header="tok/batch-round"),
+    F("idle_fraction", table=13, header="idle", fmt="%"),
     # step times and theory
-    F("t_draft_s", plot=True, fmt="ms"), F("t_target_s", table=15, header="t_target", plot=True, fmt="ms"),
-    F("t_verify_s", table=16, header="t_verify", fmt="ms"), F("t_round_s", fmt="ms"), F("t_overhead_s", fmt="ms"),
-    F("t_overhead_err_s", fmt="ms"), F("t_ar_token_s", fmt="ms"),
+    F("t_draft_s", plot=True, fmt="ms"),
+    F("t_target_s", table=15, header="t_target", plot=True, fmt="ms"),
+    F("t_verify_s", table=16, header="t_verify", fmt="ms"),
+    F("t_round_s", fmt="ms"),
+    F("t_overhead_s", fmt="ms"),
+    F("t_overhead_err_s", fmt="ms"),
+    F("t_ar_token_s", fmt="ms"),
     F("theory_speedup", md=14, table=17, header="theory"),
-    F("refined_speedup", md=15, table=18, header="refined", plot=True), F("round_model_speedup"),
-    F("measured_over_theory"), F("measured_over_refined", md=16), F("compile_s"),
+    F("refined_speedup", md=15, table=18, header="refined", plot=True),
+    F("round_model_speedup"),
+    F("measured_over_theory"),
+    F("measured_over_refined", md=16),
+    F("compile_s"),
     F("identical", bool, table=19, header="T=0 same"),
     # JSON only; for a batch (B > 1) prompt, token ids and texts are lists, one entry per sequence
-    F("prompt", object, csv=False), F("ar_times_s", list, csv=False), F("sd_times_s", list, csv=False),
-    F("accepted_hist", list, csv=False), F("per_position_acceptance", list, csv=False),
-    F("drafted_hist", list, csv=False), F("ar_token_ids", list, csv=False), F("sd_token_ids", list, csv=False),
-    F("batch_prompt_ids", list, csv=False), F("ar_text", object, csv=False), F("sd_text", object, csv=False),
+    F("prompt", object, csv=False),
+    F("ar_times_s", list, csv=False),
+    F("sd_times_s", list, csv=False),
+    F("accepted_hist", list, csv=False),
+    F("per_position_acceptance", list, csv=False),
+    F("drafted_hist", list, csv=False),
+    F("ar_token_ids", list, csv=False),
+    F("sd_token_ids", list, csv=False),
+    F("batch_prompt_ids", list, csv=False),
+    F("ar_text", object, csv=False),
+    F("sd_text", object, csv=False),
 ]
 BY_NAME = {f.name: f for f in FIELDS}
 CSV_COLUMNS = [f.name for f in FIELDS if f.csv]
@@ -102,21 +135,45 @@ def cell(column: str, value) -> str:
 def drafter_settings(drafter) -> dict:
     """The drafter's settings as row fields (drafters.Drafter, read by attribute)."""
     if drafter is None:
-        return {"drafter": "model", "ngram": None, "draft_layers": None, "dynamic_K": False, "draft_confidence": None}
-    return {"drafter": drafter.kind, "ngram": drafter.ngram if drafter.kind == "lookup" else None,
-            "draft_layers": drafter.config.n_layer if drafter.kind == "layerskip" else None,
-            "dynamic_K": drafter.confidence is not None, "draft_confidence": drafter.confidence}
+        return {
+            "drafter": "model",
+            "ngram": None,
+            "draft_layers": None,
+            "dynamic_K": False,
+            "draft_confidence": None,
+        }
+    return {
+        "drafter": drafter.kind,
+        "ngram": drafter.ngram if drafter.kind == "lookup" else None,
+        "draft_layers": drafter.config.n_layer if drafter.kind == "layerskip" else None,
+        "dynamic_K": drafter.confidence is not None,
+        "draft_confidence": drafter.confidence,
+    }
 
 
 def summarize(times: list[float]) -> dict[str, float]:
     """mean, σ (0 for one value), min, max and median of per-repeat seconds."""
     t = np.asarray(times)
-    return {"mean_s": float(t.mean()), "std_s": float(t.std(ddof=1)) if len(t) > 1 else 0.0,
-            "min_s": float(t.min()), "max_s": float(t.max()), "median_s": float(np.median(t))}
+    return {
+        "mean_s": float(t.mean()),
+        "std_s": float(t.std(ddof=1)) if len(t) > 1 else 0.0,
+        "min_s": float(t.min()),
+        "max_s": float(t.max()),
+        "median_s": float(np.median(t)),
+    }
 
 
-def result_row(res, *, draft: str, dtype: str, prompt_id: str, prompt: str | list[str], context: dict,
-               decode=None, batch_prompt_ids: list[str] | None = None) -> dict:
+def result_row(
+    res,
+    *,
+    draft: str,
+    dtype: str,
+    prompt_id: str,
+    prompt: str | list[str],
+    context: dict,
+    decode=None,
+    batch_prompt_ids: list[str] | None = None,
+) -> dict:
     """One flat row, in FIELDS' order: the context, the measurements, and the theory from the same
     measurements. `res` is a bench.BenchmarkResult.
 
@@ -131,32 +188,67 @@ def result_row(res, *, draft: str, dtype: str, prompt_id: str, prompt: str | lis
     speedup = float(speedups.mean())
     seed_theory = theory.speedup_from_r(st.r, K, res.t_draft_s, res.t_target_s)
     # a batch waits for its slowest sequence: what it yields per round it runs (one sequence: tokens/round)
-    refined = theory.refined_speedup(st.tokens_per_batch_round, K, res.t_draft_s, res.t_target_s, res.t_verify_s)
+    refined = theory.refined_speedup(
+        st.tokens_per_batch_round, K, res.t_draft_s, res.t_target_s, res.t_verify_s
+    )
     values = {
-        **context, "dtype": dtype, "draft": draft, "target": c.target.name, **drafter_settings(c.drafter), "K": K,
-        "temperature": warp.temperature, "top_k": warp.top_k, "top_p": warp.top_p, "seed": c.seed,
-        "prompt_id": prompt_id, "prompt_sha": prompt_hash(prompt if isinstance(prompt, str) else "\n".join(prompt)),
-        "n_tokens": N, "repeats": c.repeats, "warmup": c.warmup, "loop": "device" if c.device_loop else "host",
-        "batch": B, **{f"ar_{k}": v for k, v in ar.items()}, **{f"sd_{k}": v for k, v in sd.items()},
-        "ar_tokens_per_s": B * N / ar["mean_s"], "sd_tokens_per_s": B * N / sd["mean_s"],
-        "speedup": speedup, "speedup_std": float(speedups.std(ddof=1)) if len(speedups) > 1 else 0.0,
-        "n_rounds": st.n_rounds, "tokens_per_round": st.tokens_per_round, "r": st.r, "alpha": st.alpha,
-        "batch_rounds": st.rounds_run, "tokens_per_batch_round": st.tokens_per_batch_round,
-        "idle_fraction": st.idle_fraction, "accept_rate_drafted": st.accept_rate_drafted,
-        "t_draft_s": res.t_draft_s, "t_target_s": res.t_target_s, "t_verify_s": res.t_verify_s,
-        "t_round_s": res.t_round_s, "t_overhead_s": res.t_round_s - K * res.t_draft_s - res.t_verify_s,
-        "t_overhead_err_s": res.t_overhead_err_s, "t_ar_token_s": res.t_ar_token_s,
-        "theory_speedup": seed_theory, "refined_speedup": refined,
+        **context,
+        "dtype": dtype,
+        "draft": draft,
+        "target": c.target.name,
+        **drafter_settings(c.drafter),
+        "K": K,
+        "temperature": warp.temperature,
+        "top_k": warp.top_k,
+        "top_p": warp.top_p,
+        "seed": c.seed,
+        "prompt_id": prompt_id,
+        "prompt_sha": prompt_hash(prompt if isinstance(prompt, str) else "\n".join(prompt)),
+        "n_tokens": N,
+        "repeats": c.repeats,
+        "warmup": c.warmup,
+        "loop": "device" if c.device_loop else "host",
+        "batch": B,
+        **{f"ar_{k}": v for k, v in ar.items()},
+        **{f"sd_{k}": v for k, v in sd.items()},
+        "ar_tokens_per_s": B * N / ar["mean_s"],
+        "sd_tokens_per_s": B * N / sd["mean_s"],
+        "speedup": speedup,
+        "speedup_std": float(speedups.std(ddof=1)) if len(speedups) > 1 else 0.0,
+        "n_rounds": st.n_rounds,
+        "tokens_per_round": st.tokens_per_round,
+        "r": st.r,
+        "alpha": st.alpha,
+        "batch_rounds": st.rounds_run,
+        "tokens_per_batch_round": st.tokens_per_batch_round,
+        "idle_fraction": st.idle_fraction,
+        "accept_rate_drafted": st.accept_rate_drafted,
+        "t_draft_s": res.t_draft_s,
+        "t_target_s": res.t_target_s,
+        "t_verify_s": res.t_verify_s,
+        "t_round_s": res.t_round_s,
+        "t_overhead_s": res.t_round_s - K * res.t_draft_s - res.t_verify_s,
+        "t_overhead_err_s": res.t_overhead_err_s,
+        "t_ar_token_s": res.t_ar_token_s,
+        "theory_speedup": seed_theory,
+        "refined_speedup": refined,
         # stragglers hold a batch back: the rounds it runs, not each sequence's own, cost time
         "round_model_speedup": st.tokens_per_batch_round * res.t_ar_token_s / res.t_round_s,
-        "measured_over_theory": speedup / seed_theory, "measured_over_refined": speedup / refined,
-        "compile_s": res.compile_s, "identical": (res.ar_tokens == res.sd_tokens) if warp.temperature == 0 else None,
-        "prompt": prompt, "ar_times_s": res.ar_times_s, "sd_times_s": res.sd_times_s,
-        "accepted_hist": st.accepted_hist.tolist(), "per_position_acceptance": st.per_position,
+        "measured_over_theory": speedup / seed_theory,
+        "measured_over_refined": speedup / refined,
+        "compile_s": res.compile_s,
+        "identical": (res.ar_tokens == res.sd_tokens) if warp.temperature == 0 else None,
+        "prompt": prompt,
+        "ar_times_s": res.ar_times_s,
+        "sd_times_s": res.sd_times_s,
+        "accepted_hist": st.accepted_hist.tolist(),
+        "per_position_acceptance": st.per_position,
         "drafted_hist": st.drafted_hist.tolist() if st.drafted_hist is not None else None,
         "mean_drafted": float(np.dot(np.arange(K + 1), st.drafted_hist) / max(1, st.n_rounds))
-        if st.drafted_hist is not None else float(K),
-        "ar_token_ids": res.ar_tokens, "sd_token_ids": res.sd_tokens,
+        if st.drafted_hist is not None
+        else float(K),
+        "ar_token_ids": res.ar_tokens,
+        "sd_token_ids": res.sd_tokens,
     }
     if B > 1:
         values["batch_prompt_ids"] = batch_prompt_ids

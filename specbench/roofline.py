@@ -20,8 +20,9 @@ def step_bytes(model: Model, max_len: int) -> int:
     return param_bytes(model.params) + 2 * c.n_layer * max_len * c.n_embd * itemsize
 
 
-def roofline(model: Model, n_max: int, max_len: int, iters: int = 20, repeats: int = 5,
-             on_timing=None) -> list[dict]:
+def roofline(
+    model: Model, n_max: int, max_len: int, iters: int = 20, repeats: int = 5, on_timing=None
+) -> list[dict]:
     """Step time for 1 .. n_max tokens, bytes moved, bandwidth achieved, and t(n)/t(1); for 1
     token also the plain host-dispatched step and its ratio to the device loop. on_timing() is
     called after each of the n_max + 1 timings."""
@@ -35,10 +36,18 @@ def roofline(model: Model, n_max: int, max_len: int, iters: int = 20, repeats: i
         t = float(np.median(timing.step_seconds(model, n, max_len, iters, repeats)))
         done()
         gbps = moved / t / 1e9
-        rows.append({"n_tokens_per_step": n, "t_step_s": t, "bytes_per_step": moved, "achieved_gbps": gbps,
-                     "peak_gbps": peak, "fraction_of_peak": gbps / peak if peak else None,
-                     "bound_s": moved / (peak * 1e9) if peak else None,
-                     "t_over_t1": t / rows[0]["t_step_s"] if rows else 1.0,
-                     "t_plain_step_s": t_plain if n == 1 else None,
-                     "plain_over_loop": t_plain / t if n == 1 else None})
+        rows.append(
+            {
+                "n_tokens_per_step": n,
+                "t_step_s": t,
+                "bytes_per_step": moved,
+                "achieved_gbps": gbps,
+                "peak_gbps": peak,
+                "fraction_of_peak": gbps / peak if peak else None,
+                "bound_s": moved / (peak * 1e9) if peak else None,
+                "t_over_t1": t / rows[0]["t_step_s"] if rows else 1.0,
+                "t_plain_step_s": t_plain if n == 1 else None,
+                "plain_over_loop": t_plain / t if n == 1 else None,
+            }
+        )
     return rows

@@ -53,7 +53,9 @@ def probs_by_definition(logits, warp: Warp):
     pr = jax.nn.softmax(logits, axis=-1)
     if warp.top_p is not None and warp.top_p < 1:
         desc = -jnp.sort(-pr, axis=-1)
-        threshold = jnp.min(jnp.where(jnp.cumsum(desc, -1) - desc < warp.top_p, desc, jnp.inf), -1, keepdims=True)
+        threshold = jnp.min(
+            jnp.where(jnp.cumsum(desc, -1) - desc < warp.top_p, desc, jnp.inf), -1, keepdims=True
+        )
         pr = jnp.where(pr >= threshold, pr, 0.0)
         pr = pr / jnp.sum(pr, axis=-1, keepdims=True)
     return pr
@@ -150,7 +152,9 @@ def sample(key, pr, block: int = 256):
     idx_b, idx_t = jnp.arange(n_blocks), jnp.arange(block)
     block_cdf = jnp.cumsum(jnp.sum(blocks, axis=-1))
     u = jax.random.uniform(key, dtype=pr.dtype) * block_cdf[-1]
-    last_block = jnp.max(jnp.where(block_cdf > jnp.concatenate([jnp.zeros(1, pr.dtype), block_cdf[:-1]]), idx_b, 0))
+    last_block = jnp.max(
+        jnp.where(block_cdf > jnp.concatenate([jnp.zeros(1, pr.dtype), block_cdf[:-1]]), idx_b, 0)
+    )
     b = jnp.minimum(jnp.searchsorted(block_cdf, u, side="right"), last_block)
     u_in = u - jnp.where(b > 0, block_cdf[jnp.maximum(b - 1, 0)], 0.0)
     inner = blocks[b]

@@ -62,8 +62,9 @@ def optimal_K(alpha: float, c: float, K_max: int = 16) -> int:
     return max(range(1, K_max + 1), key=lambda K: speedup_from_alpha(alpha, K, c))
 
 
-def refined_speedup(tokens_per_round: float, K: int, t_draft: float, t_target: float, t_verify: float,
-                    t_overhead: float = 0.0) -> float:
+def refined_speedup(
+    tokens_per_round: float, K: int, t_draft: float, t_target: float, t_verify: float, t_overhead: float = 0.0
+) -> float:
     """speedup = tokens_per_round t_target / (K t_draft + t_verify + t_overhead).
 
     The seed formula with the measured verify step (K+1 tokens) in place of t_target, and any
@@ -114,6 +115,10 @@ def batch_curves(rows: list[dict]) -> dict[tuple, dict[str, list[float]]]:
     for key, by_batch in grouped.items():
         Bs = sorted(by_batch)
         mean = lambda col: [sum(r[col] for r in by_batch[b]) / len(by_batch[b]) for b in Bs]
-        curves[key] = {"batch": Bs, **{col: mean(col) for col in ("speedup", "refined_speedup", "ar_tokens_per_s",
-                                                                   "sd_tokens_per_s")}}
+        curves[key] = {
+            "batch": Bs,
+            **{
+                col: mean(col) for col in ("speedup", "refined_speedup", "ar_tokens_per_s", "sd_tokens_per_s")
+            },
+        }
     return curves

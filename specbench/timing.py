@@ -28,7 +28,7 @@ N_STEP_TIMINGS = 5  # what run_benchmark times after the repeats: draft, target,
 class CompileCounter:
     """Counts XLA compilations inside a `with` block (jax.monitoring's backend-compile events)."""
 
-    _active: list["CompileCounter"] = []
+    _active: list[CompileCounter] = []
     _registered = False
 
     def __init__(self):
@@ -82,8 +82,9 @@ def _step_loop(params, cache, tokens, pos, iters, config: GPT2Config):
     return jax.vmap(one)(cache, tokens, pos) if tokens.ndim == 2 else one(cache, tokens, pos)
 
 
-def step_seconds(model: Model, n_seq: int, max_len: int, iters: int = 20, repeats: int = 5,
-                 batch: int = 1) -> np.ndarray:
+def step_seconds(
+    model: Model, n_seq: int, max_len: int, iters: int = 20, repeats: int = 5, batch: int = 1
+) -> np.ndarray:
     """Seconds of one forward step over n_seq tokens (1 = decode, K+1 = verify), one per repeat;
     with batch > 1, of one step of `batch` sequences together, each at its own position."""
     cache = init_cache(model.config, max_len, model.params["wte"].dtype)
@@ -123,11 +124,15 @@ def _hold_position(step_fn):
     return lambda _, state: step_fn(state)._replace(n=state.n)
 
 
-@functools.partial(jax.jit, static_argnames=("iters", "drafter", "target_config", "warp", "K", "batch"),
-                   donate_argnames=("state",))
+@functools.partial(
+    jax.jit,
+    static_argnames=("iters", "drafter", "target_config", "warp", "K", "batch"),
+    donate_argnames=("state",),
+)
 def _rounds_loop(draft_params, target_params, state, iters, drafter, target_config, warp, K, batch):
-    one = lambda s: generate.programs(batch).spec_round(draft_params, target_params, s, drafter, target_config,
-                                                        warp, K)
+    one = lambda s: generate.programs(batch).spec_round(
+        draft_params, target_params, s, drafter, target_config, warp, K
+    )
     return lax.fori_loop(0, iters, _hold_position(one), state)
 
 
@@ -150,8 +155,16 @@ def _propose_loop(tokens, n, iters, drafter, K, n_vocab):
     return lax.fori_loop(0, iters, lambda _, t: propose(t, n), tokens)
 
 
-def draft_seconds(drafter, draft: Model | None, target: Model, prompts: list[list[int]], K: int, max_len: int,
-                  iters: int = 20, repeats: int = 5) -> np.ndarray:
+def draft_seconds(
+    drafter,
+    draft: Model | None,
+    target: Model,
+    prompts: list[list[int]],
+    K: int,
+    max_len: int,
+    iters: int = 20,
+    repeats: int = 5,
+) -> np.ndarray:
     """Seconds per draft token of the drafter actually used, one per repeat, for the batch of
     `prompts` together: a 1-token step of the draft model or of the target's first L layers; for
     lookup, one proposal of K tokens / K."""
@@ -159,8 +172,9 @@ def draft_seconds(drafter, draft: Model | None, target: Model, prompts: list[lis
     if drafter.kind == "model":
         return step_seconds(draft, 1, max_len, iters, repeats, B)
     if drafter.kind == "layerskip":
-        first_layers = Model(f"{target.name}[:{drafter.config.n_layer}]", drafter.config, target.params,
-                             target.source)
+        first_layers = Model(
+            f"{target.name}[:{drafter.config.n_layer}]", drafter.config, target.params, target.source
+        )
         return step_seconds(first_layers, 1, max_len, iters, repeats, B)
     buf = generate.inputs(prompts, max_len, 0).prompt_bufs
     tokens = jnp.zeros(buf.shape[:-1] + (max_len,), jnp.int32).at[..., : buf.shape[-1]].set(buf)
@@ -169,25 +183,49 @@ def draft_seconds(drafter, draft: Model | None, target: Model, prompts: list[lis
     return seconds_per_iter(loop, tokens, iters, repeats) / K
 
 
-def round_seconds(draft: Model | None, target: Model, prompts: list[list[int]], K: int, warp: Warp, max_len: int,
-                  seed: int = 0, iters: int = 5, repeats: int = 5, drafter=None) -> np.ndarray:
+def round_seconds(
+    draft: Model | None,
+    target: Model,
+    prompts: list[list[int]],
+    K: int,
+    warp: Warp,
+    max_len: int,
+    seed: int = 0,
+    iters: int = 5,
+    repeats: int = 5,
+    drafter=None,
+) -> np.ndarray:
     """Seconds of one whole speculative round of the batch (K draft steps, verify, warping,
     accept/reject, bookkeeping) as the device loop runs it, one per repeat."""
     drafter = drafter or drafters.model_drafter(draft.config)
     draft_params = draft_params_for(drafter, draft, target)
     B = len(prompts)
     kw = dict(drafter=drafter, target_config=target.config, warp=warp, K=K)
-    state = generate.programs(B).spec_start_jit(draft_params, target.params, *generate.inputs(prompts, max_len, seed), max_len=max_len, **kw)
+    state = generate.programs(B).spec_start_jit(
+        draft_params, target.params, *generate.inputs(prompts, max_len, seed), max_len=max_len, **kw
+    )
     loop = lambda s: _rounds_loop(draft_params, target.params, s, iters, batch=B, **kw)
     return seconds_per_iter(loop, state, iters, repeats)
 
 
-def ar_token_seconds(target: Model, prompts: list[list[int]], warp: Warp, max_len: int, seed: int = 0,
-                     iters: int = 10, repeats: int = 5) -> np.ndarray:
+def ar_token_seconds(
+    target: Model,
+    prompts: list[list[int]],
+    warp: Warp,
+    max_len: int,
+    seed: int = 0,
+    iters: int = 10,
+    repeats: int = 5,
+) -> np.ndarray:
     """Seconds of one autoregressive token for every sequence of the batch (decode step, warping,
     sampling) in the device loop, one per repeat."""
     B = len(prompts)
-    state = generate.programs(B).ar_start_jit(target.params, *generate.inputs(prompts, max_len, seed), config=target.config, warp=warp,
-                  max_len=max_len)
+    state = generate.programs(B).ar_start_jit(
+        target.params,
+        *generate.inputs(prompts, max_len, seed),
+        config=target.config,
+        warp=warp,
+        max_len=max_len,
+    )
     loop = lambda s: _ar_loop(target.params, s, iters, target.config, warp, B)
     return seconds_per_iter(loop, state, iters, repeats)

@@ -40,7 +40,9 @@ def _checked(path: Path, sha256: str) -> str:
         raise TokenizerError(f"tokenizer file {path} is missing")
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     if digest != sha256:
-        raise TokenizerError(f"tokenizer file {path} is corrupt (sha256 {digest[:12]}…, expected {sha256[:12]}…)")
+        raise TokenizerError(
+            f"tokenizer file {path} is corrupt (sha256 {digest[:12]}…, expected {sha256[:12]}…)"
+        )
     return str(path)
 
 
@@ -52,8 +54,9 @@ def get_encoding(directory: str | None = None) -> tiktoken.Encoding:
         vocab_bpe_file=_checked(d / "vocab.bpe", VOCAB_BPE_SHA256),
         encoder_json_file=_checked(d / "encoder.json", ENCODER_JSON_SHA256),
     )
-    return tiktoken.Encoding("gpt2", pat_str=GPT2_PATTERN, mergeable_ranks=ranks,
-                             special_tokens={EOT_TOKEN: EOT_ID})
+    return tiktoken.Encoding(
+        "gpt2", pat_str=GPT2_PATTERN, mergeable_ranks=ranks, special_tokens={EOT_TOKEN: EOT_ID}
+    )
 
 
 def encode(text: str, directory: str | None = None) -> list[int]:

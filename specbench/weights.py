@@ -34,18 +34,25 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from specbench.gpt2 import GPT2Config, init_params
-
 from specbench.errors import WeightsError
+from specbench.gpt2 import GPT2Config, init_params
 
 CONFIG_FILE = "config.json"
 SAFETENSORS_FILE = "model.safetensors"
 INDEX_FILE = "model.safetensors.index.json"
 BLOCK_KEYS = [
-    "ln_1.weight", "ln_1.bias",
-    "attn.c_attn.weight", "attn.c_attn.bias", "attn.c_proj.weight", "attn.c_proj.bias",
-    "ln_2.weight", "ln_2.bias",
-    "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight", "mlp.c_proj.bias",
+    "ln_1.weight",
+    "ln_1.bias",
+    "attn.c_attn.weight",
+    "attn.c_attn.bias",
+    "attn.c_proj.weight",
+    "attn.c_proj.bias",
+    "ln_2.weight",
+    "ln_2.bias",
+    "mlp.c_fc.weight",
+    "mlp.c_fc.bias",
+    "mlp.c_proj.weight",
+    "mlp.c_proj.bias",
 ]
 IGNORED = re.compile(r"^(h\.\d+\.attn\.(bias|masked_bias)|lm_head\.weight)$")
 
@@ -69,16 +76,30 @@ REGISTRY: dict[str, ModelSpec] = {
     s.name: s
     for s in [
         ModelSpec("124M", "GPT-2 small", _gpt2(12, 12, 768), "openai-community/gpt2", ("gpt2",)),
-        ModelSpec("355M", "GPT-2 medium", _gpt2(24, 16, 1024), "openai-community/gpt2-medium", ("gpt2-medium",)),
+        ModelSpec(
+            "355M", "GPT-2 medium", _gpt2(24, 16, 1024), "openai-community/gpt2-medium", ("gpt2-medium",)
+        ),
         ModelSpec("774M", "GPT-2 large", _gpt2(36, 20, 1280), "openai-community/gpt2-large", ("gpt2-large",)),
         ModelSpec("1558M", "GPT-2 XL", _gpt2(48, 25, 1600), "openai-community/gpt2-xl", ("gpt2-xl",)),
-        ModelSpec("random-target", "random weights, 6x256 (timing only)",
-                  GPT2Config(n_layer=6, n_head=4, n_embd=256, n_ctx=1024), random_seed=0),
-        ModelSpec("random-124M", "random weights, GPT-2 124M's shape (timing only)", _gpt2(12, 12, 768),
-                  random_seed=0),
-        ModelSpec("random-draft", "first layer of random-target (timing only)",
-                  GPT2Config(n_layer=1, n_head=4, n_embd=256, n_ctx=1024), random_seed=0,
-                  random_from="random-target"),
+        ModelSpec(
+            "random-target",
+            "random weights, 6x256 (timing only)",
+            GPT2Config(n_layer=6, n_head=4, n_embd=256, n_ctx=1024),
+            random_seed=0,
+        ),
+        ModelSpec(
+            "random-124M",
+            "random weights, GPT-2 124M's shape (timing only)",
+            _gpt2(12, 12, 768),
+            random_seed=0,
+        ),
+        ModelSpec(
+            "random-draft",
+            "first layer of random-target (timing only)",
+            GPT2Config(n_layer=1, n_head=4, n_embd=256, n_ctx=1024),
+            random_seed=0,
+            random_from="random-target",
+        ),
     ]
 }
 ALIASES = {alias: s.name for s in REGISTRY.values() for alias in s.aliases}
@@ -98,29 +119,58 @@ def weights_dir() -> Path:
 
 def config_from_hf(d: dict) -> GPT2Config:
     try:
-        return GPT2Config(n_layer=int(d["n_layer"]), n_head=int(d["n_head"]), n_embd=int(d["n_embd"]),
-                          n_ctx=int(d.get("n_positions", d.get("n_ctx"))), n_vocab=int(d["vocab_size"]),
-                          layer_norm_epsilon=float(d.get("layer_norm_epsilon", 1e-5)))
+        return GPT2Config(
+            n_layer=int(d["n_layer"]),
+            n_head=int(d["n_head"]),
+            n_embd=int(d["n_embd"]),
+            n_ctx=int(d.get("n_positions", d.get("n_ctx"))),
+            n_vocab=int(d["vocab_size"]),
+            layer_norm_epsilon=float(d.get("layer_norm_epsilon", 1e-5)),
+        )
     except (KeyError, TypeError, ValueError) as e:
         raise WeightsError(f"config.json is not a GPT-2 config ({e!r})") from None
 
 
 def config_to_hf(config: GPT2Config) -> dict:
-    return {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "activation_function": "gelu_new",
-            "n_layer": config.n_layer, "n_head": config.n_head, "n_embd": config.n_embd,
-            "n_positions": config.n_ctx, "n_ctx": config.n_ctx, "vocab_size": config.n_vocab,
-            "layer_norm_epsilon": config.layer_norm_epsilon, "tie_word_embeddings": True,
-            "bos_token_id": 50256, "eos_token_id": 50256}
+    return {
+        "architectures": ["GPT2LMHeadModel"],
+        "model_type": "gpt2",
+        "activation_function": "gelu_new",
+        "n_layer": config.n_layer,
+        "n_head": config.n_head,
+        "n_embd": config.n_embd,
+        "n_positions": config.n_ctx,
+        "n_ctx": config.n_ctx,
+        "vocab_size": config.n_vocab,
+        "layer_norm_epsilon": config.layer_norm_epsilon,
+        "tie_word_embeddings": True,
+        "bos_token_id": 50256,
+        "eos_token_id": 50256,
+    }
 
 
 def expected_shapes(config: GPT2Config) -> dict[str, tuple[int, ...]]:
     e = config.n_embd
-    block = {"ln_1.weight": (e,), "ln_1.bias": (e,), "attn.c_attn.weight": (e, 3 * e), "attn.c_attn.bias": (3 * e,),
-             "attn.c_proj.weight": (e, e), "attn.c_proj.bias": (e,), "ln_2.weight": (e,), "ln_2.bias": (e,),
-             "mlp.c_fc.weight": (e, 4 * e), "mlp.c_fc.bias": (4 * e,), "mlp.c_proj.weight": (4 * e, e),
-             "mlp.c_proj.bias": (e,)}
-    shapes = {"wte.weight": (config.n_vocab, e), "wpe.weight": (config.n_ctx, e),
-              "ln_f.weight": (e,), "ln_f.bias": (e,)}
+    block = {
+        "ln_1.weight": (e,),
+        "ln_1.bias": (e,),
+        "attn.c_attn.weight": (e, 3 * e),
+        "attn.c_attn.bias": (3 * e,),
+        "attn.c_proj.weight": (e, e),
+        "attn.c_proj.bias": (e,),
+        "ln_2.weight": (e,),
+        "ln_2.bias": (e,),
+        "mlp.c_fc.weight": (e, 4 * e),
+        "mlp.c_fc.bias": (4 * e,),
+        "mlp.c_proj.weight": (4 * e, e),
+        "mlp.c_proj.bias": (e,),
+    }
+    shapes = {
+        "wte.weight": (config.n_vocab, e),
+        "wpe.weight": (config.n_ctx, e),
+        "ln_f.weight": (e,),
+        "ln_f.bias": (e,),
+    }
     for i in range(config.n_layer):
         shapes.update({f"h.{i}.{k}": s for k, s in block.items()})
     return shapes
@@ -133,11 +183,15 @@ def params_from_hf(tensors: dict[str, np.ndarray], config: GPT2Config, dtype=jnp
     shapes = expected_shapes(config)
     missing, unexpected = sorted(shapes.keys() - tensors.keys()), sorted(tensors.keys() - shapes.keys())
     if missing or unexpected:
-        raise WeightsError(f"checkpoint keys do not match the config: missing {missing[:4]}, unexpected {unexpected[:4]}")
+        raise WeightsError(
+            f"checkpoint keys do not match the config: missing {missing[:4]}, unexpected {unexpected[:4]}"
+        )
     for k, shape in shapes.items():
         if tuple(tensors[k].shape) != shape:
             raise WeightsError(f"tensor {k} has shape {tuple(tensors[k].shape)}, expected {shape}")
-    as_jax = lambda a: jnp.asarray(np.asarray(a, dtype=np.float32) if a.dtype != np.float32 else a, dtype=dtype)
+    as_jax = lambda a: jnp.asarray(
+        np.asarray(a, dtype=np.float32) if a.dtype != np.float32 else a, dtype=dtype
+    )
     blocks: dict = {}
     for key in BLOCK_KEYS:
         stacked = np.stack([tensors[f"h.{i}.{key}"] for i in range(config.n_layer)])
@@ -146,15 +200,23 @@ def params_from_hf(tensors: dict[str, np.ndarray], config: GPT2Config, dtype=jnp
         for part in path:
             node = node.setdefault(part, {})
         node[leaf] = as_jax(stacked)
-    return {"wte": as_jax(tensors["wte.weight"]), "wpe": as_jax(tensors["wpe.weight"]), "blocks": blocks,
-            "ln_f": {"weight": as_jax(tensors["ln_f.weight"]), "bias": as_jax(tensors["ln_f.bias"])}}
+    return {
+        "wte": as_jax(tensors["wte.weight"]),
+        "wpe": as_jax(tensors["wpe.weight"]),
+        "blocks": blocks,
+        "ln_f": {"weight": as_jax(tensors["ln_f.weight"]), "bias": as_jax(tensors["ln_f.bias"])},
+    }
 
 
 def params_to_hf(params: dict, np_dtype=np.float32) -> dict[str, np.ndarray]:
     """params pytree -> HF GPT-2 state dict (numpy, contiguous, in np_dtype)."""
     out = lambda a: np.ascontiguousarray(np.asarray(a, dtype=np.float32).astype(np_dtype))
-    tensors = {"wte.weight": out(params["wte"]), "wpe.weight": out(params["wpe"]),
-               "ln_f.weight": out(params["ln_f"]["weight"]), "ln_f.bias": out(params["ln_f"]["bias"])}
+    tensors = {
+        "wte.weight": out(params["wte"]),
+        "wpe.weight": out(params["wpe"]),
+        "ln_f.weight": out(params["ln_f"]["weight"]),
+        "ln_f.bias": out(params["ln_f"]["bias"]),
+    }
     for key in BLOCK_KEYS:
         node = params["blocks"]
         for part in key.split("."):
@@ -168,8 +230,13 @@ def params_to_hf(params: dict, np_dtype=np.float32) -> dict[str, np.ndarray]:
 # Directories
 
 
-def save(directory: str | Path, params: dict, config: GPT2Config, np_dtype=np.float32,
-         max_shard_bytes: int | None = None) -> Path:
+def save(
+    directory: str | Path,
+    params: dict,
+    config: GPT2Config,
+    np_dtype=np.float32,
+    max_shard_bytes: int | None = None,
+) -> Path:
     """Write config.json and model.safetensors, or shards plus an HF index if max_shard_bytes is set."""
     from safetensors.numpy import save_file
 
@@ -197,7 +264,8 @@ def save(directory: str | Path, params: dict, config: GPT2Config, np_dtype=np.fl
 
 def is_model_dir(directory: Path) -> bool:
     return (directory / CONFIG_FILE).is_file() and (
-        (directory / SAFETENSORS_FILE).is_file() or (directory / INDEX_FILE).is_file())
+        (directory / SAFETENSORS_FILE).is_file() or (directory / INDEX_FILE).is_file()
+    )
 
 
 def load_dir(directory: str | Path, dtype=jnp.float32) -> tuple[GPT2Config, dict]:
@@ -207,7 +275,9 @@ def load_dir(directory: str | Path, dtype=jnp.float32) -> tuple[GPT2Config, dict
 
     directory = Path(directory)
     if not is_model_dir(directory):
-        raise WeightsError(f"{directory} is not a model directory (needs {CONFIG_FILE} and {SAFETENSORS_FILE} or {INDEX_FILE})")
+        raise WeightsError(
+            f"{directory} is not a model directory (needs {CONFIG_FILE} and {SAFETENSORS_FILE} or {INDEX_FILE})"
+        )
     try:
         config = config_from_hf(json.loads((directory / CONFIG_FILE).read_text()))
     except (OSError, ValueError) as e:  # unreadable, or not JSON
@@ -301,8 +371,10 @@ def download(name: str, endpoint: str | None = None, progress: bool = True) -> P
 
     spec = resolve(name)
     if not isinstance(spec, ModelSpec) or spec.hf_repo is None:
-        raise WeightsError(f"{name} is not downloadable: downloadable models are "
-                           + ", ".join(s.name for s in REGISTRY.values() if s.hf_repo))
+        raise WeightsError(
+            f"{name} is not downloadable: downloadable models are "
+            + ", ".join(s.name for s in REGISTRY.values() if s.hf_repo)
+        )
     final = local_path(spec)
     if is_model_dir(final):
         return final
@@ -313,30 +385,39 @@ def download(name: str, endpoint: str | None = None, progress: bool = True) -> P
     try:  # fail fast when offline: one metadata request without retries
         get_hf_file_metadata(hf_hub_url(spec.hf_repo, CONFIG_FILE, endpoint=endpoint), endpoint=endpoint)
     except Exception as e:
-        raise WeightsError(f"cannot download {spec.name} from {where} ({_root_cause(e)}); "
-                           "check the network, or set HF_ENDPOINT to a mirror") from None
+        raise WeightsError(
+            f"cannot download {spec.name} from {where} ({_root_cause(e)}); "
+            "check the network, or set HF_ENDPOINT to a mirror"
+        ) from None
     staging = weights_dir() / f".download-{spec.name}"
     staging.mkdir(parents=True, exist_ok=True)
     try:
         for filename in (CONFIG_FILE, SAFETENSORS_FILE):
             path = Path(hf_hub_download(spec.hf_repo, filename, local_dir=staging, endpoint=endpoint))
-            meta = get_hf_file_metadata(hf_hub_url(spec.hf_repo, filename, endpoint=endpoint), endpoint=endpoint)
+            meta = get_hf_file_metadata(
+                hf_hub_url(spec.hf_repo, filename, endpoint=endpoint), endpoint=endpoint
+            )
             size = path.stat().st_size
             if meta.size is not None and size != meta.size:
                 path.unlink()
-                raise WeightsError(f"{filename} of {spec.name} is {size} bytes, expected {meta.size}; "
-                                   "run the download again")
+                raise WeightsError(
+                    f"{filename} of {spec.name} is {size} bytes, expected {meta.size}; run the download again"
+                )
             # the Hub's ETag of a large (LFS) file is the sha256 of its content: check it where given
             if meta.etag and re.fullmatch(r"[0-9a-f]{64}", meta.etag) and _sha256(path) != meta.etag:
                 path.unlink()
-                raise WeightsError(f"{filename} of {spec.name} is corrupt (sha256 differs from the server's "
-                                   f"{meta.etag[:12]}…); run the download again")
+                raise WeightsError(
+                    f"{filename} of {spec.name} is corrupt (sha256 differs from the server's "
+                    f"{meta.etag[:12]}…); run the download again"
+                )
         load_dir(staging)  # every key and shape present
     except WeightsError:
         raise
     except Exception as e:  # connection lost mid-way, HTTP errors, disk full, ...
-        raise WeightsError(f"cannot download {spec.name} from {where} ({_root_cause(e)}); run the same command "
-                           "again to resume") from None
+        raise WeightsError(
+            f"cannot download {spec.name} from {where} ({_root_cause(e)}); run the same command "
+            "again to resume"
+        ) from None
     final.mkdir(parents=True, exist_ok=True)
     for filename in (CONFIG_FILE, SAFETENSORS_FILE):
         os.replace(staging / filename, final / filename)
@@ -366,20 +447,36 @@ def list_models() -> list[dict]:
     for spec in REGISTRY.values():
         here = spec.random_seed is not None or is_model_dir(local_path(spec))
         kind = "random (timing only)" if spec.random_seed is not None else "download"
-        rows.append({"name": spec.name, "aliases": ",".join(spec.aliases), "kind": kind,
-                     "present": here, "n_params": spec.config.n_params, "description": spec.description,
-                     "path": "" if spec.random_seed is not None else str(local_path(spec)),
-                     "layers_x_width": f"{spec.config.n_layer}x{spec.config.n_embd}"})
+        rows.append(
+            {
+                "name": spec.name,
+                "aliases": ",".join(spec.aliases),
+                "kind": kind,
+                "present": here,
+                "n_params": spec.config.n_params,
+                "description": spec.description,
+                "path": "" if spec.random_seed is not None else str(local_path(spec)),
+                "layers_x_width": f"{spec.config.n_layer}x{spec.config.n_embd}",
+            }
+        )
     root = weights_dir()
     registered = {s.name for s in REGISTRY.values()}
     for d in sorted(root.iterdir()) if root.is_dir() else []:
         if d.name not in registered and not d.name.startswith(".") and is_model_dir(d):
             config = config_from_hf(json.loads((d / CONFIG_FILE).read_text()))
             bundled = d.name in BUNDLED_PAIR
-            rows.append({"name": d.name, "aliases": "", "kind": "bundled (the default pair)" if bundled else "local",
-                         "present": True, "n_params": config.n_params,
-                         "description": "trained by specbench/train.py" if bundled else "local directory", "path": str(d),
-                         "layers_x_width": f"{config.n_layer}x{config.n_embd}"})
+            rows.append(
+                {
+                    "name": d.name,
+                    "aliases": "",
+                    "kind": "bundled (the default pair)" if bundled else "local",
+                    "present": True,
+                    "n_params": config.n_params,
+                    "description": "trained by specbench/train.py" if bundled else "local directory",
+                    "path": str(d),
+                    "layers_x_width": f"{config.n_layer}x{config.n_embd}",
+                }
+            )
     return rows
 
 

@@ -20,8 +20,9 @@ from specbench.gpt2 import GPT2Config, init_params
 from specbench.weights import Model
 
 
-def random_model(config: GPT2Config, seed: int, name: str = "m", scale: float = 1.0,
-                 bias_scale: float = 0.02) -> Model:
+def random_model(
+    config: GPT2Config, seed: int, name: str = "m", scale: float = 1.0, bias_scale: float = 0.02
+) -> Model:
     """A GPT-2 with random weights and non-zero biases and norms (so every tensor matters).
 
     scale > 1 multiplies the weight matrices: sharper, more context-dependent predictions than
@@ -32,8 +33,9 @@ def random_model(config: GPT2Config, seed: int, name: str = "m", scale: float = 
 
     def perturb(path, x):
         names = [getattr(k, "key", "") for k in path]
-        is_matrix = names[0] in ("wte", "wpe") or ("weight" in names and names[0] == "blocks"
-                                                   and names[1] in ("attn", "mlp"))
+        is_matrix = names[0] in ("wte", "wpe") or (
+            "weight" in names and names[0] == "blocks" and names[1] in ("attn", "mlp")
+        )
         # GPT-2's init leaves biases at 0 and norm gains at 1; perturb them so a mix-up shows
         return x * (scale if is_matrix else 1.0) + jnp.asarray(bias_scale * rng.normal(size=x.shape), x.dtype)
 

@@ -50,7 +50,7 @@ def target_marginals(target: Model, prompt, warp: Warp, n_positions: int, chunk:
     last = jax.jit(jax.vmap(lambda s: gpt2(target.params, s, target.config)[-1]))
     out = []
     for i in range(n_positions):
-        logits = np.concatenate([last(jnp.asarray(seqs[j: j + chunk])) for j in range(0, len(seqs), chunk)])
+        logits = np.concatenate([last(jnp.asarray(seqs[j : j + chunk])) for j in range(0, len(seqs), chunk)])
         q = np.asarray(probs(jnp.asarray(logits), warp), np.float64)  # [n_seqs, V]
         joint = weights[:, None] * q
         out.append(joint.sum(0))
@@ -77,9 +77,20 @@ def sampled_tokens(draft, target, prompt, warp, K, verdict, n_tokens=3, drafter=
     """N_SAMPLES independent speculative generations of n_tokens, each on its own key: [N_SAMPLES, n_tokens]."""
     drafter = drafter or drafters.model_drafter(draft.config)
     buf = jnp.asarray(np.array(prompt + [0] * (8 - len(prompt)), np.int32))
-    run = functools.partial(decoding.spec_generate, decoding.draft_params_for(drafter, draft, target), target.params,
-                            buf, jnp.int32(len(prompt)), jnp.int32(n_tokens), drafter=drafter,
-                            target_config=target.config, warp=warp, max_len=16, K=K, verdict=verdict)
+    run = functools.partial(
+        decoding.spec_generate,
+        decoding.draft_params_for(drafter, draft, target),
+        target.params,
+        buf,
+        jnp.int32(len(prompt)),
+        jnp.int32(n_tokens),
+        drafter=drafter,
+        target_config=target.config,
+        warp=warp,
+        max_len=16,
+        K=K,
+        verdict=verdict,
+    )
     keys = jax.random.split(jax.random.PRNGKey(2024), N_SAMPLES)
     tokens = jax.jit(jax.vmap(lambda k: run(k).tokens))(keys)
-    return np.asarray(tokens)[:, len(prompt): len(prompt) + n_tokens]
+    return np.asarray(tokens)[:, len(prompt) : len(prompt) + n_tokens]

@@ -7,13 +7,23 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from conftest import random_model
 from specbench import batched, drafters, generate, theory, timing
 from specbench.generate import autoregressive
-from specbench.gpt2 import GPT2Config
 from specbench.sampling import Warp, accept_reject
-from exactness import (DRAFT, N_SAMPLES, P_THRESHOLD, SMALL_D, SMALL_T, TARGET, broken_accept_reject, chi_square_p, noisy_copy,
-                       target_marginals)
+
+from conftest import random_model
+from exactness import (
+    DRAFT,
+    N_SAMPLES,
+    P_THRESHOLD,
+    SMALL_D,
+    SMALL_T,
+    TARGET,
+    broken_accept_reject,
+    chi_square_p,
+    noisy_copy,
+    target_marginals,
+)
 
 # prompts of different lengths (1 to 13 tokens: two prompt buckets' worth of padding)
 PROMPTS = [list(np.random.default_rng(40 + i).integers(0, 97, 1 + (5 * i) % 13)) for i in range(8)]
@@ -49,11 +59,15 @@ def test_each_sequence_equals_the_same_prompt_decoded_alone(target, draft, alone
         assert st.idle_slots > 0 and st.tokens_per_batch_round < st.tokens_per_round
 
 
-@pytest.mark.parametrize("make", [
-    lambda t: drafters.lookup_drafter(2),
-    lambda t: drafters.layerskip_drafter(t.config, 1),
-    lambda t: drafters.model_drafter(DRAFT, confidence=0.5),
-], ids=["lookup", "layerskip", "dynamic-K"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda t: drafters.lookup_drafter(2),
+        lambda t: drafters.layerskip_drafter(t.config, 1),
+        lambda t: drafters.model_drafter(DRAFT, confidence=0.5),
+    ],
+    ids=["lookup", "layerskip", "dynamic-K"],
+)
 def test_every_drafter_is_exact_in_a_batch(target, alone, make):
     drafter = make(target)
     draft = random_model(DRAFT, 1, "poor-draft", scale=20) if drafter.kind == "model" else None
@@ -92,7 +106,7 @@ def test_crossover_interpolates_where_the_speedup_falls_below_one():
     assert theory.crossover([1, 2, 4, 8], [1.5, 1.2, 1.0, 0.5]) == pytest.approx(4.0)
     assert theory.crossover([1, 2, 4], [2.0, 1.5, 1.1]) is None  # never below 1
     assert theory.crossover([1, 2], [0.9, 0.8]) is None  # below 1 from the start
-    assert theory.crossover([4, 8], [1.2, 0.8]) == pytest.approx(2 ** 2.5)  # halfway in log2
+    assert theory.crossover([4, 8], [1.2, 0.8]) == pytest.approx(2**2.5)  # halfway in log2
 
 
 # ---------------------------------------------------------------------------------------------
@@ -101,7 +115,9 @@ def test_crossover_interpolates_where_the_speedup_falls_below_one():
 
 @pytest.fixture(scope="module")
 def small_pair():
-    return random_model(SMALL_D, 11, "small-draft", scale=30), random_model(SMALL_T, 12, "small-target", scale=30)
+    return random_model(SMALL_D, 11, "small-draft", scale=30), random_model(
+        SMALL_T, 12, "small-target", scale=30
+    )
 
 
 def batch_samples(draft, target, prompts, warp, K, verdict, n_tokens=3):
@@ -110,10 +126,23 @@ def batch_samples(draft, target, prompts, warp, K, verdict, n_tokens=3):
     is tested at full power there.)"""
     drafter = drafters.model_drafter(draft.config)
     bufs, n_prompts = batched.prompt_buffers(prompts, 16)
-    run = functools.partial(batched.spec_generate, draft.params, target.params, bufs, n_prompts, jnp.int32(n_tokens),
-                            drafter=drafter, target_config=target.config, warp=warp, max_len=16, K=K,
-                            verdict=verdict)
-    keys = jax.random.split(jax.random.PRNGKey(7), N_SAMPLES // 2 * len(prompts)).reshape(N_SAMPLES // 2, len(prompts), -1)
+    run = functools.partial(
+        batched.spec_generate,
+        draft.params,
+        target.params,
+        bufs,
+        n_prompts,
+        jnp.int32(n_tokens),
+        drafter=drafter,
+        target_config=target.config,
+        warp=warp,
+        max_len=16,
+        K=K,
+        verdict=verdict,
+    )
+    keys = jax.random.split(jax.random.PRNGKey(7), N_SAMPLES // 2 * len(prompts)).reshape(
+        N_SAMPLES // 2, len(prompts), -1
+    )
     return np.asarray(jax.jit(jax.vmap(lambda k: run(k).tokens))(keys))
 
 

@@ -25,8 +25,12 @@ def test_bundled_models_match_their_config_and_give_finite_logits(pair):
     total = 0
     for model in pair:
         config = json.loads((BUNDLED / model.name / "config.json").read_text())
-        assert (model.config.n_layer, model.config.n_embd, model.config.n_head, model.config.n_ctx) == \
-            (config["n_layer"], config["n_embd"], config["n_head"], config["n_positions"])
+        assert (model.config.n_layer, model.config.n_embd, model.config.n_head, model.config.n_ctx) == (
+            config["n_layer"],
+            config["n_embd"],
+            config["n_head"],
+            config["n_positions"],
+        )
         assert model.config.n_vocab == tokenizer.N_VOCAB == config["vocab_size"]
         assert model.params["wte"].shape == (tokenizer.N_VOCAB, model.config.n_embd)
         logits = gpt2(model.params, jnp.asarray(tokenizer.encode(prompts.DEFAULT_PROMPT)), model.config)

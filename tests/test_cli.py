@@ -8,11 +8,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from conftest import random_model
 from specbench import bench, weights
 from specbench.cli import cli
 from specbench.export import CSV_COLUMNS
 from specbench.gpt2 import GPT2Config
+
+from conftest import random_model
 
 # GPT-2's vocabulary, so the real tokenizer's ids fit; tiny otherwise
 TARGET = GPT2Config(n_layer=2, n_head=2, n_embd=32, n_ctx=128, n_vocab=50257)
@@ -58,23 +59,42 @@ FAST = ["--repeats", 2, "--n-tokens", 12]
 def test_run_shows_ar_against_sd_and_saves_results(env, tmp_path):
     result = invoke("run", *env, *FAST, "--K", 3, "--export-json", tmp_path / "out.json", "--export-csv", "-")
     assert result.exit_code == 0, result.output
-    for text in ("autoregressive", "speculative K=3", "t_verify", "measured/refined", "round model", "identical",
-                 "saved"):
+    for text in (
+        "autoregressive",
+        "speculative K=3",
+        "t_verify",
+        "measured/refined",
+        "round model",
+        "identical",
+        "saved",
+    ):
         assert text in result.output
     row = json.loads((tmp_path / "out.json").read_text())[0]
     assert row["K"] == 3 and row["n_tokens"] == 12 and row["identical"] is True
     assert row["ar_token_ids"] == row["sd_token_ids"] and len(row["ar_token_ids"]) == 12
     assert len(row["ar_times_s"]) == len(row["sd_times_s"]) == 2
     assert len(row["accepted_hist"]) == 4 and sum(row["accepted_hist"]) == row["n_rounds"]
-    assert row["speedup"] == pytest.approx(sum(a / s for a, s in zip(row["ar_times_s"], row["sd_times_s"])) / 2)
-    for key in ("specbench_version", "jax_version", "device", "timestamp", "prompt_sha", "t_draft_s", "alpha"):
+    assert row["speedup"] == pytest.approx(
+        sum(a / s for a, s in zip(row["ar_times_s"], row["sd_times_s"])) / 2
+    )
+    for key in (
+        "specbench_version",
+        "jax_version",
+        "device",
+        "timestamp",
+        "prompt_sha",
+        "t_draft_s",
+        "alpha",
+    ):
         assert row[key] not in (None, "")
     assert row["t_overhead_s"] == pytest.approx(row["t_round_s"] - 3 * row["t_draft_s"] - row["t_verify_s"])
-    assert row["round_model_speedup"] == pytest.approx(row["tokens_per_round"] * row["t_ar_token_s"] / row["t_round_s"])
+    assert row["round_model_speedup"] == pytest.approx(
+        row["tokens_per_round"] * row["t_ar_token_s"] / row["t_round_s"]
+    )
     saved = list((tmp_path / "results").glob("run-*.json"))
     assert len(saved) == 1
     # the CSV went to stdout: it parses and has the documented columns
-    csv_text = result.output[result.output.index(",".join(CSV_COLUMNS[:3])):]
+    csv_text = result.output[result.output.index(",".join(CSV_COLUMNS[:3])) :]
     rows = list(csv.DictReader(io.StringIO(csv_text)))
     assert list(rows[0].keys()) == CSV_COLUMNS and rows[0]["K"] == "3"
 
@@ -82,13 +102,26 @@ def test_run_shows_ar_against_sd_and_saves_results(env, tmp_path):
 def test_run_markdown_export_and_sampling_flags(env, tmp_path):
     md = tmp_path / "out.md"
     # top-p is left out here: a sort over 50,257 logits per step is slow on a CPU (tested in test_decoding)
-    result = invoke("run", *env, *FAST, "--temperature", 0.8, "--top-k", 50, "--no-save",
-                    "--host-loop", "--export-markdown", md)
+    result = invoke(
+        "run",
+        *env,
+        *FAST,
+        "--temperature",
+        0.8,
+        "--top-k",
+        50,
+        "--no-save",
+        "--host-loop",
+        "--export-markdown",
+        md,
+    )
     assert result.exit_code == 0, result.output
     lines = md.read_text().splitlines()
     assert lines[0].startswith("| draft") and "speedup" in lines[0] and len(lines) == 3
     assert "0.8" in lines[2]
-    row = {k.strip(): v.strip() for k, v in zip(lines[0].strip("|").split("|"), lines[2].strip("|").split("|"))}
+    row = {
+        k.strip(): v.strip() for k, v in zip(lines[0].strip("|").split("|"), lines[2].strip("|").split("|"))
+    }
     assert row["temperature"] == "0.8" and row["K"] == "4"
     assert "identical" not in result.output
     assert not (tmp_path / "results").exists() or not list((tmp_path / "results").glob("*.json"))
@@ -130,8 +163,22 @@ def test_models_list_and_prompts(env):
 def test_sweep_writes_every_row_and_resume_completes_the_grid(env, tmp_path, monkeypatch):
     out = tmp_path / "sweep.json"
     # one K and prompts of one length bucket: every row runs the same compiled programs
-    args = ["sweep", *env, "--K", 2, "--temperature", "0", "--prompts", "fairy-1,narrative-2,description-2",
-            "--repeats", 1, "--n-tokens", 6, "--output", out]
+    args = [
+        "sweep",
+        *env,
+        "--K",
+        2,
+        "--temperature",
+        "0",
+        "--prompts",
+        "fairy-1,narrative-2,description-2",
+        "--repeats",
+        1,
+        "--n-tokens",
+        6,
+        "--output",
+        out,
+    ]
     real = bench.run_benchmark
     calls = []
 
@@ -170,45 +217,48 @@ def test_plot_draws_every_recorded_sweep(name, tmp_path):
     assert (tmp_path / "s.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.mark.parametrize("args, fragments", [
-    (["run", "--K", 0], ["--K", "range"]),
-    (["run", "--K", -3], ["--K"]),
-    (["run", "--temperature", -0.5], ["--temperature", "range"]),
-    (["run", "--top-p", 1.5], ["--top-p", "range"]),
-    (["run", "--top-p", 0], ["--top-p"]),
-    (["run", "--draft", "no-such-model"], ["--draft", "unknown model 'no-such-model'"]),
-    (["run", "--target", "gpt2-large"], ["--target", "not downloaded"]),
-    (["run", "--n-tokens", 5000], ["--n-tokens", "exceeds the context"]),
-    (["sweep", "--K", "1,x,4"], ["--K", "comma list"]),
-    (["sweep", "--prompts", "no-such-prompt"], ["--prompts", "unknown prompt"]),
-    (["sweep", "--temperature", "0,-1"], ["--temperature", ">= 0"]),
-    (["run", "--prompt-id", "no-such-prompt"], ["--prompt-id", "not a prompt id"]),
-    (["run", "--prompt-id", "all"], ["--prompt-id", "sweep --prompts all"]),
-    (["sweep", "-o", "out.csv"], ["--output", "*.json"]),
-    (["run", "--export-csv", "out.json"], ["--export-csv", "*.csv"]),
-    (["run", "--export-markdown", "out.txt"], ["--export-markdown", "*.md"]),
-    (["roofline", "--context", 100000], ["--context", "exceeds", "use at most"]),
-    (["run", "--drafter", "oracle"], ["--drafter", "not a drafter", "lookup"]),
-    (["sweep", "--drafter", "model,oracle"], ["--drafter", "not a drafter"]),
-    (["run", "--drafter", "layerskip", "--draft-layers", 0], ["--draft-layers", ">= 1"]),
-    (["run", "--drafter", "layerskip", "--draft-layers", 2], ["--draft-layers", "1..1"]),
-    (["run", "--drafter", "lookup", "--ngram", 0], ["--ngram", ">= 1"]),
-    (["run", "--dynamic-K", "--draft-confidence", 1.5], ["--draft-confidence", "(0, 1)"]),
-    (["run", "--dynamic-K", "--draft-confidence", 0], ["--draft-confidence", "(0, 1)"]),
-    (["trace", "--drafter", "lookup", "--dynamic-K"], ["--dynamic-K", "not lookup"]),
-    (["run", "--prompt", ""], ["--prompt", "at least one token"]),
-    (["sweep", "--K", "8-2"], ["--K"]),
-    (["run", "--export-csv", "/nonexistent-dir/out.csv"], ["--export-csv", "does not exist"]),
-    (["theory", "--K", 4, "--t-draft", 1, "--t-target", 10], ["--r/--alpha"]),
-    (["roofline", "--dtype", "float32,float16"], ["--dtype", "float32 or bfloat16"]),
-    (["theory", "--K", 4, "--t-draft", 1, "--t-target", 10, "--r", 0.1], ["--r", "1/(K+1)"]),
-    (["run", "--batch", 0], ["--batch", "range"]),
-    (["run", "--batch", -2], ["--batch"]),
-    (["sweep", "--batch", "1,0"], ["--batch", "integers >= 1"]),
-    (["run", "--batch", 2, "--host-loop"], ["--host-loop", "device loop only"]),
-    (["run", "--batch", 10 ** 9], ["--batch", "GiB", "use at most --batch"]),
-    (["sweep", "--batch", f"1,{10 ** 9}"], ["--batch", "GiB", "use at most --batch"]),
-])
+@pytest.mark.parametrize(
+    "args, fragments",
+    [
+        (["run", "--K", 0], ["--K", "range"]),
+        (["run", "--K", -3], ["--K"]),
+        (["run", "--temperature", -0.5], ["--temperature", "range"]),
+        (["run", "--top-p", 1.5], ["--top-p", "range"]),
+        (["run", "--top-p", 0], ["--top-p"]),
+        (["run", "--draft", "no-such-model"], ["--draft", "unknown model 'no-such-model'"]),
+        (["run", "--target", "gpt2-large"], ["--target", "not downloaded"]),
+        (["run", "--n-tokens", 5000], ["--n-tokens", "exceeds the context"]),
+        (["sweep", "--K", "1,x,4"], ["--K", "comma list"]),
+        (["sweep", "--prompts", "no-such-prompt"], ["--prompts", "unknown prompt"]),
+        (["sweep", "--temperature", "0,-1"], ["--temperature", ">= 0"]),
+        (["run", "--prompt-id", "no-such-prompt"], ["--prompt-id", "not a prompt id"]),
+        (["run", "--prompt-id", "all"], ["--prompt-id", "sweep --prompts all"]),
+        (["sweep", "-o", "out.csv"], ["--output", "*.json"]),
+        (["run", "--export-csv", "out.json"], ["--export-csv", "*.csv"]),
+        (["run", "--export-markdown", "out.txt"], ["--export-markdown", "*.md"]),
+        (["roofline", "--context", 100000], ["--context", "exceeds", "use at most"]),
+        (["run", "--drafter", "oracle"], ["--drafter", "not a drafter", "lookup"]),
+        (["sweep", "--drafter", "model,oracle"], ["--drafter", "not a drafter"]),
+        (["run", "--drafter", "layerskip", "--draft-layers", 0], ["--draft-layers", ">= 1"]),
+        (["run", "--drafter", "layerskip", "--draft-layers", 2], ["--draft-layers", "1..1"]),
+        (["run", "--drafter", "lookup", "--ngram", 0], ["--ngram", ">= 1"]),
+        (["run", "--dynamic-K", "--draft-confidence", 1.5], ["--draft-confidence", "(0, 1)"]),
+        (["run", "--dynamic-K", "--draft-confidence", 0], ["--draft-confidence", "(0, 1)"]),
+        (["trace", "--drafter", "lookup", "--dynamic-K"], ["--dynamic-K", "not lookup"]),
+        (["run", "--prompt", ""], ["--prompt", "at least one token"]),
+        (["sweep", "--K", "8-2"], ["--K"]),
+        (["run", "--export-csv", "/nonexistent-dir/out.csv"], ["--export-csv", "does not exist"]),
+        (["theory", "--K", 4, "--t-draft", 1, "--t-target", 10], ["--r/--alpha"]),
+        (["roofline", "--dtype", "float32,float16"], ["--dtype", "float32 or bfloat16"]),
+        (["theory", "--K", 4, "--t-draft", 1, "--t-target", 10, "--r", 0.1], ["--r", "1/(K+1)"]),
+        (["run", "--batch", 0], ["--batch", "range"]),
+        (["run", "--batch", -2], ["--batch"]),
+        (["sweep", "--batch", "1,0"], ["--batch", "integers >= 1"]),
+        (["run", "--batch", 2, "--host-loop"], ["--host-loop", "device loop only"]),
+        (["run", "--batch", 10**9], ["--batch", "GiB", "use at most --batch"]),
+        (["sweep", "--batch", f"1,{10**9}"], ["--batch", "GiB", "use at most --batch"]),
+    ],
+)
 def test_bad_input_gives_one_line_and_exit_2(env, args, fragments):
     if args[0] in ("run", "sweep", "trace") and "--draft" not in args and "--target" not in args:
         uses_draft = "lookup" not in args and "layerskip" not in args
@@ -249,14 +299,18 @@ def test_corrupt_results_file_for_resume(env, tmp_path):
 
 def test_roofline_times_steps_of_1_to_K_plus_1(env, model_dirs, tmp_path):
     out = tmp_path / "roof.json"
-    result = invoke("roofline", "-m", model_dirs / "t", "--K", 2, "--iters", 2, "--context", 32, "--export-json", out)
+    result = invoke(
+        "roofline", "-m", model_dirs / "t", "--K", 2, "--iters", 2, "--context", 32, "--export-json", out
+    )
     assert result.exit_code == 0, result.output
     rows = json.loads(out.read_text())
     assert [r["n_tokens_per_step"] for r in rows] == [1, 2, 3]
     assert rows[0]["t_over_t1"] == 1.0 and all(r["t_step_s"] > 0 for r in rows)
     assert rows[0]["plain_over_loop"] == pytest.approx(rows[0]["t_plain_step_s"] / rows[0]["t_step_s"])
     # bytes per step: every weight once, plus the K/V cache (2 x n_layer x context x n_embd floats)
-    n_weights = sum(x.size for x in __import__("jax").tree_util.tree_leaves(weights.load_dir(model_dirs / "t")[1]))
+    n_weights = sum(
+        x.size for x in __import__("jax").tree_util.tree_leaves(weights.load_dir(model_dirs / "t")[1])
+    )
     assert rows[0]["bytes_per_step"] == 4 * (n_weights + 2 * TARGET.n_layer * 32 * TARGET.n_embd)
     assert rows[0]["achieved_gbps"] == pytest.approx(rows[0]["bytes_per_step"] / rows[0]["t_step_s"] / 1e9)
     assert_one_line_error(invoke("roofline", "-m", model_dirs / "t", "--random-init"), "--random-init")
@@ -300,13 +354,16 @@ def test_invalid_config_json_is_named(env, model_dirs, tmp_path):
     broken = tmp_path / "broken"
     shutil.copytree(model_dirs / "t", broken)
     (broken / "config.json").write_text("{not json")
-    assert_one_line_error(invoke("run", "--draft", model_dirs / "d", "--target", broken), "config.json",
-                          "not a valid config")
+    assert_one_line_error(
+        invoke("run", "--draft", model_dirs / "d", "--target", broken), "config.json", "not a valid config"
+    )
 
 
 def test_sweep_prints_stdout_exports_once_and_plurals(env, tmp_path):
     out = tmp_path / "s.json"
-    result = invoke("sweep", *env, "--K", "1,2", "--repeats", 1, "--n-tokens", 5, "-o", out, "--export-csv", "-")
+    result = invoke(
+        "sweep", *env, "--K", "1,2", "--repeats", 1, "--n-tokens", 5, "-o", out, "--export-csv", "-"
+    )
     assert result.exit_code == 0, result.output
     assert result.stdout.count("specbench_version,") == 1  # the CSV header, once, after the last row
     assert len(list(csv.DictReader(io.StringIO(result.stdout)))) == 2
@@ -322,10 +379,16 @@ def test_sweep_prints_stdout_exports_once_and_plurals(env, tmp_path):
 def test_sweep_table_cells_have_fixed_decimals():
     from specbench.results import cell as fmt_fixed
 
-    assert [fmt_fixed("speedup", 1.0), fmt_fixed("speedup", 1.23456), fmt_fixed("alpha", 0.5),
-            fmt_fixed("ar_tokens_per_s", 311.56), fmt_fixed("temperature", 0.7), fmt_fixed("K", 4),
-            fmt_fixed("identical", True), fmt_fixed("top_p", None)] == \
-        ["1.00", "1.23", "0.500", "311.6", "0.7", "4", "True", ""]
+    assert [
+        fmt_fixed("speedup", 1.0),
+        fmt_fixed("speedup", 1.23456),
+        fmt_fixed("alpha", 0.5),
+        fmt_fixed("ar_tokens_per_s", 311.56),
+        fmt_fixed("temperature", 0.7),
+        fmt_fixed("K", 4),
+        fmt_fixed("identical", True),
+        fmt_fixed("top_p", None),
+    ] == ["1.00", "1.23", "0.500", "311.6", "0.7", "4", "True", ""]
 
 
 def test_resume_refuses_rows_of_other_settings(env, tmp_path):
@@ -391,8 +454,20 @@ def test_ctrl_c_during_the_first_row_exits_130(env, tmp_path):
     import time
 
     out = tmp_path / "s.json"
-    proc = _cli_subprocess("sweep", *env, "--K", "1,2,3", "--repeats", 1, "-n", 5, "-o", out,
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = _cli_subprocess(
+        "sweep",
+        *env,
+        "--K",
+        "1,2,3",
+        "--repeats",
+        1,
+        "-n",
+        5,
+        "-o",
+        out,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     time.sleep(5)  # importing JAX, loading, compiling the first row
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=60)
@@ -405,8 +480,9 @@ def test_ctrl_c_during_the_first_row_exits_130(env, tmp_path):
 def test_a_closed_pipe_ends_quietly(env):
     import subprocess
 
-    proc = _cli_subprocess("run", *env, "--repeats", 1, "-n", 5, "--no-save", stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE)
+    proc = _cli_subprocess(
+        "run", *env, "--repeats", 1, "-n", 5, "--no-save", stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     first = proc.stdout.readline()
     proc.stdout.close()  # like `| head -1`
     stderr = proc.stderr.read()
@@ -421,8 +497,26 @@ def test_draft_with_a_drafter_that_needs_none_is_refused(env):
 
 def test_sweep_compares_drafters_and_every_row_names_its_drafter(env, tmp_path):
     out, md = tmp_path / "d.json", tmp_path / "d.md"
-    result = invoke("sweep", "--target", env[3], "--drafter", "lookup,layerskip", "--K", 3, "--repeats", 1,
-                    "-n", 8, "--prompts", "list-1", "-o", out, "--export-markdown", md, "--dynamic-K")
+    result = invoke(
+        "sweep",
+        "--target",
+        env[3],
+        "--drafter",
+        "lookup,layerskip",
+        "--K",
+        3,
+        "--repeats",
+        1,
+        "-n",
+        8,
+        "--prompts",
+        "list-1",
+        "-o",
+        out,
+        "--export-markdown",
+        md,
+        "--dynamic-K",
+    )
     assert result.exit_code == 0, result.output
     rows = json.loads(out.read_text())
     assert [r["drafter"] for r in rows] == ["lookup", "layerskip"]
@@ -445,24 +539,42 @@ def test_run_batch_decodes_the_built_in_prompts_together(env, tmp_path):
     assert len(row["sd_token_ids"]) == 3 and all(len(ids) == 8 for ids in row["sd_token_ids"])
     assert row["identical"] is True and len(row["prompt"]) == 3 and len(row["sd_text"]) == 3
     assert row["sd_tokens_per_s"] == pytest.approx(3 * 8 / row["sd_mean_s"])
-    assert row["refined_speedup"] == pytest.approx(row["tokens_per_batch_round"] * row["t_target_s"]
-                                                   / (2 * row["t_draft_s"] + row["t_verify_s"]))
+    assert row["refined_speedup"] == pytest.approx(
+        row["tokens_per_batch_round"] * row["t_target_s"] / (2 * row["t_draft_s"] + row["t_verify_s"])
+    )
     # a chosen prompt is repeated instead (the same shapes: the compiled programs are reused)
-    result = invoke("run", *env, "--batch", 3, "--repeats", 1, "-n", 8, "--K", 2, "--prompt-id", "fairy-1",
-                    "--export-json", out)
+    result = invoke(
+        "run",
+        *env,
+        "--batch",
+        3,
+        "--repeats",
+        1,
+        "-n",
+        8,
+        "--K",
+        2,
+        "--prompt-id",
+        "fairy-1",
+        "--export-json",
+        out,
+    )
     row = json.loads(out.read_text())[0]
     assert row["batch_prompt_ids"] == ["fairy-1"] * 3 and row["sd_token_ids"][0] == row["sd_token_ids"][2]
 
 
 def test_sweep_over_batch_sizes_reports_the_crossover_and_plots_it(env, tmp_path):
     out = tmp_path / "b.json"
-    result = invoke("sweep", *env, "--batch", "1,2", "--K", 2, "--repeats", 1, "-n", 6, "--prompts", "all",
-                    "-o", out)
+    result = invoke(
+        "sweep", *env, "--batch", "1,2", "--K", 2, "--repeats", 1, "-n", 6, "--prompts", "all", "-o", out
+    )
     assert result.exit_code == 0, result.output
     rows = json.loads(out.read_text())
     assert [r["batch"] for r in rows] == [1, 2] and all(r["prompt_id"] == "all" for r in rows)
     assert rows[1]["batch_prompt_ids"] == ["narrative-1", "dialogue-1"]
-    assert "the measured speedup" in result.output and "the refined theory from the step times" in result.output
+    assert (
+        "the measured speedup" in result.output and "the refined theory from the step times" in result.output
+    )
     assert "idle" in result.output and "tok/batch-round" in result.output
     pytest.importorskip("matplotlib")
     assert invoke("plot", out, "-o", tmp_path / "b.png").exit_code == 0

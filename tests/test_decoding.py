@@ -5,16 +5,29 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from conftest import random_model
-from exactness import (DRAFT, N_SAMPLES, P_THRESHOLD, SMALL_D, SMALL_T, TARGET, broken_accept_reject, chi_square_p,
-                       noisy_copy, sampled_tokens, target_marginals, wrong_bonus_accept_reject)
-from specbench import decoding, drafters, timing
+from specbench import timing
 from specbench.decoding import DecodeStats
 from specbench.errors import DecodeError
 from specbench.generate import autoregressive, speculative
-from specbench.gpt2 import GPT2Config, gpt2
+from specbench.gpt2 import GPT2Config
 from specbench.sampling import Warp, accept_reject, probs, residual, sample
-from specbench.weights import Model
+
+from conftest import random_model
+from exactness import (
+    DRAFT,
+    N_SAMPLES,
+    P_THRESHOLD,
+    SMALL_D,
+    SMALL_T,
+    TARGET,
+    broken_accept_reject,
+    chi_square_p,
+    noisy_copy,
+    sampled_tokens,
+    target_marginals,
+    wrong_bonus_accept_reject,
+)
+
 
 @pytest.fixture(scope="module")
 def target():
@@ -100,8 +113,14 @@ def test_stats_count_the_recorded_rounds(target, pairs):
 
 def test_metrics_on_a_hand_built_record():
     # K=4, rounds accepting 4, 1, 0, 2 drafts: 5+2+1+3 = 11 tokens from rounds, +1 from the prefill
-    st = DecodeStats(K=4, n_generated=12, n_rounds=4, accepted_hist=np.array([1, 1, 1, 0, 1]),
-                     evaluated=np.array([4, 3, 2, 1]), accepted=np.array([3, 2, 1, 1]))
+    st = DecodeStats(
+        K=4,
+        n_generated=12,
+        n_rounds=4,
+        accepted_hist=np.array([1, 1, 1, 0, 1]),
+        evaluated=np.array([4, 3, 2, 1]),
+        accepted=np.array([3, 2, 1, 1]),
+    )
     assert st.tokens_per_round == 11 / 4
     assert st.r == 11 / 4 / 5
     assert st.alpha == 7 / (7 + 3)  # 7 accepted, 3 rejections; drafts after a rejection not counted
@@ -131,15 +150,20 @@ def test_top_k_and_top_p_keep_the_right_tokens():
     logits = jnp.log(jnp.array([0.5, 0.05, 0.3, 0.15]))
     np.testing.assert_allclose(probs(logits, Warp(1.0, top_k=2)), [0.625, 0, 0.375, 0], atol=1e-6)
     np.testing.assert_allclose(probs(logits, Warp(1.0, top_p=0.8)), [0.625, 0, 0.375, 0], atol=1e-6)
-    np.testing.assert_allclose(probs(logits, Warp(1.0, top_p=0.81)), [0.5 / .95, 0, 0.3 / .95, 0.15 / .95], atol=1e-6)
+    np.testing.assert_allclose(
+        probs(logits, Warp(1.0, top_p=0.81)), [0.5 / 0.95, 0, 0.3 / 0.95, 0.15 / 0.95], atol=1e-6
+    )
     np.testing.assert_allclose(probs(logits, Warp(1.0, top_p=1.0)), [0.5, 0.05, 0.3, 0.15], atol=1e-6)
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(K=0), "K must be >= 1"),
-    (dict(n_tokens=0), "n-tokens must be >= 1"),
-    (dict(n_tokens=200), "exceeds the context"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(K=0), "K must be >= 1"),
+        (dict(n_tokens=0), "n-tokens must be >= 1"),
+        (dict(n_tokens=200), "exceeds the context"),
+    ],
+)
 def test_invalid_settings_raise_clear_errors(target, pairs, kwargs, message):
     args = dict(n_tokens=10, K=4) | kwargs
     with pytest.raises(DecodeError, match=message):
@@ -158,12 +182,18 @@ def test_invalid_warp_and_vocab_mismatch_raise(target):
 def test_nothing_recompiles_after_warmup(target, pairs):
     draft = pairs["agreeing"]
     for device_loop in (True, False):
-        speculative(draft, target, [1, 2, 3], 5, 4, Warp(0.7), max_len=128, device_loop=device_loop)  # warm-up
+        speculative(
+            draft, target, [1, 2, 3], 5, 4, Warp(0.7), max_len=128, device_loop=device_loop
+        )  # warm-up
         autoregressive(target, [1, 2, 3], 5, Warp(0.7), max_len=128, device_loop=device_loop)
         with timing.CompileCounter() as compiles:
             for n in (10, 50):
-                speculative(draft, target, [4, 5, 6, 7], n, 4, Warp(0.7), seed=n, max_len=128, device_loop=device_loop)
-                autoregressive(target, [4, 5, 6, 7], n, Warp(0.7), seed=n, max_len=128, device_loop=device_loop)
+                speculative(
+                    draft, target, [4, 5, 6, 7], n, 4, Warp(0.7), seed=n, max_len=128, device_loop=device_loop
+                )
+                autoregressive(
+                    target, [4, 5, 6, 7], n, Warp(0.7), seed=n, max_len=128, device_loop=device_loop
+                )
         assert compiles.count == 0, f"device_loop={device_loop}: {compiles.count} compilations after warm-up"
 
 
@@ -173,11 +203,14 @@ def test_nothing_recompiles_after_warmup(target, pairs):
 
 @pytest.fixture(scope="module")
 def small_pair():
-    return random_model(SMALL_D, 11, "small-draft", scale=30), random_model(SMALL_T, 12, "small-target", scale=30)
+    return random_model(SMALL_D, 11, "small-draft", scale=30), random_model(
+        SMALL_T, 12, "small-target", scale=30
+    )
 
 
-@pytest.mark.parametrize("warp", [Warp(1.0), Warp(0.8, top_k=5), Warp(1.2, top_p=0.85)],
-                         ids=["T1", "T0.8-topk5", "T1.2-topp0.85"])
+@pytest.mark.parametrize(
+    "warp", [Warp(1.0), Warp(0.8, top_k=5), Warp(1.2, top_p=0.85)], ids=["T1", "T0.8-topk5", "T1.2-topp0.85"]
+)
 def test_speculative_sampling_follows_target_distribution(small_pair, warp, record_property):
     draft, target = small_pair
     prompt = [3, 7, 1]
@@ -206,9 +239,12 @@ def full_round_marginals(small_pair):
     return target_marginals(small_pair[1], [3, 7, 1], Warp(1.0), 6)
 
 
-@pytest.mark.parametrize("verdict", [accept_reject, wrong_bonus_accept_reject], ids=["exact", "wrong-bonus-row"])
-def test_every_position_of_a_round_the_bonus_and_the_next_round(small_pair, full_round_marginals, verdict,
-                                                                record_property):
+@pytest.mark.parametrize(
+    "verdict", [accept_reject, wrong_bonus_accept_reject], ids=["exact", "wrong-bonus-row"]
+)
+def test_every_position_of_a_round_the_bonus_and_the_next_round(
+    small_pair, full_round_marginals, verdict, record_property
+):
     # K = 3, N = 6: new positions 1..3 are the round's drafts (or what replaced a rejected one), 4 is
     # its bonus or resampled token, 5 the first token of the next round; an agreeing draft makes the
     # bonus frequent, so a bonus drawn from the wrong row of q shows at position 4 and only there
@@ -245,7 +281,7 @@ def _sorted_warp_reference(logits, warp):
     """The warping as first written, with full sorts: what the fast version must equal."""
     logits = logits / warp.temperature
     if warp.top_k and warp.top_k < logits.shape[-1]:
-        kth = -jnp.sort(-logits, axis=-1)[..., warp.top_k - 1: warp.top_k]
+        kth = -jnp.sort(-logits, axis=-1)[..., warp.top_k - 1 : warp.top_k]
         logits = jnp.where(logits < kth, -jnp.inf, logits)
     pr = jax.nn.softmax(logits, -1)
     if warp.top_p:
@@ -264,10 +300,15 @@ def test_fast_top_k_and_top_p_keep_the_same_sets_as_sorting_ties_included():
     paths = set()
     for trial in range(9):
         V = (60, 1000, 50257)[trial % 3]
-        scale = (0.05, 1.0, 6.0)[(trial + trial // 3) % 3]  # flat rows take the radix path, peaked the fast one
+        scale = (0.05, 1.0, 6.0)[
+            (trial + trial // 3) % 3
+        ]  # flat rows take the radix path, peaked the fast one
         x = jnp.asarray(np.round(rng.normal(0, scale, (3, V)), int(rng.integers(1, 4))), jnp.float32)  # ties
-        for warp in (Warp(1.0, top_k=int(rng.integers(1, 70))), Warp(0.7, top_p=float(rng.uniform(0.05, 0.99))),
-                     Warp(1.3, top_k=40, top_p=0.8)):
+        for warp in (
+            Warp(1.0, top_k=int(rng.integers(1, 70))),
+            Warp(0.7, top_p=float(rng.uniform(0.05, 0.99))),
+            Warp(1.3, top_k=40, top_p=0.8),
+        ):
             fast, ref = probs(x, warp), _sorted_warp_reference(x, warp)
             np.testing.assert_array_equal(np.asarray(fast) > 0, np.asarray(ref) > 0)
             np.testing.assert_allclose(fast, ref, atol=1e-6)

@@ -5,12 +5,21 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from conftest import random_model
 from specbench import drafters, timing
 from specbench.generate import autoregressive, speculative
 from specbench.sampling import Warp, accept_reject
-from exactness import (DRAFT, N_SAMPLES, P_THRESHOLD, SMALL_T, TARGET, broken_accept_reject, chi_square_p,
-                       noisy_copy, sampled_tokens, target_marginals)
+
+from conftest import random_model
+from exactness import (
+    P_THRESHOLD,
+    SMALL_T,
+    TARGET,
+    broken_accept_reject,
+    chi_square_p,
+    noisy_copy,
+    sampled_tokens,
+    target_marginals,
+)
 
 
 @pytest.fixture(scope="module")
@@ -25,8 +34,13 @@ def draft(target):
 
 rng = np.random.default_rng(7)
 # random prompts (rarely an n-gram match), prompts that repeat themselves, and a one-token prompt
-PROMPTS = ([list(rng.integers(0, 97, 2 + i % 7)) for i in range(4)]
-           + [[5, 6, 7, 5, 6, 7, 5, 6], [1, 2, 1, 2, 1, 2, 1], [9, 9, 9, 9], [3, 4, 5, 6, 3, 4], [42]])
+PROMPTS = [list(rng.integers(0, 97, 2 + i % 7)) for i in range(4)] + [
+    [5, 6, 7, 5, 6, 7, 5, 6],
+    [1, 2, 1, 2, 1, 2, 1],
+    [9, 9, 9, 9],
+    [3, 4, 5, 6, 3, 4],
+    [42],
+]
 
 
 def drafter_cases(target):
@@ -39,7 +53,9 @@ def drafter_cases(target):
     }
 
 
-@pytest.mark.parametrize("case", ["lookup-1", "lookup-3", "layerskip-1", "layerskip-1-dynamic", "model-dynamic"])
+@pytest.mark.parametrize(
+    "case", ["lookup-1", "lookup-3", "layerskip-1", "layerskip-1-dynamic", "model-dynamic"]
+)
 def test_greedy_speculative_equals_autoregressive_for_every_drafter(target, draft, case):
     uses_draft, drafter = drafter_cases(target)[case]
     d = draft if uses_draft else None
@@ -88,7 +104,9 @@ def small_target():
 
 def lookup_sampled(target, warp, verdict):
     # the prompt repeats itself, so the lookup drafter has something to propose
-    return sampled_tokens(None, target, [3, 7, 3, 7, 3], warp, K=2, verdict=verdict, drafter=drafters.lookup_drafter(2))
+    return sampled_tokens(
+        None, target, [3, 7, 3, 7, 3], warp, K=2, verdict=verdict, drafter=drafters.lookup_drafter(2)
+    )
 
 
 @pytest.mark.parametrize("warp", [Warp(1.0), Warp(0.8, top_k=5)], ids=["T1", "T0.8-topk5"])
@@ -136,8 +154,11 @@ def test_dynamic_K_broken_sampler_is_detected(small_target, record_property):
 
 
 def test_no_recompiles_whatever_the_draft_length(target, draft):
-    for drafter, d in ((drafters.lookup_drafter(3), None), (drafters.model_drafter(TARGET, 0.6), draft),
-                       (drafters.layerskip_drafter(TARGET, 1), None)):
+    for drafter, d in (
+        (drafters.lookup_drafter(3), None),
+        (drafters.model_drafter(TARGET, 0.6), draft),
+        (drafters.layerskip_drafter(TARGET, 1), None),
+    ):
         speculative(d, target, [1, 2, 1, 2], 5, 4, Warp(0.7), max_len=128, drafter=drafter)  # warm-up
         with timing.CompileCounter() as compiles:
             for n, prompt in ((10, [4, 5, 4, 5, 4]), (40, [9, 8, 7, 6])):

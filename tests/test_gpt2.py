@@ -3,8 +3,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from conftest import numpy_gpt2, random_model
 from specbench.gpt2 import GPT2Config, gpt2, init_cache, step_jit
+
+from conftest import numpy_gpt2, random_model
 
 CONFIGS = [
     GPT2Config(n_layer=1, n_head=1, n_embd=8, n_ctx=40, n_vocab=11),
@@ -26,8 +27,8 @@ def test_cached_logits_match_full_forward(config):
     np.testing.assert_allclose(logits[:7], full[:7], atol=1e-5, rtol=1e-5)
     pos = 7
     for n in [1, 5, 1, 3, 4, 1]:
-        logits, cache = step_jit(model.params, cache, tokens[pos:pos + n], jnp.int32(pos), config=config)
-        np.testing.assert_allclose(logits, full[pos:pos + n], atol=1e-5, rtol=1e-5)
+        logits, cache = step_jit(model.params, cache, tokens[pos : pos + n], jnp.int32(pos), config=config)
+        np.testing.assert_allclose(logits, full[pos : pos + n], atol=1e-5, rtol=1e-5)
         pos += n
 
 
@@ -73,6 +74,8 @@ def test_logits_at_one_row_equals_that_row_of_all():
     model = random_model(config, seed=9)
     tokens = jnp.arange(10, dtype=jnp.int32) % config.n_vocab
     full, _ = step_jit(model.params, init_cache(config, 16), tokens, jnp.int32(0), config=config)
-    one, _ = step_jit(model.params, init_cache(config, 16), tokens, jnp.int32(0), config=config, logits_at=jnp.int32(6))
+    one, _ = step_jit(
+        model.params, init_cache(config, 16), tokens, jnp.int32(0), config=config, logits_at=jnp.int32(6)
+    )
     assert one.shape == (1, config.n_vocab)
     np.testing.assert_allclose(one[0], full[6], atol=1e-6)

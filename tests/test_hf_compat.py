@@ -1,6 +1,6 @@
 """Cross-check with Hugging Face transformers, where it is installed (not in CI).
 
-    pip install torch==2.13.0 transformers && python -m pytest tests/test_hf_compat.py
+pip install torch==2.13.0 transformers && python -m pytest tests/test_hf_compat.py
 """
 
 import numpy as np
@@ -11,9 +11,10 @@ transformers = pytest.importorskip("transformers")
 
 import jax.numpy as jnp
 
-from conftest import random_model
 from specbench import weights
 from specbench.gpt2 import GPT2Config, gpt2
+
+from conftest import random_model
 
 CONFIG = GPT2Config(n_layer=3, n_head=4, n_embd=64, n_ctx=128, n_vocab=1000)
 

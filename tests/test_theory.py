@@ -1,4 +1,3 @@
-
 import pytest
 
 from specbench import theory
@@ -25,7 +24,8 @@ def test_leviathan_speedup_edges():
     # the same formula as the seed's when r = E/(K+1)
     alpha, K, td, tt = 0.7, 3, 1.2, 10.0
     assert theory.speedup_from_alpha(alpha, K, td / tt) == pytest.approx(
-        theory.speedup_from_r(theory.r_from_alpha(alpha, K), K, td, tt))
+        theory.speedup_from_r(theory.r_from_alpha(alpha, K), K, td, tt)
+    )
 
 
 def test_alpha_and_r_invert_each_other():
@@ -43,8 +43,12 @@ def test_optimal_K():
 
 
 def test_refined_formula_reduces_to_seed_when_verify_costs_a_step():
-    assert theory.refined_speedup(4.0, 4, 1.8, 14.1, 14.1) == pytest.approx(theory.speedup_from_r(0.8, 4, 1.8, 14.1))
-    assert theory.refined_speedup(4.0, 4, 1.8, 14.1, 20.0, t_overhead=1.0) == pytest.approx(4 * 14.1 / (7.2 + 21))
+    assert theory.refined_speedup(4.0, 4, 1.8, 14.1, 14.1) == pytest.approx(
+        theory.speedup_from_r(0.8, 4, 1.8, 14.1)
+    )
+    assert theory.refined_speedup(4.0, 4, 1.8, 14.1, 20.0, t_overhead=1.0) == pytest.approx(
+        4 * 14.1 / (7.2 + 21)
+    )
 
 
 def test_parse_K_range():

@@ -12,11 +12,14 @@ def test_seed_sentence_encodes_to_known_ids():
     assert tokenizer.decode([36235, 39141, 18765, 1143, 326, 9061, 561, 530, 1110, 1716]) == text
 
 
-@pytest.mark.parametrize("text", [
-    "naïve café, Zürich — «quotes» and emoji 🚀🤖, 日本語のテキスト, Ελληνικά, \t tabs\n\nnewlines  ",
-    "x = [i**2 for i in range(10)]  # code\n",
-    "<|endoftext|>Once upon a time",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "naïve café, Zürich — «quotes» and emoji 🚀🤖, 日本語のテキスト, Ελληνικά, \t tabs\n\nnewlines  ",
+        "x = [i**2 for i in range(10)]  # code\n",
+        "<|endoftext|>Once upon a time",
+    ],
+)
 def test_decode_encode_round_trip(text):
     assert tokenizer.decode(tokenizer.encode(text)) == text
 

@@ -10,8 +10,10 @@ pytest.importorskip("optax")
 from specbench import tokenizer, train, weights
 from specbench.gpt2 import GPT2Config
 
-TEXT = ("The little fox ran over the hill and into the wood, where the old owl sat in the oak tree. "
-        "\"Good evening, fox,\" said the owl. \"Where are you going so late?\" ") * 40
+TEXT = (
+    "The little fox ran over the hill and into the wood, where the old owl sat in the oak tree. "
+    '"Good evening, fox," said the owl. "Where are you going so late?" '
+) * 40
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +40,9 @@ def test_prepare_splits_by_document_and_ends_each_with_eot(data):
     np.testing.assert_array_equal(train.load_tokens(out, "val"), val)  # read back from val.bin.xz
     (out / "val.bin.moved").rename(out / "val.bin")
     # no document is in both splits
-    first_words = lambda t: {tokenizer.decode(t[i + 1: i + 4].tolist()) for i in np.flatnonzero(t == tokenizer.EOT_ID)[:-1]}
+    first_words = lambda t: {
+        tokenizer.decode(t[i + 1 : i + 4].tolist()) for i in np.flatnonzero(t == tokenizer.EOT_ID)[:-1]
+    }
     assert not (first_words(tokens) & first_words(val))
 
 
@@ -56,8 +60,14 @@ def test_target_then_distilled_draft_learn(data, tmp_path):
     assert target.config == target_config
 
     draft_config = GPT2Config(n_layer=1, n_head=1, n_embd=16, n_ctx=64, n_vocab=tokenizer.N_VOCAB)
-    _, drecord = train.train(draft_config, tr, va, train.TrainConfig(**{**tc.__dict__, "kd": 0.7, "lr": 1e-2}), teacher=target,
-                             log=lambda *a: None)
+    _, drecord = train.train(
+        draft_config,
+        tr,
+        va,
+        train.TrainConfig(**{**tc.__dict__, "kd": 0.7, "lr": 1e-2}),
+        teacher=target,
+        log=lambda *a: None,
+    )
     h = drecord["history"]
     assert h[-1]["loss"] < 0.9 * h[0]["loss"]  # the distillation objective (0.7 KL + 0.3 CE) goes down
     assert h[-1]["train_ce"] < h[0]["train_ce"] - 2.0  # and with it the draft's own cross-entropy
@@ -96,20 +106,35 @@ def test_killed_run_resumes_to_the_same_parameters(data, tmp_path):
 
     out, _ = data
     tr, va = train.load_tokens(out, "train"), train.load_tokens(out, "val")
-    tc = train.TrainConfig(steps=6, batch=2, ctx=8, lr=3e-3, warmup=1, eval_batches=1, head_vocab=30, head_extra=40)
+    tc = train.TrainConfig(
+        steps=6, batch=2, ctx=8, lr=3e-3, warmup=1, eval_batches=1, head_vocab=30, head_extra=40
+    )
     config = GPT2Config(n_layer=1, n_head=1, n_embd=8, n_ctx=16, n_vocab=tokenizer.N_VOCAB)
     quiet = lambda *a: None
     whole, _ = train.train(config, tr, va, tc, log=quiet, progress_interval=1e9)
     ckpt = tmp_path / "ck.npz"
-    partial, rec = train.train(config, tr, va, tc, log=quiet, checkpoint=ckpt, checkpoint_every=0,
-                               stop_after=3, progress_interval=1e9)
+    partial, rec = train.train(
+        config,
+        tr,
+        va,
+        tc,
+        log=quiet,
+        checkpoint=ckpt,
+        checkpoint_every=0,
+        stop_after=3,
+        progress_interval=1e9,
+    )
     assert rec["stopped_at"] == 3 and ckpt.exists()
-    resumed, record = train.train(config, tr, va, tc, log=quiet, checkpoint=ckpt, resume=True, progress_interval=1e9)
+    resumed, record = train.train(
+        config, tr, va, tc, log=quiet, checkpoint=ckpt, resume=True, progress_interval=1e9
+    )
     assert [h["step"] for h in record["history"]][-1] == 6
     for a, b in zip(jax.tree_util.tree_leaves(whole), jax.tree_util.tree_leaves(resumed)):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
-    differs = any(not np.array_equal(np.asarray(a), np.asarray(b))
-                  for a, b in zip(jax.tree_util.tree_leaves(whole), jax.tree_util.tree_leaves(partial)))
+    differs = any(
+        not np.array_equal(np.asarray(a), np.asarray(b))
+        for a, b in zip(jax.tree_util.tree_leaves(whole), jax.tree_util.tree_leaves(partial))
+    )
     assert differs  # the stopped run really stopped early
 
 
@@ -123,8 +148,16 @@ def test_resume_refuses_other_settings(data, tmp_path):
     ckpt = tmp_path / "ck.npz"
     train.train(config, tr, va, tc, log=lambda *a: None, checkpoint=ckpt, stop_after=1, progress_interval=1e9)
     with pytest.raises(TrainError, match="other settings"):
-        train.train(config, tr, va, train.TrainConfig(**{**tc.__dict__, "lr": 0.5}), log=lambda *a: None,
-                    checkpoint=ckpt, resume=True, progress_interval=1e9)
+        train.train(
+            config,
+            tr,
+            va,
+            train.TrainConfig(**{**tc.__dict__, "lr": 0.5}),
+            log=lambda *a: None,
+            checkpoint=ckpt,
+            resume=True,
+            progress_interval=1e9,
+        )
 
 
 def test_missing_optax_is_one_line_and_exit_2(tmp_path):
@@ -134,7 +167,20 @@ def test_missing_optax_is_one_line_and_exit_2(tmp_path):
     blocker = tmp_path / "optax.py"
     blocker.write_text("raise ModuleNotFoundError(\"No module named 'optax'\", name='optax')\n")
     env = {**__import__("os").environ, "PYTHONPATH": str(tmp_path)}
-    r = subprocess.run([sys.executable, "-m", "specbench.train", "target", "--out", str(tmp_path / "m"),
-                        "--data", str(tmp_path)], capture_output=True, text=True, env=env)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "specbench.train",
+            "target",
+            "--out",
+            str(tmp_path / "m"),
+            "--data",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert r.returncode == 2, r.stderr
     assert r.stderr.strip().count("\n") == 0 and "optax" in r.stderr and "Traceback" not in r.stderr

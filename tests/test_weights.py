@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
 
-from conftest import random_model
 from specbench import weights
 from specbench.gpt2 import GPT2Config, gpt2
 from specbench.weights import WeightsError
+
+from conftest import random_model
 
 CONFIG = GPT2Config(n_layer=2, n_head=2, n_embd=16, n_ctx=32, n_vocab=50)
 
@@ -32,7 +33,9 @@ def test_save_load_round_trip(tmp_path, max_shard_bytes):
     weights.save(tmp_path / "m", model.params, CONFIG, max_shard_bytes=max_shard_bytes)
     files = sorted(p.name for p in (tmp_path / "m").iterdir())
     if max_shard_bytes:
-        assert "model.safetensors.index.json" in files and len([f for f in files if f.startswith("model-0")]) > 2
+        assert (
+            "model.safetensors.index.json" in files and len([f for f in files if f.startswith("model-0")]) > 2
+        )
         index = json.loads((tmp_path / "m" / "model.safetensors.index.json").read_text())
         assert set(index["weight_map"]) == set(weights.expected_shapes(CONFIG))
     else:
@@ -54,7 +57,10 @@ def test_half_precision_save_loads_within_rounding(tmp_path):
 def hf_checkpoint(config: GPT2Config, prefix: str = "") -> dict[str, np.ndarray]:
     """A state dict as transformers writes it, every tensor distinct and asymmetric."""
     rng = np.random.default_rng(0)
-    tensors = {prefix + k: rng.normal(0, 0.1, s).astype(np.float32) for k, s in weights.expected_shapes(config).items()}
+    tensors = {
+        prefix + k: rng.normal(0, 0.1, s).astype(np.float32)
+        for k, s in weights.expected_shapes(config).items()
+    }
     # the buffers and tied head a real checkpoint carries, which loading must ignore
     for i in range(config.n_layer):
         tensors[f"{prefix}h.{i}.attn.bias"] = np.tril(np.ones((1, 1, config.n_ctx, config.n_ctx), np.float32))
@@ -74,8 +80,18 @@ def test_hf_key_names_and_conv1d_orientation(tmp_path, prefix):
     d = tmp_path / "hf"
     d.mkdir()
     save_file(tensors, str(d / "model.safetensors"))
-    (d / "config.json").write_text(json.dumps({"n_layer": 2, "n_head": 2, "n_embd": 8, "n_positions": 16,
-                                               "vocab_size": 20, "model_type": "gpt2"}))
+    (d / "config.json").write_text(
+        json.dumps(
+            {
+                "n_layer": 2,
+                "n_head": 2,
+                "n_embd": 8,
+                "n_positions": 16,
+                "vocab_size": 20,
+                "model_type": "gpt2",
+            }
+        )
+    )
     config_loaded, params = weights.load_dir(d)
     assert config_loaded == config
     np.testing.assert_array_equal(params["blocks"]["attn"]["c_attn"]["weight"][1], c_attn)
@@ -111,7 +127,10 @@ def test_corrupt_weights_file_gives_clear_error(tmp_path):
 
 def test_registry_names_and_aliases(tmp_path, monkeypatch):
     monkeypatch.setenv("SPECBENCH_WEIGHTS_DIR", str(tmp_path))
-    assert weights.resolve("gpt2-xl").name == "1558M" and weights.resolve("124M").hf_repo == "openai-community/gpt2"
+    assert (
+        weights.resolve("gpt2-xl").name == "1558M"
+        and weights.resolve("124M").hf_repo == "openai-community/gpt2"
+    )
     assert weights.REGISTRY["124M"].config.n_params == 124_439_808  # GPT-2 small, tied head
     with pytest.raises(WeightsError, match="unknown model 'gpt5'"):
         weights.resolve("gpt5")
@@ -155,6 +174,7 @@ class HubHandler(http.server.BaseHTTPRequestHandler):
 
     def _headers(self, body):
         import hashlib
+
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
         self.send_header("ETag", f'"{self.server.etags.get(self.key, hashlib.sha256(body).hexdigest())}"')
@@ -181,10 +201,15 @@ class HubHandler(http.server.BaseHTTPRequestHandler):
 def tiny_hub(tmp_path, monkeypatch):
     """gpt2 (124M) in the registry, served as a tiny model from loopback; downloads go to tmp_path."""
     monkeypatch.setenv("SPECBENCH_WEIGHTS_DIR", str(tmp_path / "gpt2_weights"))
-    monkeypatch.setitem(weights.REGISTRY, "124M", weights.ModelSpec(
-        "124M", "GPT-2 small (tiny stand-in)", CONFIG, "openai-community/gpt2", ("gpt2",)))
+    monkeypatch.setitem(
+        weights.REGISTRY,
+        "124M",
+        weights.ModelSpec("124M", "GPT-2 small (tiny stand-in)", CONFIG, "openai-community/gpt2", ("gpt2",)),
+    )
     src = weights.save(tmp_path / "src", random_model(CONFIG, 8).params, CONFIG)
-    hub = FakeHub({f"openai-community/gpt2/{f}": (src / f).read_bytes() for f in ("config.json", "model.safetensors")})
+    hub = FakeHub(
+        {f"openai-community/gpt2/{f}": (src / f).read_bytes() for f in ("config.json", "model.safetensors")}
+    )
     thread = threading.Thread(target=hub.serve_forever, daemon=True)
     thread.start()
     yield hub, src

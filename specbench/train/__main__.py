@@ -37,8 +37,10 @@ def main():
 def prepare_cmd(corpus, out, val_fraction, seed, xz):
     """Tokenise a folder of .txt documents into train.bin / val.bin."""
     meta = prepare(corpus, out, val_fraction, seed)
-    click.echo(f"train: {meta['train']['tokens']:,} tokens in {meta['train']['documents']} documents; "
-               f"val: {meta['val']['tokens']:,} tokens in {meta['val']['documents']} documents -> {out}")
+    click.echo(
+        f"train: {meta['train']['tokens']:,} tokens in {meta['train']['documents']} documents; "
+        f"val: {meta['val']['tokens']:,} tokens in {meta['val']['documents']} documents -> {out}"
+    )
     if xz:
         for path in compress(out):
             click.echo(f"{path}: {path.stat().st_size / 1e6:.1f} MB")
@@ -47,68 +49,158 @@ def prepare_cmd(corpus, out, val_fraction, seed, xz):
 def train_options(layers, embd, heads, lr, kd=None):
     def decorator(f):
         options = [
-            click.option("--data", type=click.Path(exists=True, file_okay=False, path_type=Path), default=Path("data")),
+            click.option(
+                "--data", type=click.Path(exists=True, file_okay=False, path_type=Path), default=Path("data")
+            ),
             click.option("--out", type=click.Path(path_type=Path), required=True),
             click.option("--n-layer", type=click.IntRange(min=1), default=layers, show_default=True),
             click.option("--n-embd", type=click.IntRange(min=8), default=embd, show_default=True),
             click.option("--n-head", type=click.IntRange(min=1), default=heads, show_default=True),
-            click.option("--n-ctx", type=click.IntRange(min=16), default=1024, show_default=True,
-                         help="Position table size (the trained context is --ctx)."),
+            click.option(
+                "--n-ctx",
+                type=click.IntRange(min=16),
+                default=1024,
+                show_default=True,
+                help="Position table size (the trained context is --ctx).",
+            ),
             click.option("--steps", type=click.IntRange(min=1), default=3000, show_default=True),
             click.option("--batch", type=click.IntRange(min=1), default=32, show_default=True),
             click.option("--ctx", type=click.IntRange(min=8), default=512, show_default=True),
             click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=lr, show_default=True),
             click.option("--warmup", type=click.IntRange(min=0), default=200, show_default=True),
             click.option("--seed", type=int, default=0, show_default=True),
-            click.option("--checkpoint-dir", type=click.Path(file_okay=False, path_type=Path),
-                         default=Path("checkpoints"), show_default=True,
-                         help="Where the resumable state goes (git-ignored), as DIR/<out's name>.npz."),
-            click.option("--checkpoint-every", type=click.FloatRange(min=1), default=300, show_default=True,
-                         help="Seconds between checkpoints."),
-            click.option("--resume", is_flag=True, help="Continue from the checkpoint exactly where it stopped."),
-            click.option("--head-vocab", type=click.IntRange(min=0), default=16384, show_default=True,
-                         help="Sampled softmax: each step's head covers this many frequent tokens, the "
-                              "batch's rarer targets and random negatives (0 = the full 50,257)."),
-            click.option("--head-extra", type=click.IntRange(min=1), default=2048, show_default=True,
-                         help="Rarer targets plus random negatives added to each step's head."),
+            click.option(
+                "--checkpoint-dir",
+                type=click.Path(file_okay=False, path_type=Path),
+                default=Path("checkpoints"),
+                show_default=True,
+                help="Where the resumable state goes (git-ignored), as DIR/<out's name>.npz.",
+            ),
+            click.option(
+                "--checkpoint-every",
+                type=click.FloatRange(min=1),
+                default=300,
+                show_default=True,
+                help="Seconds between checkpoints.",
+            ),
+            click.option(
+                "--resume", is_flag=True, help="Continue from the checkpoint exactly where it stopped."
+            ),
+            click.option(
+                "--head-vocab",
+                type=click.IntRange(min=0),
+                default=16384,
+                show_default=True,
+                help="Sampled softmax: each step's head covers this many frequent tokens, the "
+                "batch's rarer targets and random negatives (0 = the full 50,257).",
+            ),
+            click.option(
+                "--head-extra",
+                type=click.IntRange(min=1),
+                default=2048,
+                show_default=True,
+                help="Rarer targets plus random negatives added to each step's head.",
+            ),
         ]
         if kd is not None:
             options += [
-                click.option("--kd", type=click.FloatRange(0, 1), default=kd, show_default=True,
-                             help="Weight of KL(target || draft); the rest is cross-entropy."),
-                click.option("--greedy-fraction", type=click.FloatRange(0, 1), default=0.0, show_default=True,
-                             help="Share of each batch taken from the teacher's own greedy continuations "
-                                  "of corpus prefixes (what the draft is judged on at T=0)."),
-                click.option("--greedy-samples", type=click.IntRange(min=1), default=4096, show_default=True,
-                             help="How many greedy continuations to generate for that."),
+                click.option(
+                    "--kd",
+                    type=click.FloatRange(0, 1),
+                    default=kd,
+                    show_default=True,
+                    help="Weight of KL(target || draft); the rest is cross-entropy.",
+                ),
+                click.option(
+                    "--greedy-fraction",
+                    type=click.FloatRange(0, 1),
+                    default=0.0,
+                    show_default=True,
+                    help="Share of each batch taken from the teacher's own greedy continuations "
+                    "of corpus prefixes (what the draft is judged on at T=0).",
+                ),
+                click.option(
+                    "--greedy-samples",
+                    type=click.IntRange(min=1),
+                    default=4096,
+                    show_default=True,
+                    help="How many greedy continuations to generate for that.",
+                ),
             ]
         for option in reversed(options):
             f = option(f)
         return f
+
     return decorator
 
 
-def _run(data, out, n_layer, n_embd, n_head, n_ctx, steps, batch, ctx, lr, warmup, seed, checkpoint_dir,
-         checkpoint_every, resume, head_vocab, head_extra, kd=0.0, teacher=None, greedy_fraction=0.0,
-         greedy_samples=0):
+def _run(
+    data,
+    out,
+    n_layer,
+    n_embd,
+    n_head,
+    n_ctx,
+    steps,
+    batch,
+    ctx,
+    lr,
+    warmup,
+    seed,
+    checkpoint_dir,
+    checkpoint_every,
+    resume,
+    head_vocab,
+    head_extra,
+    kd=0.0,
+    teacher=None,
+    greedy_fraction=0.0,
+    greedy_samples=0,
+):
     require_optax()
     config = GPT2Config(n_layer=n_layer, n_head=n_head, n_embd=n_embd, n_ctx=n_ctx, n_vocab=tokenizer.N_VOCAB)
-    tc = TrainConfig(steps=steps, batch=batch, ctx=ctx, lr=lr, warmup=warmup, seed=seed, kd=kd,
-                     greedy_fraction=greedy_fraction, head_vocab=head_vocab, head_extra=head_extra)
+    tc = TrainConfig(
+        steps=steps,
+        batch=batch,
+        ctx=ctx,
+        lr=lr,
+        warmup=warmup,
+        seed=seed,
+        kd=kd,
+        greedy_fraction=greedy_fraction,
+        head_vocab=head_vocab,
+        head_extra=head_extra,
+    )
     train_tokens = load_tokens(data, "train")
     greedy = None
     if teacher is not None and greedy_fraction > 0:
         t0 = time.perf_counter()
         prefix_len = max(8, ctx // 4)
         starts = np.random.default_rng(seed + 1).integers(0, train_tokens.size - prefix_len, greedy_samples)
-        prefixes = np.stack([train_tokens[s: s + prefix_len] for s in starts]).astype(np.int32)
-        greedy = greedy_continuations(teacher.params, teacher.config, prefixes, ctx + 1 - prefix_len,
-                                      log=lambda m: click.echo(m, err=True))
-        click.echo(f"{greedy_samples} greedy continuations of {ctx + 1 - prefix_len} tokens from the teacher "
-                   f"in {time.perf_counter() - t0:.0f} s")
-    params, record = train(config, train_tokens, load_tokens(data, "val"), tc, teacher, log=click.echo,
-                           checkpoint=checkpoint_dir / f"{out.name}.npz", resume=resume,
-                           checkpoint_every=checkpoint_every, greedy=greedy)
+        prefixes = np.stack([train_tokens[s : s + prefix_len] for s in starts]).astype(np.int32)
+        greedy = greedy_continuations(
+            teacher.params,
+            teacher.config,
+            prefixes,
+            ctx + 1 - prefix_len,
+            log=lambda m: click.echo(m, err=True),
+        )
+        click.echo(
+            f"{greedy_samples} greedy continuations of {ctx + 1 - prefix_len} tokens from the teacher "
+            f"in {time.perf_counter() - t0:.0f} s"
+        )
+    params, record = train(
+        config,
+        train_tokens,
+        load_tokens(data, "val"),
+        tc,
+        teacher,
+        log=click.echo,
+        checkpoint=checkpoint_dir / f"{out.name}.npz",
+        resume=resume,
+        checkpoint_every=checkpoint_every,
+        greedy=greedy,
+    )
     record["data"] = json.loads((data / "meta.json").read_text()) if (data / "meta.json").exists() else None
     if record["data"]:
         record["data"].pop("val_documents", None)
@@ -125,7 +217,9 @@ def target_cmd(**kw):
 
 @main.command("draft")
 @train_options(layers=2, embd=128, heads=2, lr=2e-3, kd=0.7)
-@click.option("--teacher", type=click.Path(exists=True, file_okay=False), required=True, help="The trained target.")
+@click.option(
+    "--teacher", type=click.Path(exists=True, file_okay=False), required=True, help="The trained target."
+)
 def draft_cmd(teacher, **kw):
     """Train the draft, distilled from the target's soft predictions."""
     _run(**kw, teacher=weights.load_model(teacher))

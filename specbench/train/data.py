@@ -35,13 +35,23 @@ def prepare(corpus: Path, out: Path, val_fraction: float = 0.02, seed: int = 0) 
     for split, chosen in (("train", [f for f in files if f not in val_files]), ("val", sorted(val_files))):
         ids: list[np.ndarray] = []
         for f in chosen:
-            ids.append(np.asarray(enc.encode_ordinary(f.read_text(encoding="utf-8")) + [tokenizer.EOT_ID], np.uint16))
+            ids.append(
+                np.asarray(enc.encode_ordinary(f.read_text(encoding="utf-8")) + [tokenizer.EOT_ID], np.uint16)
+            )
         tokens = np.concatenate(ids)
         tokens.tofile(out / f"{split}.bin")
-        counts[split] = {"documents": len(chosen), "tokens": int(tokens.size),
-                         "sha256": hashlib.sha256(tokens.tobytes()).hexdigest()[:16]}
-    meta = {"corpus": str(corpus), "seed": seed, "val_fraction": val_fraction, **counts,
-            "val_documents": sorted(str(f.relative_to(corpus)) for f in val_files)}
+        counts[split] = {
+            "documents": len(chosen),
+            "tokens": int(tokens.size),
+            "sha256": hashlib.sha256(tokens.tobytes()).hexdigest()[:16],
+        }
+    meta = {
+        "corpus": str(corpus),
+        "seed": seed,
+        "val_fraction": val_fraction,
+        **counts,
+        "val_documents": sorted(str(f.relative_to(corpus)) for f in val_files),
+    }
     (out / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
     return meta
 
@@ -68,7 +78,7 @@ def compress(data: Path) -> list[Path]:
 def sample_batch(tokens: np.ndarray, batch: int, ctx: int, rng: np.random.Generator):
     """Random windows: inputs [batch, ctx] and next-token targets [batch, ctx]."""
     starts = rng.integers(0, tokens.size - ctx - 1, batch)
-    window = np.stack([tokens[s: s + ctx + 1] for s in starts]).astype(np.int32)
+    window = np.stack([tokens[s : s + ctx + 1] for s in starts]).astype(np.int32)
     return window[:, :-1], window[:, 1:]
 
 
@@ -87,8 +97,13 @@ def frequent_tokens(tokens: np.ndarray, n: int, n_vocab: int = tokenizer.N_VOCAB
     return np.sort(np.argsort(-counts, kind="stable")[:n])
 
 
-def sample_vocab(frequent: np.ndarray, y: np.ndarray, n_extra: int, rng: np.random.Generator,
-                 n_vocab: int = tokenizer.N_VOCAB):
+def sample_vocab(
+    frequent: np.ndarray,
+    y: np.ndarray,
+    n_extra: int,
+    rng: np.random.Generator,
+    n_vocab: int = tokenizer.N_VOCAB,
+):
     """(vocab ids [len(frequent) + n_extra], y re-indexed into them): the frequent tokens, the
     batch's rarer targets, then distinct random rarer tokens to fill up to a fixed size."""
     is_frequent = np.zeros(n_vocab, bool)
@@ -112,8 +127,9 @@ def sample_vocab(frequent: np.ndarray, y: np.ndarray, n_extra: int, rng: np.rand
 # at T = 0 the draft is judged along the target's greedy continuations, so it trains on them.
 
 
-def greedy_continuations(params, config: GPT2Config, prefixes: np.ndarray, n_new: int, batch: int = 256,
-                         log=None) -> np.ndarray:
+def greedy_continuations(
+    params, config: GPT2Config, prefixes: np.ndarray, n_new: int, batch: int = 256, log=None
+) -> np.ndarray:
     """[n, P] prompt tokens -> [n, P + n_new]: each prefix continued greedily by the model, a
     batch at a time through the decoding front door (generate.autoregressive at T = 0)."""
     from specbench import generate
@@ -121,7 +137,7 @@ def greedy_continuations(params, config: GPT2Config, prefixes: np.ndarray, n_new
     model = Model("teacher", config, params, "training")
     out = []
     for i in range(0, len(prefixes), batch):
-        chunk = np.asarray(prefixes[i: i + batch])
+        chunk = np.asarray(prefixes[i : i + batch])
         padded = np.pad(chunk, ((0, batch - len(chunk)), (0, 0)))  # one compiled program for every chunk
         new, _ = generate.autoregressive(model, padded.tolist(), n_new, Warp(0.0))
         new = np.asarray(new)

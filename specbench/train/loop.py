@@ -86,12 +86,17 @@ def require_optax():
 def make_optimizer(tc: TrainConfig):
     import optax
 
-    schedule = optax.warmup_cosine_decay_schedule(0.0, tc.lr, tc.warmup, max(tc.steps, tc.warmup + 1), tc.lr * 0.1)
+    schedule = optax.warmup_cosine_decay_schedule(
+        0.0, tc.lr, tc.warmup, max(tc.steps, tc.warmup + 1), tc.lr * 0.1
+    )
     # no decay on biases, norm gains and position table: only the matrices of the blocks and wte
     decay_mask = lambda params: jax.tree_util.tree_map_with_path(
-        lambda path, p: path[0].key == "wte" or (path[0].key == "blocks" and p.ndim == 3), params)
-    return optax.chain(optax.clip_by_global_norm(1.0),
-                       optax.adamw(schedule, b1=0.9, b2=0.95, weight_decay=tc.weight_decay, mask=decay_mask))
+        lambda path, p: path[0].key == "wte" or (path[0].key == "blocks" and p.ndim == 3), params
+    )
+    return optax.chain(
+        optax.clip_by_global_norm(1.0),
+        optax.adamw(schedule, b1=0.9, b2=0.95, weight_decay=tc.weight_decay, mask=decay_mask),
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -106,8 +111,11 @@ def save_checkpoint(path: Path, step: int, params, opt_state, rng: np.random.Gen
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "wb") as f:
-        np.savez(f, meta=np.frombuffer(json.dumps(meta).encode(), np.uint8),
-                 **{f"leaf{i:05d}": np.asarray(leaf) for i, leaf in enumerate(leaves)})
+        np.savez(
+            f,
+            meta=np.frombuffer(json.dumps(meta).encode(), np.uint8),
+            **{f"leaf{i:05d}": np.asarray(leaf) for i, leaf in enumerate(leaves)},
+        )
     os.replace(tmp, path)
 
 
@@ -132,8 +140,9 @@ def make_update(config: GPT2Config, tc: TrainConfig, opt, teacher: weights.Model
 
     @jax.jit
     def update(params, opt_state, x, y, vocab):
-        (loss, ce), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, x, y, config, t_params, t_config,
-                                                                     kd, vocab)
+        (loss, ce), grads = jax.value_and_grad(loss_fn, has_aux=True)(
+            params, x, y, config, t_params, t_config, kd, vocab
+        )
         updates, opt_state = opt.update(grads, opt_state, params)
         return optax.apply_updates(params, updates), opt_state, loss, ce
 
@@ -163,14 +172,30 @@ def val_loss(params, config: GPT2Config, val_tokens: np.ndarray, tc: TrainConfig
     """Mean cross-entropy over the same tc.eval_batches validation windows every time."""
     evaluate = jax.jit(lambda params, x, y: cross_entropy(logits_fn(params, x, config), y))
     rng = np.random.default_rng(1234)
-    return float(np.mean([evaluate(params, *sample_batch(val_tokens, tc.batch, tc.ctx, rng))
-                          for _ in range(tc.eval_batches)]))
+    return float(
+        np.mean(
+            [
+                evaluate(params, *sample_batch(val_tokens, tc.batch, tc.ctx, rng))
+                for _ in range(tc.eval_batches)
+            ]
+        )
+    )
 
 
-def train(config: GPT2Config, train_tokens: np.ndarray, val_tokens: np.ndarray, tc: TrainConfig,
-          teacher: weights.Model | None = None, log=print, checkpoint: Path | None = None,
-          resume: bool = False, checkpoint_every: float = 300.0, stop_after: int | None = None,
-          progress_interval: float = 60.0, greedy: np.ndarray | None = None):
+def train(
+    config: GPT2Config,
+    train_tokens: np.ndarray,
+    val_tokens: np.ndarray,
+    tc: TrainConfig,
+    teacher: weights.Model | None = None,
+    log=print,
+    checkpoint: Path | None = None,
+    resume: bool = False,
+    checkpoint_every: float = 300.0,
+    stop_after: int | None = None,
+    progress_interval: float = 60.0,
+    greedy: np.ndarray | None = None,
+):
     """Train from scratch (or resume); returns (params, record) where record has the losses and settings.
 
     With `checkpoint`, the state is saved there every `checkpoint_every` seconds and at the end;
@@ -191,8 +216,11 @@ def train(config: GPT2Config, train_tokens: np.ndarray, val_tokens: np.ndarray, 
     if resume and checkpoint is not None and checkpoint.exists():
         params, opt_state, meta = load_checkpoint(checkpoint, params, opt_state)
         if {k: meta[k] for k in settings} != settings:
-            raise TrainError(f"{checkpoint} was written with other settings; start afresh without --resume, "
-                             "or pass the same settings", "resume")
+            raise TrainError(
+                f"{checkpoint} was written with other settings; start afresh without --resume, "
+                "or pass the same settings",
+                "resume",
+            )
         rng.bit_generator.state = meta["rng"]
         history, first, elapsed_before = meta["history"], meta["step"] + 1, meta["elapsed"]
         log(f"resumed from {checkpoint} at step {meta['step']}")
@@ -200,11 +228,19 @@ def train(config: GPT2Config, train_tokens: np.ndarray, val_tokens: np.ndarray, 
         log(f"--resume: no checkpoint at {checkpoint} yet; starting afresh")
 
     t0 = last_ckpt = time.perf_counter()
-    save = lambda i: save_checkpoint(checkpoint, i, params, opt_state, rng, {
-        **settings, "history": history, "elapsed": elapsed_before + time.perf_counter() - t0})
+    save = lambda i: save_checkpoint(
+        checkpoint,
+        i,
+        params,
+        opt_state,
+        rng,
+        {**settings, "history": history, "elapsed": elapsed_before + time.perf_counter() - t0},
+    )
     t_steady, n_steady = None, 0  # throughput from the second step on: the first one compiles
     last = min(tc.steps, stop_after or tc.steps)
-    with progress(f"train {config.n_layer}x{config.n_embd}", tc.steps, unit="step", interval=progress_interval) as bar:
+    with progress(
+        f"train {config.n_layer}x{config.n_embd}", tc.steps, unit="step", interval=progress_interval
+    ) as bar:
         bar.update(first - 1)
         for i in range(first, last + 1):
             params, opt_state, loss, ce = update(params, opt_state, *next_batch(rng))
@@ -228,9 +264,16 @@ def train(config: GPT2Config, train_tokens: np.ndarray, val_tokens: np.ndarray, 
         return params, {"stopped_at": last, "history": history}
     final_val = val_loss(params, config, val_tokens, tc)
     log(f"validation cross-entropy {final_val:.4f} (perplexity {math.exp(final_val):.1f})")
-    record = {**settings, "val_loss": final_val, "val_perplexity": math.exp(final_val), "history": history,
-              "teacher": teacher.source if teacher else None, "tokens_seen": tc.steps * tc.batch * tc.ctx,
-              "seconds": elapsed_before + time.perf_counter() - t0, "device": jax.devices()[0].device_kind}
+    record = {
+        **settings,
+        "val_loss": final_val,
+        "val_perplexity": math.exp(final_val),
+        "history": history,
+        "teacher": teacher.source if teacher else None,
+        "tokens_seen": tc.steps * tc.batch * tc.ctx,
+        "seconds": elapsed_before + time.perf_counter() - t0,
+        "device": jax.devices()[0].device_kind,
+    }
     return params, record
 
 
