@@ -15,9 +15,9 @@ import time
 import numpy as np
 
 from specbench import generate, timing
-from specbench.decoding import DecodeStats
 from specbench.drafters import Drafter
 from specbench.sampling import Warp
+from specbench.stats import DecodeStats
 from specbench.weights import Model
 
 

@@ -1,6 +1,7 @@
 """specbench's command line: run, sweep, trace, theory, models, prompts, plot, roofline.
 
-Each command gathers a checked plan (plan.py), measures (bench.py, roofline.py), prints
+Each command gathers a checked plan (plan.py, imported where needed: it brings JAX, which
+theory, plot, models and prompts do without), measures (bench.py, roofline.py), prints
 (render.py) and writes (export.py). Bad input ends in one line naming the flag, exit code 2
 (console.py); Ctrl-C ends with exit code 130 and keeps what was written.
 """
@@ -13,7 +14,7 @@ from pathlib import Path
 import click
 
 from specbench import cli_options as opt
-from specbench import export, plan, render, theory
+from specbench import export, render, tables, theory
 from specbench.console import BadInput, SpecbenchGroup, interrupt_message, make_console
 from specbench.errors import ExportError
 from specbench.progress import progress as progress_bar
@@ -32,7 +33,7 @@ def cli():
 @opt.apply(opt.model + opt.one_prompt + opt.single + opt.decode + opt.run + opt.drafter + opt.exports)
 def run(**flags):
     """One configuration: autoregressive against speculative decoding, side by side."""
-    from specbench import bench
+    from specbench import bench, plan
 
     source = click.get_current_context().get_parameter_source
     chose_prompt = flags["prompt_id"] is not None or source("prompt") != click.core.ParameterSource.DEFAULT
@@ -56,7 +57,7 @@ def run(**flags):
 def sweep(**flags):
     """A grid over drafters, K, temperature, top-p and prompts (or batch sizes); every finished row
     is saved at once."""
-    from specbench import bench
+    from specbench import bench, plan
 
     p = plan.sweep_plan(flags)
     console = make_console(*p.exports.values())
@@ -65,9 +66,8 @@ def sweep(**flags):
         f"sweep: {render.plural(p.grid_size, 'configuration')}, {p.grid_size - len(p.todo)} already in "
         f"{p.output}, {len(p.todo)} to run · drafters {', '.join(p.draft_names)} · target {p.target_name}"
     )
-    files = {
-        fmt: path for fmt, path in p.exports.items() if path and path != "-"
-    }  # rewritten after every row
+    # files are rewritten after every row; standard output gets the exports once, at the end
+    files = {fmt: path for fmt, path in p.exports.items() if path and path != "-"}
     kept = lambda: (
         f"{render.plural(len(rows), 'row')} kept in {p.output}; run again with --resume --output {p.output}"
     )
@@ -95,7 +95,7 @@ def sweep(**flags):
 def trace(**flags):
     """One generation shown round by round: accepted drafts, the rejected draft (struck
     through), and the resampled or bonus token."""
-    from specbench import generate, tokenizer
+    from specbench import generate, plan, tokenizer
 
     p = plan.trace_plan(flags)
     tokens, st = generate.speculative(
@@ -126,7 +126,7 @@ def theory_cmd(K, t_draft, t_target, r, alpha, t_verify):
             a, tpr, s = alpha, theory.expected_tokens(alpha, k), theory.speedup_from_alpha(alpha, k, c)
         refined = theory.refined_speedup(tpr, k, t_draft, t_target, t_verify) if t_verify else None
         rows.append((k, tpr, tpr / (k + 1), a, s, refined))
-    render.theory_report(rows, c, r, alpha, t_verify, K_SEARCH, make_console())
+    tables.theory_report(rows, c, r, alpha, t_verify, K_SEARCH, make_console())
 
 
 @cli.group(invoke_without_command=True)
@@ -142,18 +142,18 @@ def models_list():
     """Every model specbench knows, whether it is here, and its size."""
     from specbench import weights
 
-    render.models_table(weights.list_models(), weights.weights_dir(), make_console())
+    tables.models_table(weights.list_models(), weights.weights_dir(), make_console())
 
 
 @models.command("download")
 @click.argument("name")
 def models_download(name):
     """Download an HF GPT-2 checkpoint into gpt2_weights/NAME (honours HF_ENDPOINT)."""
-    from specbench import weights
+    from specbench import hub
     from specbench.errors import WeightsError
 
     try:
-        path = weights.download(name)
+        path = hub.download(name)
     except WeightsError as e:
         raise BadInput("NAME", str(e)) from None
     click.echo(f"{path.name}: ready in {path}")
@@ -162,7 +162,7 @@ def models_download(name):
 @cli.command("prompts")
 def prompts_cmd():
     """The built-in prompt suite, by category."""
-    render.prompts_table(make_console())
+    tables.prompts_table(make_console())
 
 
 @cli.command()
@@ -205,7 +205,7 @@ def roofline_cmd(**flags):
     Steps are timed as device-side loops; "plain step" is the same 1-token step dispatched from
     Python one call per token, the usual way, and plain/loop what the device loop saves.
     """
-    from specbench import device, roofline
+    from specbench import device, plan, roofline
 
     runs, exports = plan.roofline_plan(flags)
     console = make_console(*exports.values())
@@ -228,7 +228,7 @@ def roofline_cmd(**flags):
                 }
                 for r in measured
             ]
-    render.roofline_table(rows, context, console)
+    tables.roofline_table(rows, context, console)
     export.write_all(rows, exports, columns=list(rows[0]))
 
 

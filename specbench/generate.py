@@ -19,10 +19,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from specbench import batched, decoding, drafters
-from specbench.decoding import DecodeStats, plan_max_len, validate
+from specbench.decoding import plan_max_len, validate
 from specbench.drafters import Drafter
 from specbench.errors import DecodeError
 from specbench.sampling import Warp
+from specbench.stats import DecodeStats
 from specbench.weights import Model
 
 

@@ -1,248 +1,32 @@
-"""From flags to a checked plan: every model, drafter, prompt, size, path and resume file is
-checked here, before any work, into one typed object per command (as hyperfine parses its
-options). A bad value becomes BadInput, one line naming the flag."""
+"""From flags to a checked plan: one typed object per command, every value checked (checks.py)
+before any work starts, as hyperfine parses its options."""
 
 from __future__ import annotations
 
 import dataclasses
-import datetime
-import os
+import itertools
 from pathlib import Path
 
 from specbench import export, prompts, results, tokenizer
 from specbench.bench import RunConfig
-from specbench.console import BadInput, bad_input
-from specbench.errors import DecodeError, ExportError, WeightsError
+from specbench.checks import (
+    check_batch,
+    check_decodable,
+    check_drafter_flags,
+    check_exports,
+    check_resume_settings,
+    check_save_path,
+    load_model,
+    load_pair,
+    make_drafter,
+    random_model,
+    resolve_prompt,
+    results_dir,
+    stamp,
+)
+from specbench.console import BadInput
+from specbench.errors import ExportError
 from specbench.sampling import Warp
-
-FORMATS = {"export_csv": "csv", "export_json": "json", "export_markdown": "markdown"}
-
-
-# ---------------------------------------------------------------------------------------------
-# Models and drafters
-
-
-def load_model(name: str, flag: str, dtype: str, cache: dict | None = None):
-    """A model by registry name, alias or directory; BadInput naming `flag` if it cannot be had."""
-    import jax.numpy as jnp
-
-    from specbench import weights
-
-    cache = {} if cache is None else cache
-    if (name, dtype) not in cache:
-        try:
-            cache[name, dtype] = weights.load_model(
-                name, jnp.bfloat16 if dtype == "bfloat16" else jnp.float32
-            )
-        except WeightsError as e:
-            raise BadInput(flag, str(e)) from None
-    return cache[name, dtype]
-
-
-def load_pair(draft: str | None, target: str | None, dtype: str, need_draft: bool = True):
-    """(draft, target) models; the draft is None when the drafter needs no draft model."""
-    from specbench import weights
-
-    default_draft, default_target = weights.default_pair()
-    d = load_model(draft or default_draft, "--draft", dtype) if need_draft else None
-    t = load_model(target or default_target, "--target", dtype)
-    if d is not None and d.config.n_vocab != t.config.n_vocab:
-        raise BadInput(
-            "--draft/--target",
-            f"draft and target must share the vocabulary "
-            f"({d.name}: {d.config.n_vocab}, {t.name}: {t.config.n_vocab})",
-        )
-    return d, t
-
-
-def random_model(name: str, dtype: str):
-    """Random weights of a registry shape (timing only)."""
-    import jax.numpy as jnp
-
-    from specbench import weights
-    from specbench.gpt2 import init_params
-
-    try:
-        spec = weights.resolve(name)
-    except WeightsError as e:
-        raise BadInput("--model", str(e)) from None
-    if not isinstance(spec, weights.ModelSpec):
-        raise BadInput("--random-init", "needs registry names (a directory has weights already)")
-    jdtype = jnp.bfloat16 if dtype == "bfloat16" else jnp.float32
-    return weights.Model(spec.name, spec.config, init_params(spec.config, 0, jdtype), "random")
-
-
-def check_drafter_flags(kinds: list[str], f: dict) -> None:
-    """The drafter flags, checked before any model is loaded."""
-    from specbench.drafters import KINDS
-
-    for kind in kinds:
-        if kind not in KINDS:
-            raise BadInput("--drafter", f"{kind!r} is not a drafter; use {', '.join(KINDS)}")
-    if f["draft"] is not None and "model" not in kinds:
-        raise BadInput(
-            "--draft", f"only the model drafter uses a draft model ({', '.join(kinds)} draft without one)"
-        )
-    if f["ngram"] < 1:
-        raise BadInput("--ngram", f"must be >= 1 (got {f['ngram']})")
-    if f["draft_layers"] is not None and f["draft_layers"] < 1:
-        raise BadInput(
-            "--draft-layers", f"must be >= 1 and below the target's depth (got {f['draft_layers']})"
-        )
-    if not 0 < f["draft_confidence"] < 1:
-        raise BadInput("--draft-confidence", f"must be in (0, 1) (got {f['draft_confidence']:g})")
-    if f["dynamic_K"] and kinds == ["lookup"]:
-        raise BadInput("--dynamic-K", "needs a drafter with probabilities (model or layerskip), not lookup")
-
-
-def make_drafter(kind: str, draft, target, f: dict):
-    """(Drafter, the name result rows give its draft)."""
-    from specbench import drafters
-
-    conf = f["draft_confidence"] if f["dynamic_K"] and kind != "lookup" else None
-    if kind == "lookup":
-        return drafters.lookup_drafter(f["ngram"]), f"lookup(n={f['ngram']})"
-    if kind == "layerskip":
-        n_layer = target.config.n_layer
-        L = f["draft_layers"] or max(1, n_layer // 3)
-        if not 1 <= L < n_layer:
-            raise BadInput(
-                "--draft-layers", f"must be in 1..{n_layer - 1}: {target.name} has {n_layer} layers (got {L})"
-            )
-        return drafters.layerskip_drafter(target.config, L, conf), f"{target.name}[:{L}]"
-    return drafters.model_drafter(draft.config, conf), draft.name
-
-
-# ---------------------------------------------------------------------------------------------
-# Prompts, sizes and memory
-
-
-def resolve_prompt(prompt: str, prompt_id: str | None) -> tuple[str, str]:
-    """(text, id) for run and trace: --prompt-id names one built-in prompt; else the text's own id."""
-    everything = prompts.all_prompts()
-    if prompt_id is None:
-        return prompt, next((pid for pid, text in everything.items() if text == prompt), "custom")
-    if prompt_id not in everything:
-        several = prompt_id == "all" or prompt_id in prompts.PROMPTS or "," in prompt_id
-        hint = (
-            "this command decodes one prompt; `specbench sweep --prompts " + prompt_id + "` runs several"
-            if several
-            else "see `specbench prompts`"
-        )
-        raise BadInput("--prompt-id", f"{prompt_id!r} is not a prompt id ({', '.join(everything)}); {hint}")
-    return everything[prompt_id], prompt_id
-
-
-def check_decodable(prompt_ids, n_tokens: int, K: int, models: list) -> None:
-    """The prompt, N and K fit every model; else BadInput blaming the setting the DecodeError names."""
-    from specbench.decoding import validate
-
-    try:
-        validate(prompt_ids, n_tokens, K, models, None)
-    except DecodeError as e:
-        raise bad_input(e, "--n-tokens") from None
-
-
-def check_batch(
-    batch: int, host_loop: bool, drafter, d, t, encoded: list[list[int]], n_tokens: int, K: int
-) -> None:
-    """A batch runs on the device loop, and its caches must fit the device. `encoded` are the
-    batch's distinct prompts (the longest sets the cache length)."""
-    from specbench import batched, device, generate
-    from specbench.gpt2 import param_bytes
-
-    if batch == 1:
-        return
-    if host_loop:
-        raise BadInput(
-            "--host-loop", f"drives one sequence; a batch (--batch {batch}) runs in the device loop only"
-        )
-    configs = [t.config] + ([drafter.config] if drafter.config is not None else [])  # lookup runs no network
-    max_len = generate.plan(encoded, n_tokens, K, [m for m in (d, t) if m is not None])
-    itemsize = t.params["wte"].dtype.itemsize
-    weights = param_bytes(t.params) + (
-        param_bytes(d.params) if d is not None and drafter.kind == "model" else 0
-    )
-    per_seq = batched.memory_bytes(1, configs, max_len, K, t.config.n_vocab, itemsize)
-    free = device.memory_bytes()
-    if free is not None and weights + batch * per_seq > free:
-        gib = lambda b: f"{b / 2**30:.1f} GiB"
-        fits = max(0, (free - weights) // per_seq)
-        raise BadInput(
-            "--batch",
-            f"{batch} sequences need about {gib(weights + batch * per_seq)} (K/V caches and "
-            f"round buffers for {max_len} positions, and the weights); {device.device_kind()} "
-            f"has {gib(free)} free: use at most --batch {fits}",
-        )
-
-
-# ---------------------------------------------------------------------------------------------
-# Paths
-
-
-def stamp() -> str:
-    return datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-
-
-def results_dir() -> Path:
-    """Where run and sweep save by default: $SPECBENCH_RESULTS_DIR (made if missing, since the
-    user named it), else the results/ folder of the checkout this package runs from, else the
-    working directory. No folder the user did not name is ever created."""
-    named = os.environ.get("SPECBENCH_RESULTS_DIR")
-    if named:
-        try:
-            Path(named).mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise BadInput("SPECBENCH_RESULTS_DIR", f"cannot create {named} ({e.strerror})") from None
-        return Path(named)
-    checkout = Path(__file__).resolve().parent.parent
-    if (checkout / "pyproject.toml").is_file() and (checkout / "results").is_dir():
-        return checkout / "results"
-    return Path.cwd()
-
-
-def check_exports(f: dict, output: str | None = None) -> dict[str, str | None]:
-    """Every --export-* path (and sweep's --output): the right extension, and writable, before any
-    work. Returns {format: path} for export.write_all."""
-    paths = {flag: f.get(flag) for flag in FORMATS}
-    for flag, path in [*paths.items(), ("output", output)]:
-        if path:
-            try:
-                export.check_writable(path)
-                export.check_extension(path, FORMATS.get(flag, "json"))
-            except ExportError as e:
-                raise BadInput("--" + flag.replace("_", "-"), str(e)) from None
-    return {FORMATS[flag]: path for flag, path in paths.items()}
-
-
-def check_save_path(path: Path, flag: str = "--save") -> None:
-    """The default results file must be writable, or say how to avoid it."""
-    try:
-        export.check_writable(str(path))
-    except ExportError as e:
-        raise BadInput(
-            flag, f"{e}; pass --no-save, or set SPECBENCH_RESULTS_DIR to a writable folder"
-        ) from None
-
-
-def check_resume_settings(rows: list[dict], fixed: dict, output: str) -> None:
-    """--resume adds rows only to a file of the same settings: refuse, naming each that differs."""
-    differing = []
-    for name, value in fixed.items():
-        before = {r.get(name) for r in rows}
-        if before and before != {value}:
-            shown = ", ".join(str(v) for v in sorted(before, key=str))
-            differing.append(f"{name} {shown} there, {value} now")
-    if differing:
-        raise BadInput(
-            "--resume",
-            f"{output} holds rows of other settings ({'; '.join(differing)}); "
-            "pass the same settings, or write to another --output",
-        )
-
-
-# ---------------------------------------------------------------------------------------------
-# Plans
 
 
 @dataclasses.dataclass(frozen=True)
@@ -280,6 +64,11 @@ class RunPlan:
     save_path: Path | None
 
 
+def run_settings(f: dict) -> dict:
+    """The RunConfig fields that the flags set the same for every row of a command."""
+    return {k: f[k] for k in ("n_tokens", "seed", "repeats", "warmup")} | {"device_loop": not f["host_loop"]}
+
+
 def run_plan(f: dict, chose_prompt: bool) -> RunPlan:
     """`run`: one configuration, checked. `chose_prompt`: --prompt or --prompt-id was given."""
     exports = check_exports(f)
@@ -301,16 +90,7 @@ def run_plan(f: dict, chose_prompt: bool) -> RunPlan:
     check_batch(batch, f["host_loop"], drafter, d, t, list(by_id.values()), f["n_tokens"], f["K"])
     ids = prompts.batch_ids(chosen, batch)
     config = RunConfig(
-        d,
-        t,
-        drafter,
-        f["K"],
-        Warp(f["temperature"], f["top_k"], f["top_p"]),
-        f["n_tokens"],
-        f["seed"],
-        f["repeats"],
-        f["warmup"],
-        not f["host_loop"],
+        d, t, drafter, f["K"], Warp(f["temperature"], f["top_k"], f["top_p"]), **run_settings(f)
     )
     job = Job(config, draft_name, prompt_id, ids, [chosen[i] for i in ids], [by_id[i] for i in ids])
     return RunPlan(job, f["dtype"], exports, save_path)
@@ -366,7 +146,7 @@ def sweep_plan(f: dict) -> SweepPlan:
                 b,
                 f["host_loop"],
                 drafters_[kind][0],
-                uses[0] if kind == "model" else None,
+                d if kind == "model" else None,
                 t,
                 list(encoded.values()),
                 f["n_tokens"],
@@ -379,72 +159,27 @@ def sweep_plan(f: dict) -> SweepPlan:
         else [(pid, [pid]) for pid in chosen]
     )
     loop = "host" if f["host_loop"] else "device"
-    check_resume_settings(
-        rows,
-        {
-            "target": t.name,
-            "dtype": f["dtype"],
-            "top_k": f["top_k"],
-            "n_tokens": f["n_tokens"],
-            "seed": f["seed"],
-            "loop": loop,
-            "repeats": f["repeats"],
-            "warmup": f["warmup"],
-        },
-        output,
-    )
+    fixed = {k: f[k] for k in ("dtype", "top_k", "n_tokens", "seed")} | {"target": t.name, "loop": loop}
+    check_resume_settings(rows, {**fixed, "repeats": f["repeats"], "warmup": f["warmup"]}, output)
     done = {results.sweep_key(r) for r in rows}
-    grid, todo, labels = 0, [], []
-    for kind in kinds:
+    settings = run_settings(f)
+    grid = list(itertools.product(kinds, units, f["temperature"], f["top_p"] or [None], f["K"]))
+    todo, labels = [], []
+    for kind, (pid, ids), temp, p, k in grid:
         drafter, name = drafters_[kind]
-        for pid, ids in units:
-            for temp in f["temperature"]:
-                for p in f["top_p"] or [None]:
-                    for k in f["K"]:
-                        grid += 1
-                        warp = Warp(temp, f["top_k"], p)
-                        key = {
-                            "draft": name,
-                            "target": t.name,
-                            **results.drafter_settings(drafter),
-                            "dtype": f["dtype"],
-                            "K": k,
-                            "temperature": temp,
-                            "top_k": f["top_k"],
-                            "top_p": p,
-                            "prompt_id": pid,
-                            "n_tokens": f["n_tokens"],
-                            "seed": f["seed"],
-                            "loop": loop,
-                            "batch": len(ids),
-                        }
-                        if results.sweep_key(key) in done:
-                            continue
-                        config = RunConfig(
-                            d if kind == "model" else None,
-                            t,
-                            drafter,
-                            k,
-                            warp,
-                            f["n_tokens"],
-                            f["seed"],
-                            f["repeats"],
-                            f["warmup"],
-                            not f["host_loop"],
-                        )
-                        todo.append(
-                            Job(config, name, pid, ids, [chosen[i] for i in ids], [encoded[i] for i in ids])
-                        )
-                        labels.append(
-                            f"{kind} K={k} T={temp:g}"
-                            + (f" top-p={p:g}" if p else "")
-                            + f" {pid}"
-                            + (f" batch {len(ids)}" if batches else "")
-                        )
+        varied = {"K": k, "temperature": temp, "top_p": p, "prompt_id": pid, "batch": len(ids)}
+        key = {**fixed, **varied, "draft": name, **results.drafter_settings(drafter)}
+        if results.sweep_key(key) in done:
+            continue
+        warp = Warp(temp, f["top_k"], p)
+        config = RunConfig(d if kind == "model" else None, t, drafter, k, warp, **settings)
+        todo.append(Job(config, name, pid, ids, [chosen[i] for i in ids], [encoded[i] for i in ids]))
+        top_p = f" top-p={p:g}" if p else ""
+        labels.append(f"{kind} K={k} T={temp:g}{top_p} {pid}" + (f" batch {len(ids)}" if batches else ""))
     return SweepPlan(
         output,
         rows,
-        grid,
+        len(grid),
         todo,
         labels,
         [drafters_[k][1] for k in kinds],

@@ -7,7 +7,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from specbench import prompts, results, theory
+from specbench import results, theory
 
 
 def plural(n: int, word: str) -> str:
@@ -46,7 +46,8 @@ def run_header(job, d, t) -> str:
     if spec.kind == "lookup":
         pair = f"drafter [bold]prompt lookup[/bold] (n-gram ≤ {spec.ngram}) · {target}"
     elif spec.kind == "layerskip":
-        pair = f"drafter [bold]layer-skip[/bold] ({job.draft_name}: its first {spec.config.n_layer} blocks) · {target}"
+        layers = f"{job.draft_name}: its first {spec.config.n_layer} blocks"
+        pair = f"drafter [bold]layer-skip[/bold] ({layers}) · {target}"
     else:
         pair = f"draft [bold]{d.name}[/bold] ({d.config.n_layer}x{d.config.n_embd}) · {target}"
     w, B = c.warp, len(job.ids)
@@ -288,114 +289,3 @@ def trace_text(plan, tokens, st, decode, console: Console) -> None:
         f"r {st.r:.3f} · α {st.alpha:.3f} · accepted per round {st.accepted_hist.tolist()} · "
         f"draft {plan.draft_name} · target {plan.target.name} · K={plan.K} · T={plan.warp.temperature:g}"
     )
-
-
-# ---------------------------------------------------------------------------------------------
-# theory, models, prompts, roofline
-
-
-def theory_report(rows: list[tuple], c: float, r, alpha, t_verify, K_search: int, console: Console) -> None:
-    """rows of (K, tokens/round, r, alpha, speedup, refined): one K as lines, several as a table."""
-    if len(rows) == 1:
-        k, tpr, rr, a, s, refined = rows[0]
-        console.print(f"K={k}  c={c:.4f}  tokens/round={tpr:.3f}  r={rr:.3f}  alpha={a:.3f}")
-        console.print(
-            f"speedup = [bold]{s:.2f}[/bold]"
-            + (f"  (refined with t_verify: {refined:.2f})" if refined else "")
-        )
-        if alpha is not None:
-            best = theory.optimal_K(alpha, c, K_search)
-            gain = theory.speedup_from_alpha(alpha, best, c)
-            if best == K_search:  # still rising at the end of the search: no finite optimum to report
-                console.print(
-                    f"no optimal K for alpha={alpha:g}, c={c:.4f}: the speedup still grows at K={K_search} "
-                    f"({gain:.2f}), the end of the search"
-                    + (" and, at alpha = 1, for ever, toward 1/c" if alpha == 1 else "")
-                )
-            else:
-                console.print(f"optimal K for alpha={alpha:g}, c={c:.4f}: {best} (speedup {gain:.2f})")
-        return
-    best = max(rows, key=lambda row: row[4])[0]
-    rising = best == max(row[0] for row in rows)
-    table = Table(
-        title=f"c = t_draft/t_target = {c:.4f}"
-        + (f", r = {r:g}" if r is not None else f", alpha = {alpha:g}")
-    )
-    for col in ("K", "tokens/round", "r", "alpha", "speedup") + (("refined",) if t_verify else ()) + ("",):
-        table.add_column(col, justify="right")
-    for k, tpr, rr, a, s, refined in rows:
-        cells = [str(k), f"{tpr:.3f}", f"{rr:.3f}", f"{a:.3f}", f"{s:.2f}"] + (
-            [f"{refined:.2f}"] if t_verify else []
-        )
-        mark = ("◀ best so far" if rising else "◀ best") if k == best else ""
-        table.add_row(*cells, mark, style="bold" if k == best else None)
-    console.print(table)
-    if rising:
-        console.print(f"the speedup still grows at K={best}, the largest K asked for: try larger K")
-
-
-def models_table(rows: list[dict], weights_dir, console: Console) -> None:
-    table = Table(title=f"models · weights in {weights_dir}")
-    for col in ("name", "aliases", "layers x width", "parameters", "kind", "here"):
-        table.add_column(col)
-    for row in rows:
-        table.add_row(
-            row["name"],
-            row["aliases"],
-            row["layers_x_width"],
-            f"{row['n_params'] / 1e6:.1f}M",
-            row["kind"],
-            "[green]yes[/green]" if row["present"] else "no",
-        )
-    console.print(table)
-
-
-def prompts_table(console: Console) -> None:
-    table = Table()
-    for col in ("id", "category", "prompt"):
-        table.add_column(col)
-    for pid, text in prompts.all_prompts().items():
-        table.add_row(pid, prompts.category(pid), text)
-    console.print(table)
-
-
-def roofline_table(rows: list[dict], context: int, console: Console) -> None:
-    random_note = (
-        " · random weights: timing only" if any(r["weights"].startswith("random") for r in rows) else ""
-    )
-    peak = rows[0]["peak_gbps"]
-    table = Table(
-        title=f"decode-step roofline · {rows[0]['device']} · cache {context} · peak "
-        + (f"{peak:.0f} GB/s" if peak else "unknown")
-        + random_note
-    )
-    for col in (
-        "model",
-        "dtype",
-        "tok/step",
-        "t_step",
-        "bound",
-        "t/bound",
-        "MB/step",
-        "GB/s",
-        "t(n)/t(1)",
-        "plain",
-        "plain/loop",
-    ):
-        table.add_column(col, justify="left" if col in ("model", "dtype") else "right")
-    for r in rows:
-        bound = r["bound_s"]
-        table.add_row(
-            r["model"],
-            r["dtype"],
-            str(r["n_tokens_per_step"]),
-            fmt_time(r["t_step_s"]),
-            fmt_time(bound) if bound else "—",
-            f"{r['t_step_s'] / bound:.2f}" if bound else "—",
-            f"{r['bytes_per_step'] / 1e6:.1f}",
-            f"{r['achieved_gbps']:.1f}",
-            f"{r['t_over_t1']:.2f}",
-            fmt_time(r["t_plain_step_s"]) if r["t_plain_step_s"] else "",
-            f"{r['plain_over_loop']:.2f}" if r["plain_over_loop"] else "",
-        )
-    console.print(table)

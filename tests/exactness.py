@@ -74,7 +74,8 @@ def chi_square_p(samples, expected_probs):
 
 
 def sampled_tokens(draft, target, prompt, warp, K, verdict, n_tokens=3, drafter=None):
-    """N_SAMPLES independent speculative generations of n_tokens, each on its own key: [N_SAMPLES, n_tokens]."""
+    """N_SAMPLES independent speculative generations of n_tokens, each on its own key:
+    [N_SAMPLES, n_tokens]."""
     drafter = drafter or drafters.model_drafter(draft.config)
     buf = jnp.asarray(np.array(prompt + [0] * (8 - len(prompt)), np.int32))
     run = functools.partial(

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from specbench import generate, prompts, tokenizer, weights
+from specbench import generate, hf_layout, prompts, tokenizer, weights
 from specbench.generate import speculative
 from specbench.gpt2 import gpt2
 
@@ -17,7 +17,7 @@ BUNDLED = Path(__file__).resolve().parent.parent / "gpt2_weights"
 @pytest.fixture(scope="module")
 def pair():
     for name in weights.BUNDLED_PAIR:
-        assert weights.is_model_dir(BUNDLED / name), f"the bundled {name} is missing from {BUNDLED}"
+        assert hf_layout.is_model_dir(BUNDLED / name), f"the bundled {name} is missing from {BUNDLED}"
     return tuple(weights.load_model(str(BUNDLED / name)) for name in weights.BUNDLED_PAIR)
 
 

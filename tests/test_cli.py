@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from specbench import bench, weights
+from specbench import bench, hf_layout
 from specbench.cli import cli
 from specbench.export import CSV_COLUMNS
 from specbench.gpt2 import GPT2Config
@@ -23,10 +23,10 @@ DRAFT = GPT2Config(n_layer=1, n_head=2, n_embd=16, n_ctx=128, n_vocab=50257)
 @pytest.fixture(scope="module")
 def model_dirs(tmp_path_factory):
     root = tmp_path_factory.mktemp("weights")
-    weights.save(root / "t", random_model(TARGET, 0, scale=10).params, TARGET)
-    weights.save(root / "d", random_model(DRAFT, 1, scale=10).params, DRAFT)
+    hf_layout.save(root / "t", random_model(TARGET, 0, scale=10).params, TARGET)
+    hf_layout.save(root / "d", random_model(DRAFT, 1, scale=10).params, DRAFT)
     small = GPT2Config(n_layer=1, n_head=2, n_embd=16, n_ctx=128, n_vocab=1000)
-    weights.save(root / "small-vocab", random_model(small, 2).params, small)
+    hf_layout.save(root / "small-vocab", random_model(small, 2).params, small)
     return root
 
 
@@ -309,7 +309,7 @@ def test_roofline_times_steps_of_1_to_K_plus_1(env, model_dirs, tmp_path):
     assert rows[0]["plain_over_loop"] == pytest.approx(rows[0]["t_plain_step_s"] / rows[0]["t_step_s"])
     # bytes per step: every weight once, plus the K/V cache (2 x n_layer x context x n_embd floats)
     n_weights = sum(
-        x.size for x in __import__("jax").tree_util.tree_leaves(weights.load_dir(model_dirs / "t")[1])
+        x.size for x in __import__("jax").tree_util.tree_leaves(hf_layout.load_dir(model_dirs / "t")[1])
     )
     assert rows[0]["bytes_per_step"] == 4 * (n_weights + 2 * TARGET.n_layer * 32 * TARGET.n_embd)
     assert rows[0]["achieved_gbps"] == pytest.approx(rows[0]["bytes_per_step"] / rows[0]["t_step_s"] / 1e9)

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from specbench import timing
-from specbench.decoding import DecodeStats
 from specbench.errors import DecodeError
 from specbench.generate import autoregressive, speculative
 from specbench.gpt2 import GPT2Config
 from specbench.sampling import Warp, accept_reject, probs, residual, sample
+from specbench.stats import DecodeStats
 
 from conftest import random_model
 from exactness import (

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
 
-from specbench import weights
+from specbench import hf_layout, weights
 from specbench.gpt2 import GPT2Config, gpt2
+from specbench.hub import download
 from specbench.weights import WeightsError
 
 from conftest import random_model
@@ -30,26 +31,26 @@ def assert_same_params(a, b):
 @pytest.mark.parametrize("max_shard_bytes", [None, 6000])
 def test_save_load_round_trip(tmp_path, max_shard_bytes):
     model = random_model(CONFIG, 3)
-    weights.save(tmp_path / "m", model.params, CONFIG, max_shard_bytes=max_shard_bytes)
+    hf_layout.save(tmp_path / "m", model.params, CONFIG, max_shard_bytes=max_shard_bytes)
     files = sorted(p.name for p in (tmp_path / "m").iterdir())
     if max_shard_bytes:
         assert (
             "model.safetensors.index.json" in files and len([f for f in files if f.startswith("model-0")]) > 2
         )
         index = json.loads((tmp_path / "m" / "model.safetensors.index.json").read_text())
-        assert set(index["weight_map"]) == set(weights.expected_shapes(CONFIG))
+        assert set(index["weight_map"]) == set(hf_layout.expected_shapes(CONFIG))
     else:
         assert files == ["config.json", "model.safetensors"]
-    config, params = weights.load_dir(tmp_path / "m")
+    config, params = hf_layout.load_dir(tmp_path / "m")
     assert config == CONFIG
     assert_same_params(params, model.params)
 
 
 def test_half_precision_save_loads_within_rounding(tmp_path):
     model = random_model(CONFIG, 4)
-    weights.save(tmp_path / "m", model.params, CONFIG, np_dtype=np.float16)
+    hf_layout.save(tmp_path / "m", model.params, CONFIG, np_dtype=np.float16)
     assert all(t.dtype == np.float16 for t in load_file(str(tmp_path / "m" / "model.safetensors")).values())
-    _, params = weights.load_dir(tmp_path / "m")
+    _, params = hf_layout.load_dir(tmp_path / "m")
     for x, y in zip(jax.tree_util.tree_leaves(params), jax.tree_util.tree_leaves(model.params)):
         np.testing.assert_allclose(x, y, rtol=1e-3, atol=1e-4)
 
@@ -59,7 +60,7 @@ def hf_checkpoint(config: GPT2Config, prefix: str = "") -> dict[str, np.ndarray]
     rng = np.random.default_rng(0)
     tensors = {
         prefix + k: rng.normal(0, 0.1, s).astype(np.float32)
-        for k, s in weights.expected_shapes(config).items()
+        for k, s in hf_layout.expected_shapes(config).items()
     }
     # the buffers and tied head a real checkpoint carries, which loading must ignore
     for i in range(config.n_layer):
@@ -92,7 +93,7 @@ def test_hf_key_names_and_conv1d_orientation(tmp_path, prefix):
             }
         )
     )
-    config_loaded, params = weights.load_dir(d)
+    config_loaded, params = hf_layout.load_dir(d)
     assert config_loaded == config
     np.testing.assert_array_equal(params["blocks"]["attn"]["c_attn"]["weight"][1], c_attn)
     x = np.zeros(8, np.float32)
@@ -109,20 +110,20 @@ def test_missing_or_misshapen_tensors_are_refused(tmp_path):
     tensors = hf_checkpoint(CONFIG)
     del tensors["h.1.mlp.c_proj.bias"]
     with pytest.raises(WeightsError, match="missing .*h.1.mlp.c_proj.bias"):
-        weights.params_from_hf(tensors, CONFIG)
+        hf_layout.params_from_hf(tensors, CONFIG)
     tensors = hf_checkpoint(CONFIG)
     tensors["h.0.attn.c_attn.weight"] = tensors["h.0.attn.c_attn.weight"].T.copy()  # [out, in]: transposed
     with pytest.raises(WeightsError, match="h.0.attn.c_attn.weight has shape"):
-        weights.params_from_hf(tensors, CONFIG)
+        hf_layout.params_from_hf(tensors, CONFIG)
 
 
 def test_corrupt_weights_file_gives_clear_error(tmp_path):
     model = random_model(CONFIG, 3)
-    weights.save(tmp_path / "m", model.params, CONFIG)
+    hf_layout.save(tmp_path / "m", model.params, CONFIG)
     f = tmp_path / "m" / "model.safetensors"
     f.write_bytes(f.read_bytes()[:1000])
     with pytest.raises(WeightsError, match="cannot read the weights"):
-        weights.load_dir(tmp_path / "m")
+        hf_layout.load_dir(tmp_path / "m")
 
 
 def test_registry_names_and_aliases(tmp_path, monkeypatch):
@@ -136,7 +137,7 @@ def test_registry_names_and_aliases(tmp_path, monkeypatch):
         weights.resolve("gpt5")
     with pytest.raises(WeightsError, match="not downloaded: run `specbench models download 355M`"):
         weights.load_model("gpt2-medium")
-    weights.save(tmp_path / "mine", random_model(CONFIG, 1).params, CONFIG)
+    hf_layout.save(tmp_path / "mine", random_model(CONFIG, 1).params, CONFIG)
     assert weights.load_model("mine").config == CONFIG  # a directory in gpt2_weights/ by name
     assert weights.load_model(str(tmp_path / "mine")).config == CONFIG  # or by path
     names = {row["name"]: row for row in weights.list_models()}
@@ -206,7 +207,7 @@ def tiny_hub(tmp_path, monkeypatch):
         "124M",
         weights.ModelSpec("124M", "GPT-2 small (tiny stand-in)", CONFIG, "openai-community/gpt2", ("gpt2",)),
     )
-    src = weights.save(tmp_path / "src", random_model(CONFIG, 8).params, CONFIG)
+    src = hf_layout.save(tmp_path / "src", random_model(CONFIG, 8).params, CONFIG)
     hub = FakeHub(
         {f"openai-community/gpt2/{f}": (src / f).read_bytes() for f in ("config.json", "model.safetensors")}
     )
@@ -219,7 +220,7 @@ def tiny_hub(tmp_path, monkeypatch):
 def test_download_from_hf_endpoint(tiny_hub, monkeypatch):
     hub, src = tiny_hub
     monkeypatch.setenv("HF_ENDPOINT", hub.url)
-    path = weights.download("gpt2", progress=False)
+    path = download("gpt2", progress=False)
     assert path == weights.weights_dir() / "124M"
     assert (path / "model.safetensors").read_bytes() == (src / "model.safetensors").read_bytes()
     assert any("/openai-community/gpt2/resolve/" in r for r in hub.requests)
@@ -239,10 +240,10 @@ def test_download_refuses_a_file_whose_sha256_differs(tiny_hub, monkeypatch):
     hub.files[key], hub.etags[key] = bytes(bad), hashlib.sha256(good).hexdigest()
     monkeypatch.setenv("HF_ENDPOINT", hub.url)
     with pytest.raises(WeightsError, match="model.safetensors of 124M is corrupt"):
-        weights.download("124M", progress=False)
+        download("124M", progress=False)
     assert not (weights.weights_dir() / "124M").exists()
     hub.files[key] = good  # the server is fixed: the same command now succeeds
-    assert weights.download("124M", progress=False) == weights.weights_dir() / "124M"
+    assert download("124M", progress=False) == weights.weights_dir() / "124M"
 
 
 def test_download_with_server_down_fails_cleanly(tiny_hub):
@@ -251,7 +252,7 @@ def test_download_with_server_down_fails_cleanly(tiny_hub):
     hub.shutdown()
     hub.server_close()
     with pytest.raises(WeightsError) as err:
-        weights.download("124M", endpoint=url, progress=False)
+        download("124M", endpoint=url, progress=False)
     message = str(err.value)
     assert "cannot download 124M" in message and "\n" not in message
     assert not (weights.weights_dir() / "124M").exists()  # no half-written model directory

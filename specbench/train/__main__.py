@@ -2,7 +2,8 @@
 
     python -m specbench.train prepare --corpus ../shared/corpus --out data/
     python -m specbench.train target  --data data/ --out gpt2_weights/tiny-target
-    python -m specbench.train draft   --data data/ --teacher gpt2_weights/tiny-target --out gpt2_weights/tiny-draft
+    python -m specbench.train draft   --data data/ --teacher gpt2_weights/tiny-target \
+                                      --out gpt2_weights/tiny-draft
 
 data.py holds the data, loop.py the losses and the loop; this file is the command line.
 """

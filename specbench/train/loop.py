@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from specbench import weights
+from specbench import hf_layout, weights
 from specbench.errors import TrainError
 from specbench.gpt2 import GPT2Config, init_params, transformer
 from specbench.train.data import frequent_tokens, sample_batch, sample_vocab
@@ -279,5 +279,5 @@ def train(
 
 def save_model(out: Path, params, config: GPT2Config, record: dict) -> None:
     """float16 weights in the HF layout, sharded, and the training record beside them."""
-    weights.save(out, params, config, np_dtype=np.float16, max_shard_bytes=SHARD_BYTES)
+    hf_layout.save(out, params, config, np_dtype=np.float16, max_shard_bytes=SHARD_BYTES)
     (out / "train_record.json").write_text(json.dumps(record, indent=1) + "\n")

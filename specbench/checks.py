@@ -1,0 +1,237 @@
+"""Flag by flag, the checks a plan is built from: models and drafters, prompts and sizes,
+memory, paths and resume files. Each failure is BadInput, one line naming the flag."""
+
+from __future__ import annotations
+
+import datetime
+import os
+from pathlib import Path
+
+from specbench import export, prompts
+from specbench.console import BadInput, bad_input
+from specbench.errors import DecodeError, ExportError, WeightsError
+
+FORMATS = {"export_csv": "csv", "export_json": "json", "export_markdown": "markdown"}
+
+
+# ---------------------------------------------------------------------------------------------
+# Models and drafters
+
+
+def load_model(name: str, flag: str, dtype: str, cache: dict | None = None):
+    """A model by registry name, alias or directory; BadInput naming `flag` if it cannot be had."""
+    import jax.numpy as jnp
+
+    from specbench import weights
+
+    cache = {} if cache is None else cache
+    if (name, dtype) not in cache:
+        try:
+            cache[name, dtype] = weights.load_model(
+                name, jnp.bfloat16 if dtype == "bfloat16" else jnp.float32
+            )
+        except WeightsError as e:
+            raise BadInput(flag, str(e)) from None
+    return cache[name, dtype]
+
+
+def load_pair(draft: str | None, target: str | None, dtype: str, need_draft: bool = True):
+    """(draft, target) models; the draft is None when the drafter needs no draft model."""
+    from specbench import weights
+
+    default_draft, default_target = weights.default_pair()
+    d = load_model(draft or default_draft, "--draft", dtype) if need_draft else None
+    t = load_model(target or default_target, "--target", dtype)
+    if d is not None and d.config.n_vocab != t.config.n_vocab:
+        raise BadInput(
+            "--draft/--target",
+            f"draft and target must share the vocabulary "
+            f"({d.name}: {d.config.n_vocab}, {t.name}: {t.config.n_vocab})",
+        )
+    return d, t
+
+
+def random_model(name: str, dtype: str):
+    """Random weights of a registry shape (timing only)."""
+    import jax.numpy as jnp
+
+    from specbench import weights
+    from specbench.gpt2 import init_params
+
+    try:
+        spec = weights.resolve(name)
+    except WeightsError as e:
+        raise BadInput("--model", str(e)) from None
+    if not isinstance(spec, weights.ModelSpec):
+        raise BadInput("--random-init", "needs registry names (a directory has weights already)")
+    jdtype = jnp.bfloat16 if dtype == "bfloat16" else jnp.float32
+    return weights.Model(spec.name, spec.config, init_params(spec.config, 0, jdtype), "random")
+
+
+def check_drafter_flags(kinds: list[str], f: dict) -> None:
+    """The drafter flags, checked before any model is loaded."""
+    from specbench.drafters import KINDS
+
+    for kind in kinds:
+        if kind not in KINDS:
+            raise BadInput("--drafter", f"{kind!r} is not a drafter; use {', '.join(KINDS)}")
+    if f["draft"] is not None and "model" not in kinds:
+        raise BadInput(
+            "--draft", f"only the model drafter uses a draft model ({', '.join(kinds)} draft without one)"
+        )
+    if f["ngram"] < 1:
+        raise BadInput("--ngram", f"must be >= 1 (got {f['ngram']})")
+    if f["draft_layers"] is not None and f["draft_layers"] < 1:
+        raise BadInput(
+            "--draft-layers", f"must be >= 1 and below the target's depth (got {f['draft_layers']})"
+        )
+    if not 0 < f["draft_confidence"] < 1:
+        raise BadInput("--draft-confidence", f"must be in (0, 1) (got {f['draft_confidence']:g})")
+    if f["dynamic_K"] and kinds == ["lookup"]:
+        raise BadInput("--dynamic-K", "needs a drafter with probabilities (model or layerskip), not lookup")
+
+
+def make_drafter(kind: str, draft, target, f: dict):
+    """(Drafter, the name result rows give its draft)."""
+    from specbench import drafters
+
+    conf = f["draft_confidence"] if f["dynamic_K"] and kind != "lookup" else None
+    if kind == "lookup":
+        return drafters.lookup_drafter(f["ngram"]), f"lookup(n={f['ngram']})"
+    if kind == "layerskip":
+        n_layer = target.config.n_layer
+        L = f["draft_layers"] or max(1, n_layer // 3)
+        if not 1 <= L < n_layer:
+            raise BadInput(
+                "--draft-layers", f"must be in 1..{n_layer - 1}: {target.name} has {n_layer} layers (got {L})"
+            )
+        return drafters.layerskip_drafter(target.config, L, conf), f"{target.name}[:{L}]"
+    return drafters.model_drafter(draft.config, conf), draft.name
+
+
+# ---------------------------------------------------------------------------------------------
+# Prompts, sizes and memory
+
+
+def resolve_prompt(prompt: str, prompt_id: str | None) -> tuple[str, str]:
+    """(text, id) for run and trace: --prompt-id names one built-in prompt; else the text's own id."""
+    everything = prompts.all_prompts()
+    if prompt_id is None:
+        return prompt, next((pid for pid, text in everything.items() if text == prompt), "custom")
+    if prompt_id not in everything:
+        several = prompt_id == "all" or prompt_id in prompts.PROMPTS or "," in prompt_id
+        hint = (
+            "this command decodes one prompt; `specbench sweep --prompts " + prompt_id + "` runs several"
+            if several
+            else "see `specbench prompts`"
+        )
+        raise BadInput("--prompt-id", f"{prompt_id!r} is not a prompt id ({', '.join(everything)}); {hint}")
+    return everything[prompt_id], prompt_id
+
+
+def check_decodable(prompt_ids, n_tokens: int, K: int, models: list) -> None:
+    """The prompt, N and K fit every model; else BadInput blaming the setting the DecodeError names."""
+    from specbench.decoding import validate
+
+    try:
+        validate(prompt_ids, n_tokens, K, models, None)
+    except DecodeError as e:
+        raise bad_input(e, "--n-tokens") from None
+
+
+def check_batch(
+    batch: int, host_loop: bool, drafter, d, t, encoded: list[list[int]], n_tokens: int, K: int
+) -> None:
+    """A batch runs on the device loop, and its caches must fit the device. `encoded` are the
+    batch's distinct prompts (the longest sets the cache length)."""
+    from specbench import batched, device, generate
+    from specbench.gpt2 import param_bytes
+
+    if batch == 1:
+        return
+    if host_loop:
+        raise BadInput(
+            "--host-loop", f"drives one sequence; a batch (--batch {batch}) runs in the device loop only"
+        )
+    configs = [t.config] + ([drafter.config] if drafter.config is not None else [])  # lookup runs no network
+    max_len = generate.plan(encoded, n_tokens, K, [m for m in (d, t) if m is not None])
+    itemsize = t.params["wte"].dtype.itemsize
+    weights = param_bytes(t.params) + (
+        param_bytes(d.params) if d is not None and drafter.kind == "model" else 0
+    )
+    per_seq = batched.memory_bytes(1, configs, max_len, K, t.config.n_vocab, itemsize)
+    free = device.memory_bytes()
+    if free is not None and weights + batch * per_seq > free:
+        gib = lambda b: f"{b / 2**30:.1f} GiB"
+        fits = max(0, (free - weights) // per_seq)
+        raise BadInput(
+            "--batch",
+            f"{batch} sequences need about {gib(weights + batch * per_seq)} (K/V caches and "
+            f"round buffers for {max_len} positions, and the weights); {device.device_kind()} "
+            f"has {gib(free)} free: use at most --batch {fits}",
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# Paths
+
+
+def stamp() -> str:
+    return datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+
+
+def results_dir() -> Path:
+    """Where run and sweep save by default: $SPECBENCH_RESULTS_DIR (made if missing, since the
+    user named it), else the results/ folder of the checkout this package runs from, else the
+    working directory. No folder the user did not name is ever created."""
+    named = os.environ.get("SPECBENCH_RESULTS_DIR")
+    if named:
+        try:
+            Path(named).mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise BadInput("SPECBENCH_RESULTS_DIR", f"cannot create {named} ({e.strerror})") from None
+        return Path(named)
+    checkout = Path(__file__).resolve().parent.parent
+    if (checkout / "pyproject.toml").is_file() and (checkout / "results").is_dir():
+        return checkout / "results"
+    return Path.cwd()
+
+
+def check_exports(f: dict, output: str | None = None) -> dict[str, str | None]:
+    """Every --export-* path (and sweep's --output): the right extension, and writable, before any
+    work. Returns {format: path} for export.write_all."""
+    paths = {flag: f.get(flag) for flag in FORMATS}
+    for flag, path in [*paths.items(), ("output", output)]:
+        if path:
+            try:
+                export.check_writable(path)
+                export.check_extension(path, FORMATS.get(flag, "json"))
+            except ExportError as e:
+                raise BadInput("--" + flag.replace("_", "-"), str(e)) from None
+    return {FORMATS[flag]: path for flag, path in paths.items()}
+
+
+def check_save_path(path: Path, flag: str = "--save") -> None:
+    """The default results file must be writable, or say how to avoid it."""
+    try:
+        export.check_writable(str(path))
+    except ExportError as e:
+        raise BadInput(
+            flag, f"{e}; pass --no-save, or set SPECBENCH_RESULTS_DIR to a writable folder"
+        ) from None
+
+
+def check_resume_settings(rows: list[dict], fixed: dict, output: str) -> None:
+    """--resume adds rows only to a file of the same settings: refuse, naming each that differs."""
+    differing = []
+    for name, value in fixed.items():
+        before = {r.get(name) for r in rows}
+        if before and before != {value}:
+            shown = ", ".join(str(v) for v in sorted(before, key=str))
+            differing.append(f"{name} {shown} there, {value} now")
+    if differing:
+        raise BadInput(
+            "--resume",
+            f"{output} holds rows of other settings ({'; '.join(differing)}); "
+            "pass the same settings, or write to another --output",
+        )

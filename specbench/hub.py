@@ -1,0 +1,97 @@
+"""Downloads of Hugging Face GPT-2 checkpoints into gpt2_weights/, checked before they are used."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+from pathlib import Path
+
+from specbench.errors import WeightsError
+from specbench.hf_layout import CONFIG_FILE, SAFETENSORS_FILE, is_model_dir, load_dir
+from specbench.weights import REGISTRY, ModelSpec, local_path, resolve, weights_dir
+
+
+def download(name: str, endpoint: str | None = None, progress: bool = True) -> Path:
+    """Fetch an HF GPT-2 checkpoint into gpt2_weights/<name>/ with huggingface_hub.
+
+    Files land in a hidden staging directory first (where huggingface_hub can resume them) and
+    the model directory appears only once every file is complete and its size checked, so a
+    failed download never leaves a half-written model behind. The endpoint is `endpoint`, else
+    $HF_ENDPOINT, else the Hub.
+    """
+    from huggingface_hub import get_hf_file_metadata, hf_hub_download, hf_hub_url
+    from huggingface_hub.utils import disable_progress_bars, enable_progress_bars
+    from huggingface_hub.utils import logging as hf_logging
+
+    spec = resolve(name)
+    if not isinstance(spec, ModelSpec) or spec.hf_repo is None:
+        raise WeightsError(
+            f"{name} is not downloadable: downloadable models are "
+            + ", ".join(s.name for s in REGISTRY.values() if s.hf_repo)
+        )
+    final = local_path(spec)
+    if is_model_dir(final):
+        return final
+    endpoint = endpoint or os.environ.get("HF_ENDPOINT") or None
+    where = endpoint or "the Hugging Face Hub"
+    hf_logging.set_verbosity_error()  # our one error line instead of the library's retry chatter
+    (enable_progress_bars if progress else disable_progress_bars)()
+    try:  # fail fast when offline: one metadata request without retries
+        get_hf_file_metadata(hf_hub_url(spec.hf_repo, CONFIG_FILE, endpoint=endpoint), endpoint=endpoint)
+    except Exception as e:
+        raise WeightsError(
+            f"cannot download {spec.name} from {where} ({_root_cause(e)}); "
+            "check the network, or set HF_ENDPOINT to a mirror"
+        ) from None
+    staging = weights_dir() / f".download-{spec.name}"
+    staging.mkdir(parents=True, exist_ok=True)
+    try:
+        for filename in (CONFIG_FILE, SAFETENSORS_FILE):
+            path = Path(hf_hub_download(spec.hf_repo, filename, local_dir=staging, endpoint=endpoint))
+            meta = get_hf_file_metadata(
+                hf_hub_url(spec.hf_repo, filename, endpoint=endpoint), endpoint=endpoint
+            )
+            size = path.stat().st_size
+            if meta.size is not None and size != meta.size:
+                path.unlink()
+                raise WeightsError(
+                    f"{filename} of {spec.name} is {size} bytes, expected {meta.size}; run the download again"
+                )
+            # the Hub's ETag of a large (LFS) file is the sha256 of its content: check it where given
+            if meta.etag and re.fullmatch(r"[0-9a-f]{64}", meta.etag) and _sha256(path) != meta.etag:
+                path.unlink()
+                raise WeightsError(
+                    f"{filename} of {spec.name} is corrupt (sha256 differs from the server's "
+                    f"{meta.etag[:12]}…); run the download again"
+                )
+        load_dir(staging)  # every key and shape present
+    except WeightsError:
+        raise
+    except Exception as e:  # connection lost mid-way, HTTP errors, disk full, ...
+        raise WeightsError(
+            f"cannot download {spec.name} from {where} ({_root_cause(e)}); run the same command "
+            "again to resume"
+        ) from None
+    final.mkdir(parents=True, exist_ok=True)
+    for filename in (CONFIG_FILE, SAFETENSORS_FILE):
+        os.replace(staging / filename, final / filename)
+    shutil.rmtree(staging, ignore_errors=True)
+    return final
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _root_cause(e: BaseException) -> str:
+    """The innermost exception's first line: 'Connection refused', not a wrapper's paragraph."""
+    while e.__cause__ is not None or e.__context__ is not None:
+        e = e.__cause__ or e.__context__
+    text = str(e).splitlines()[0] if str(e) else type(e).__name__
+    return text[:160]
