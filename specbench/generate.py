@@ -4,10 +4,10 @@
     tokens, stats = speculative(draft, target, prompts, N, K, warp, seed, drafter=...)
 
 `prompts` is one prompt (a list of token ids; tokens come back as [N]) or a batch of them (a list
-of lists; tokens [B, N], each sequence decoded with its own random stream). A batch of one is a
-case of the same path: it runs decoding.py's single-sequence programs, which skip vmap's
-scatters (its cache writes are plain slices); B > 1 runs batched.py's. `programs(B)` and
-`inputs(...)` are that one dispatch, shared with the timers (timing.py).
+of lists; tokens [B, N], each sequence decoded with its own random stream). B = 1 runs
+decoding.py's single-sequence programs, as fast as a vmapped batch of one (README, performance
+notes), and the ones the host loop drives round by round; B > 1 runs batched.py's. `programs(B)`
+and `inputs(...)` are that one dispatch, shared with the timers (timing.py).
 """
 
 from __future__ import annotations
@@ -51,13 +51,12 @@ class Inputs(NamedTuple):
     keys: jax.Array  # [2] or [B, 2]: one random stream per sequence
 
 
-def inputs(prompts: list[list[int]], max_len: int, seed: int, single: bool = False) -> Inputs:
-    """What the programs take: a single prompt's buffer and PRNGKey(seed), or the batch's, whose
-    sequence i draws from split(PRNGKey(seed), B)[i] (a batch of one too)."""
+def inputs(prompts: list[list[int]], max_len: int, seed: int) -> Inputs:
+    """What the programs take: one prompt's buffer and PRNGKey(seed), or a batch's buffers and
+    split(PRNGKey(seed), B), sequence i drawing from the i-th key."""
     if len(prompts) > 1:
         return Inputs(*batched.prompt_buffers(prompts, max_len), batched.keys(seed, len(prompts)))
-    key = jax.random.PRNGKey(seed) if single else batched.keys(seed, 1)[0]
-    return Inputs(*decoding.prompt_buffer(prompts[0], max_len), key)
+    return Inputs(*decoding.prompt_buffer(prompts[0], max_len), jax.random.PRNGKey(seed))
 
 
 class Programs(NamedTuple):
@@ -107,7 +106,7 @@ def autoregressive(
     batch, single = as_batch(prompts)
     _check_loop(batch, device_loop)
     max_len = plan(batch, n_tokens, 0, [target], max_len)
-    x = inputs(batch, max_len, seed, single)
+    x = inputs(batch, max_len, seed)
     kw = dict(config=target.config, warp=warp, max_len=max_len)
     if len(batch) > 1:
         state = batched.ar_generate_jit(target.params, *x[:2], jnp.int32(n_tokens), x.keys, **kw)
@@ -149,7 +148,7 @@ def speculative(
     drafter = drafter or drafters.model_drafter(draft.config)
     draft_params = decoding.draft_params_for(drafter, draft, target)
     max_len = plan(batch, n_tokens, K, [target] + ([draft] if drafter.kind == "model" else []), max_len)
-    x = inputs(batch, max_len, seed, single)
+    x = inputs(batch, max_len, seed)
     kw = dict(drafter=drafter, target_config=target.config, warp=warp, K=K)
     rounds = [] if record else None
     if len(batch) > 1:

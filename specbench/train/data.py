@@ -83,9 +83,8 @@ def sample_batch(tokens: np.ndarray, batch: int, ctx: int, rng: np.random.Genera
 
 
 # ---------------------------------------------------------------------------------------------
-# A sampled softmax for the CPU. The 50,257-wide head is most of a small GPT-2's training step
-# (measured on the 2-core CPU, 6x256, 8x256 tokens, bf16: 6.2 s a step with the full head,
-# 2.7 s with 16,384 columns). Each step's softmax therefore runs over the corpus's most frequent
+# A sampled softmax for the CPU, where the 50,257-wide head is most of a small GPT-2's training
+# step (README, performance notes). Each step's softmax runs over the corpus's most frequent
 # tokens (16,384 cover 98.7% of it), every rarer token that is a target in the batch, and random
 # rarer tokens as negatives, so that no target is dropped and every row of the head is still
 # pushed down where it does not belong (Jean et al. 2015, "On Using Very Large Target Vocabulary").
