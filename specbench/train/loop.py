@@ -182,6 +182,26 @@ def val_loss(params, config: GPT2Config, val_tokens: np.ndarray, tc: TrainConfig
     )
 
 
+def restore(checkpoint: Path | None, params, opt_state, rng: np.random.Generator, settings: dict, log):
+    """(params, opt_state, history, first step, seconds before): from `checkpoint` when it exists
+    and was written with the same settings (the data RNG restored too), else the fresh state."""
+    if checkpoint is None:
+        return params, opt_state, [], 1, 0.0
+    if not checkpoint.exists():
+        log(f"--resume: no checkpoint at {checkpoint} yet; starting afresh")
+        return params, opt_state, [], 1, 0.0
+    params, opt_state, meta = load_checkpoint(checkpoint, params, opt_state)
+    if {k: meta[k] for k in settings} != settings:
+        raise TrainError(
+            f"{checkpoint} was written with other settings; start afresh without --resume, "
+            "or pass the same settings",
+            "resume",
+        )
+    rng.bit_generator.state = meta["rng"]
+    log(f"resumed from {checkpoint} at step {meta['step']}")
+    return params, opt_state, meta["history"], meta["step"] + 1, meta["elapsed"]
+
+
 def train(
     config: GPT2Config,
     train_tokens: np.ndarray,
@@ -212,21 +232,9 @@ def train(
     params = init_params(config, tc.seed)
     opt_state, rng = opt.init(params), np.random.default_rng(tc.seed)
     settings = {"train": dataclasses.asdict(tc), "config": dataclasses.asdict(config)}
-    history, first, elapsed_before = [], 1, 0.0
-    if resume and checkpoint is not None and checkpoint.exists():
-        params, opt_state, meta = load_checkpoint(checkpoint, params, opt_state)
-        if {k: meta[k] for k in settings} != settings:
-            raise TrainError(
-                f"{checkpoint} was written with other settings; start afresh without --resume, "
-                "or pass the same settings",
-                "resume",
-            )
-        rng.bit_generator.state = meta["rng"]
-        history, first, elapsed_before = meta["history"], meta["step"] + 1, meta["elapsed"]
-        log(f"resumed from {checkpoint} at step {meta['step']}")
-    elif resume:
-        log(f"--resume: no checkpoint at {checkpoint} yet; starting afresh")
-
+    params, opt_state, history, first, elapsed_before = restore(
+        checkpoint if resume else None, params, opt_state, rng, settings, log
+    )
     t0 = last_ckpt = time.perf_counter()
     save = lambda i: save_checkpoint(
         checkpoint,
