@@ -1,4 +1,4 @@
-"""`specbench` and `python -m specbench`: Ctrl-C made safe before anything else is imported.
+"""`specbench` and `python -m specbench`: Ctrl-C (and SIGTERM) made safe before anything else is imported.
 
 Ctrl-C must end the process at once with exit 130, whatever it is doing. A Python-level
 handler runs only when the main thread returns from XLA, and a KeyboardInterrupt raised while
@@ -16,21 +16,23 @@ import threading
 
 
 def watch_interrupts() -> None:
-    """Block SIGINT in this (main) thread and end the process from a waiting thread instead."""
+    """Block SIGINT and SIGTERM in this (main) thread and end the process from a waiting thread
+    instead: exit 130 for Ctrl-C, 143 for SIGTERM (128 + the signal), with the same message."""
     if not hasattr(signal, "pthread_sigmask"):
         return
+    signals = {signal.SIGINT, signal.SIGTERM}
 
     def wait():
-        signal.sigwait({signal.SIGINT})
+        received = signal.sigwait(signals)
         try:
             message = getattr(sys.modules.get("specbench.console"), "interrupt_message", ["interrupted"])[0]
             sys.stderr.write(message + "\n")
             sys.stderr.flush()
         finally:
-            os._exit(130)
+            os._exit(128 + received)
 
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    threading.Thread(target=wait, name="specbench-sigint", daemon=True).start()
+    signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+    threading.Thread(target=wait, name="specbench-signals", daemon=True).start()
 
 
 def main():

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 from specbench import export, prompts
+from specbench.cli_options import NGRAM_MAX
 from specbench.console import BadInput, bad_input
 from specbench.errors import DecodeError, ExportError, WeightsError
 
@@ -31,7 +32,7 @@ def load_model(name: str, flag: str, dtype: str, cache: dict | None = None):
                 name, jnp.bfloat16 if dtype == "bfloat16" else jnp.float32
             )
         except WeightsError as e:
-            raise BadInput(flag, str(e)) from None
+            raise bad_input(e, flag) from None
     return cache[name, dtype]
 
 
@@ -39,7 +40,11 @@ def load_pair(draft: str | None, target: str | None, dtype: str, need_draft: boo
     """(draft, target) models; the draft is None when the drafter needs no draft model."""
     from specbench import weights
 
-    default_draft, default_target = weights.default_pair()
+    named = target and (draft or not need_draft)  # a named pair runs without the bundled one
+    try:
+        default_draft, default_target = (draft, target) if named else weights.default_pair()
+    except WeightsError as e:
+        raise bad_input(e, "--target") from None
     d = load_model(draft or default_draft, "--draft", dtype) if need_draft else None
     t = load_model(target or default_target, "--target", dtype)
     if d is not None and d.config.n_vocab != t.config.n_vocab:
@@ -79,8 +84,8 @@ def check_drafter_flags(kinds: list[str], f: dict) -> None:
         raise BadInput(
             "--draft", f"only the model drafter uses a draft model ({', '.join(kinds)} draft without one)"
         )
-    if f["ngram"] < 1:
-        raise BadInput("--ngram", f"must be >= 1 (got {f['ngram']})")
+    if not 1 <= f["ngram"] <= NGRAM_MAX:
+        raise BadInput("--ngram", f"must be >= 1 and <= {NGRAM_MAX} (got {f['ngram']})")
     if f["draft_layers"] is not None and f["draft_layers"] < 1:
         raise BadInput(
             "--draft-layers", f"must be >= 1 and below the target's depth (got {f['draft_layers']})"
@@ -115,6 +120,10 @@ def make_drafter(kind: str, draft, target, f: dict):
 
 def resolve_prompt(prompt: str, prompt_id: str | None) -> tuple[str, str]:
     """(text, id) for run and trace: --prompt-id names one built-in prompt; else the text's own id."""
+    try:
+        prompt.encode("utf-8")
+    except UnicodeEncodeError:  # bytes that are not UTF-8 reach Python as lone surrogates
+        raise BadInput("--prompt", "is not valid UTF-8 text") from None
     everything = prompts.all_prompts()
     if prompt_id is None:
         return prompt, next((pid for pid, text in everything.items() if text == prompt), "custom")
@@ -180,11 +189,13 @@ def stamp() -> str:
     return datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
 
 
-def results_dir() -> Path:
+def results_dir(create: bool = True) -> Path:
     """Where run and sweep save by default: $SPECBENCH_RESULTS_DIR (made if missing, since the
-    user named it), else the results/ folder of the checkout this package runs from, else the
-    working directory. No folder the user did not name is ever created."""
+    user named it, unless create=False: a dry run), else the results/ folder of the checkout this
+    package runs from, else the working directory. No folder the user did not name is created."""
     named = os.environ.get("SPECBENCH_RESULTS_DIR")
+    if named and not create:
+        return Path(named)
     if named:
         try:
             Path(named).mkdir(parents=True, exist_ok=True)
@@ -212,7 +223,15 @@ def check_exports(f: dict, output: str | None = None) -> dict[str, str | None]:
 
 
 def check_save_path(path: Path, flag: str = "--save") -> None:
-    """The default results file must be writable, or say how to avoid it."""
+    """The default results file must be writable, or say how to avoid it (a folder a dry run did
+    not make: its nearest existing parent must be writable)."""
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if folder != path.parent:
+        if not os.access(folder, os.W_OK):
+            raise BadInput(flag, f"{path.parent} cannot be made in {folder}; pass --no-save")
+        return
     try:
         export.check_writable(str(path))
     except ExportError as e:
@@ -234,4 +253,51 @@ def check_resume_settings(rows: list[dict], fixed: dict, output: str) -> None:
             "--resume",
             f"{output} holds rows of other settings ({'; '.join(differing)}); "
             "pass the same settings, or write to another --output",
+        )
+
+
+def check_grid_resume(rows: list[dict], keys: list[dict], output: str) -> None:
+    """--resume completes the same sweep: every row already in the file must be one of this
+    grid's (same draft, target, drafter settings, dtype, N, seed, warps, loop, prompts, batch)."""
+    from specbench import results
+
+    grid = {results.sweep_key(k) for k in keys}
+    foreign = [r for r in rows if results.sweep_key(r) not in grid]
+    if not foreign:
+        return
+    differing = []
+    for i, name in enumerate(results.SWEEP_KEY):
+        there = {results.sweep_key(r)[i] for r in foreign}
+        now = {results.sweep_key(k)[i] for k in keys}
+        if there - now:
+            shown = lambda values: ", ".join(str(v) for v in sorted(values, key=str))
+            differing.append(f"{name} {shown(there - now)} there, {shown(now)} now")
+    what = "; ".join(differing)
+    raise BadInput(
+        "--resume",
+        f"{output} holds {len(foreign)} rows of another sweep ({what}); "
+        "pass the same settings, or write to another --output",
+    )
+
+
+def check_no_effect(f: dict, given: set[str], kinds: list[str], temperatures: list[float]) -> None:
+    """A flag that would change nothing in this configuration is refused, not silently ignored."""
+    if {"prompt", "prompt_id"} <= given:
+        raise BadInput("--prompt/--prompt-id", "give one of them: a text, or the id of a built-in prompt")
+    for name in ("top_k", "top_p"):
+        if name in given and f[name] is not None and all(t == 0 for t in temperatures):
+            flag = "--" + name.replace("_", "-")
+            raise BadInput(
+                flag, "has no effect at temperature 0 (greedy decoding): set -t > 0, or leave it out"
+            )
+    for name, kind in (("ngram", "lookup"), ("draft_layers", "layerskip")):
+        if name in given and kind not in kinds:
+            raise BadInput(
+                "--" + name.replace("_", "-"), f"only the {kind} drafter uses it (--drafter {kind})"
+            )
+    if "draft_confidence" in given and not f["dynamic_K"]:
+        raise BadInput("--draft-confidence", "is dynamic K's threshold: it needs --dynamic-K")
+    if sum(f.get(flag) == "-" for flag in FORMATS) > 1:
+        raise BadInput(
+            "--export-*", "only one export can go to standard output ('-'); write the others to files"
         )

@@ -29,39 +29,60 @@ def cli():
     speculative decoding (SD), timed honestly and set beside the theory."""
 
 
+def given() -> set[str]:
+    """The parameters the user set on the command line (not left at their defaults)."""
+    ctx = click.get_current_context()
+    return {
+        name
+        for name in ctx.params
+        if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
+    }
+
+
 @cli.command(epilog=opt.METRICS_HELP)
 @opt.apply(opt.model + opt.one_prompt + opt.single + opt.decode + opt.run + opt.drafter + opt.exports)
+@opt.dry_run
 def run(**flags):
     """One configuration: autoregressive against speculative decoding, side by side."""
     from specbench import bench, plan
 
-    source = click.get_current_context().get_parameter_source
-    chose_prompt = flags["prompt_id"] is not None or source("prompt") != click.core.ParameterSource.DEFAULT
-    p = plan.run_plan(flags, chose_prompt)
+    p = plan.run_plan(flags, given())
     console = make_console(*p.exports.values())
     console.print(render.run_header(p.job, p.job.config.draft, p.job.config.target))
+    if flags["dry_run"]:
+        render.dry_run(
+            console, [p.job], plan.program_sets([p.job]), plan.estimate_seconds([p.job]), p.save_path
+        )
+        return
     with progress_bar("compiling (warm-up)", p.job.config.total_steps) as bar:
         res = bench.run_benchmark(
             p.job.config, p.job.encoded, lambda done, total, what: bar.update(done, what=what)
         )
     row = p.job.row(res, p.dtype)
-    render.run_report(row, res, console)
-    export.write_all([row], p.exports)
+    # files first: a reader that stops reading (`| head -1`) must not cost the results
+    export.write_all([row], {fmt: path for fmt, path in p.exports.items() if path != "-"})
     if p.save_path:
         export.write([row], str(p.save_path), "json")
+    render.run_report(row, res, console)
+    export.write_all([row], {fmt: path for fmt, path in p.exports.items() if path == "-"})
+    if p.save_path:
         console.print(f"[dim]saved {p.save_path}[/dim]")
 
 
 @cli.command(epilog=opt.METRICS_HELP)
 @opt.apply(opt.model + opt.sweep + opt.drafter + opt.exports)
+@opt.dry_run
 def sweep(**flags):
     """A grid over drafters, K, temperature, top-p and prompts (or batch sizes); every finished row
     is saved at once."""
     from specbench import bench, plan
 
-    p = plan.sweep_plan(flags)
+    p = plan.sweep_plan(flags, given())
     console = make_console(*p.exports.values())
     rows = list(p.rows)
+    if flags["dry_run"]:
+        render.dry_run(console, p.todo, plan.program_sets(p.todo), plan.estimate_seconds(p.todo), p.output)
+        return
     console.print(
         f"sweep: {render.plural(p.grid_size, 'configuration')}, {p.grid_size - len(p.todo)} already in "
         f"{p.output}, {len(p.todo)} to run · drafters {', '.join(p.draft_names)} · target {p.target_name}"
@@ -70,6 +91,8 @@ def sweep(**flags):
     files = {fmt: path for fmt, path in p.exports.items() if path and path != "-"}
     kept = lambda: (
         f"{render.plural(len(rows), 'row')} kept in {p.output}; run again with --resume --output {p.output}"
+        if rows
+        else "no row had finished, so nothing was written"
     )
     interrupt_message[0] = "interrupted: " + kept()
     try:
@@ -97,7 +120,7 @@ def trace(**flags):
     through), and the resampled or bonus token."""
     from specbench import generate, plan, tokenizer
 
-    p = plan.trace_plan(flags)
+    p = plan.trace_plan(flags, given())
     tokens, st = generate.speculative(
         p.draft, p.target, p.prompt_ids, p.n_tokens, p.K, p.warp, p.seed, record=True, drafter=p.drafter
     )
@@ -116,6 +139,8 @@ def theory_cmd(K, t_draft, t_target, r, alpha, t_verify):
     """
     if (r is None) == (alpha is None):
         raise BadInput("--r/--alpha", "give exactly one of --r or --alpha")
+    if t_verify is not None and len(K) > 1:
+        raise BadInput("--t-verify", "is the target step over K+1 tokens of one K: give one K with it")
     c, rows = t_draft / t_target, []
     for k in K:
         if r is not None:
@@ -167,8 +192,9 @@ def prompts_cmd():
 
 @cli.command()
 @click.argument("file", type=click.Path(exists=True, dir_okay=False))
-@click.option("--output", "-o", default=None, metavar="PNG", help="[default: FILE with .png]")
-def plot(file, output):
+@click.option("--output", "-o", default=None, metavar="PNG", help="[default: FILE's name with .png, here]")
+@click.option("--force", is_flag=True, help="Replace an existing PNG.")
+def plot(file, output, force):
     """Speedup and tokens/round against K from a JSON results file, with the theory curve; speedup
     and throughput against batch size when the file varies it (sweep --batch)."""
     from specbench.results import missing_for_plot
@@ -184,9 +210,11 @@ def plot(file, output):
     missing = missing_for_plot(rows)
     if missing:
         raise BadInput("FILE", f"{file}: {missing}; plot needs rows written by `specbench run` or `sweep`")
-    output = output or str(Path(file).with_suffix(".png"))
+    output = output or Path(file).with_suffix(".png").name  # in the working directory, not beside FILE
     if Path(output).suffix.lower() != ".png":
         raise BadInput("--output", f"{output}: the plot is a PNG, so name the file *.png")
+    if Path(output).exists() and not force:
+        raise BadInput("--output", f"{output} exists: --force replaces it")
     try:
         export.check_writable(output)
     except ExportError as e:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import click
 
 from specbench import prompts, theory
@@ -35,26 +37,69 @@ DRAFT_CONFIDENCE = (
 )
 
 
-class ListParam(click.ParamType):
-    """A comma list, with a-b ranges for integers: '1,2,4,8', '1-8', '0,0.7,1'."""
+K_MAX = 128  # the largest K accepted anywhere: checked before a range like 1-100000000 is expanded
+BATCH_MAX = 65536
+NGRAM_MAX = 16  # lookup's matching is unrolled per n-gram length at trace time
+TEMPERATURE_MIN, TEMPERATURE_MAX = 0.01, 100.0  # below 0.01 the logits / T overflow float32: use 0
+SEED_MAX = 2**32 - 1
 
-    def __init__(self, kind: type):
-        self.kind = kind
+
+class Finite(click.FloatRange):
+    """click's FloatRange, refusing NaN and infinity (which compare False with every bound)."""
+
+    def convert(self, value, param, ctx):
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return super().convert(number, param, ctx)
+
+
+class Temperature(Finite):
+    """0 (greedy), or a temperature in [TEMPERATURE_MIN, TEMPERATURE_MAX]."""
+
+    name = "temperature"
+
+    def convert(self, value, param, ctx):
+        t = super().convert(value, param, ctx)
+        if t != 0 and not TEMPERATURE_MIN <= t <= TEMPERATURE_MAX:
+            self.fail(
+                f"{t:g} is not in the range: temperatures are >= 0 (0 is greedy, else "
+                f"{TEMPERATURE_MIN:g}..{TEMPERATURE_MAX:g}; below that the logits / T overflow)",
+                param,
+                ctx,
+            )
+        return t
+
+
+class ListParam(click.ParamType):
+    """A comma list of distinct values, with a-b ranges for integers: '1,2,4,8', '1-8', '0,0.7,1'.
+    `item` checks each value (a click type); `most` bounds integers before a range is expanded."""
+
+    def __init__(self, kind: type, item: click.ParamType | None = None, most: int | None = None):
+        self.kind, self.item, self.most = kind, item, most
         self.name = f"{kind.__name__} list"
 
     def convert(self, value, param, ctx):
         if isinstance(value, list):
             return value
-        try:
-            if self.kind is int:
-                return theory.parse_K_range(str(value))
-            values = [self.kind(v.strip()) for v in str(value).split(",")]
-            if not values:
-                raise ValueError
-            return values
-        except ValueError:
-            example = {int: "1,2,4,8 or 1-8 (integers >= 1)", float: "0,0.7,1"}.get(self.kind, "a,b")
-            self.fail(f"{value!r} is not a comma list like {example}", param, ctx)
+        text = str(value)
+        if self.kind is int:
+            try:
+                return theory.parse_K_range(text, self.most)
+            except ValueError as e:
+                self.fail(f"{text!r} is not a comma list like 1,2,4,8 or 1-8 ({e})", param, ctx)
+        parts = [v.strip() for v in text.split(",")]
+        if "" in parts:
+            example = "0,0.7,1" if self.kind is float else "a,b"
+            self.fail(f"{text!r} is not a comma list like {example}", param, ctx)
+        values = [self.item.convert(v, param, ctx) if self.item else self.kind(v) for v in parts]
+        twice = [v for i, v in enumerate(values) if v in values[:i]]
+        if twice:
+            self.fail(f"{twice[0]} is listed twice", param, ctx)
+        return values
 
 
 def apply(options):
@@ -79,10 +124,15 @@ model = [
 ]
 decode = [
     click.option(
-        "--n-tokens", "-n", type=click.IntRange(min=1), default=40, show_default=True, help="New tokens N."
+        "--n-tokens",
+        "-n",
+        type=click.IntRange(min=2),
+        default=40,
+        show_default=True,
+        help="New tokens N (>= 2: the first comes from the prefill, the rest from rounds).",
     ),
     click.option("--top-k", type=click.IntRange(min=1), default=None, help="Keep the k most likely tokens."),
-    click.option("--seed", type=int, default=123, show_default=True),
+    click.option("--seed", type=click.IntRange(0, SEED_MAX), default=123, show_default=True),
 ]
 drafter = [
     click.option(
@@ -106,7 +156,7 @@ drafter = [
     ),
     click.option(
         "--draft-confidence",
-        type=float,
+        type=Finite(),
         default=DRAFT_CONFIDENCE,
         show_default=True,
         help="dynamic K: the threshold, in (0, 1).",
@@ -128,7 +178,7 @@ single = [  # run and trace: one K, one warp
         "--K",
         "-k",
         "K",
-        type=click.IntRange(min=1),
+        type=click.IntRange(1, K_MAX),
         default=4,
         show_default=True,
         help="Draft tokens per round.",
@@ -136,15 +186,18 @@ single = [  # run and trace: one K, one warp
     click.option(
         "--temperature",
         "-t",
-        type=click.FloatRange(min=0),
+        type=Temperature(),
         default=0.0,
         show_default=True,
         help="0 = greedy (SD then gives exactly the AR tokens).",
     ),
-    click.option(
-        "--top-p", type=click.FloatRange(0, 1, min_open=True), default=None, help="Nucleus mass, in (0, 1]."
-    ),
+    click.option("--top-p", type=Finite(0, 1, min_open=True), default=None, help="Nucleus mass, in (0, 1]."),
 ]
+dry_run = click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Check everything and print the plan and an estimate; measure and write nothing.",
+)
 run = [
     click.option(
         "--repeats", type=click.IntRange(min=1), default=5, show_default=True, help="Timed AR/SD pairs."
@@ -179,16 +232,24 @@ sweep = [
         "--K",
         "-k",
         "K",
-        type=ListParam(int),
+        type=ListParam(int, most=K_MAX),
         default="1,2,4,8",
         show_default=True,
         help="Comma list or range.",
     ),
     click.option(
-        "--temperature", "-t", type=ListParam(float), default="0", show_default=True, help="Comma list."
+        "--temperature",
+        "-t",
+        type=ListParam(float, Temperature()),
+        default="0",
+        show_default=True,
+        help="Comma list.",
     ),
     click.option(
-        "--top-p", type=ListParam(float), default=None, help="Comma list of nucleus masses in (0, 1]."
+        "--top-p",
+        type=ListParam(float, Finite(0, 1, min_open=True)),
+        default=None,
+        help="Comma list of nucleus masses in (0, 1].",
     ),
     click.option(
         "--prompts",
@@ -209,6 +270,7 @@ sweep = [
         help="JSON results, rewritten after every row [default: results/sweep-TIME.json].",
     ),
     click.option("--resume", is_flag=True, help="Skip the rows already in --output."),
+    click.option("--force", is_flag=True, help="Start an existing --output over (its rows are replaced)."),
     click.option(
         "--drafter",
         "drafter_kinds",
@@ -234,24 +296,25 @@ trace = [
 ]
 theory_cmd = [
     click.option(
-        "--K", "-k", "K", type=ListParam(int), required=True, help="K, a range (1-8) or a list (1,2,4)."
+        "--K",
+        "-k",
+        "K",
+        type=ListParam(int, most=K_MAX),
+        required=True,
+        help="K, a range (1-8) or a list (1,2,4).",
     ),
     click.option(
         "--t-draft",
-        type=click.FloatRange(min=0, min_open=True),
+        type=Finite(min=0, min_open=True),
         required=True,
         help="Draft step time (any unit, the same as --t-target).",
     ),
-    click.option(
-        "--t-target", type=click.FloatRange(min=0, min_open=True), required=True, help="Target step time."
-    ),
-    click.option("--r", "r", type=click.FloatRange(0, 1), default=None, help="r = tokens per round / (K+1)."),
-    click.option(
-        "--alpha", type=click.FloatRange(0, 1), default=None, help="Per-token acceptance probability."
-    ),
+    click.option("--t-target", type=Finite(min=0, min_open=True), required=True, help="Target step time."),
+    click.option("--r", "r", type=Finite(0, 1), default=None, help="r = tokens per round / (K+1)."),
+    click.option("--alpha", type=Finite(0, 1), default=None, help="Per-token acceptance probability."),
     click.option(
         "--t-verify",
-        type=click.FloatRange(min=0, min_open=True),
+        type=Finite(min=0, min_open=True),
         default=None,
         help="Target step over K+1 tokens, for the refined formula.",
     ),
@@ -281,7 +344,7 @@ roofline = [
         "--K",
         "-k",
         "K",
-        type=click.IntRange(min=1),
+        type=click.IntRange(1, K_MAX),
         default=4,
         show_default=True,
         help="Measure steps of 1 .. K+1 tokens.",

@@ -20,7 +20,12 @@ from specbench.errors import SpecbenchError
 interrupt_message = ["interrupted"]
 
 # The flag each setting named by a SpecbenchError stands for, where it is not simply --setting.
-FLAGS = {"n_tokens": "--n-tokens", "draft": "--draft/--target", "host_loop": "--host-loop"}
+FLAGS = {
+    "n_tokens": "--n-tokens",
+    "draft": "--draft/--target",
+    "host_loop": "--host-loop",
+    "weights_dir": "SPECBENCH_WEIGHTS_DIR",
+}
 
 
 class BadInput(click.UsageError):
@@ -34,6 +39,27 @@ def bad_input(e: SpecbenchError, default_flag: str) -> BadInput:
     """A library error as bad input, blaming the flag of the setting it names (else default_flag)."""
     flag = FLAGS.get(e.setting, f"--{e.setting}") if e.setting else default_flag
     return BadInput(flag, str(e))
+
+
+def usage_line(e: click.UsageError) -> str:
+    """click's own usage errors in specbench's form, `FLAG: what is wrong`, like BadInput's."""
+    if isinstance(e, BadInput):
+        return e.format_message()
+    if isinstance(e, click.MissingParameter) and e.param is not None:
+        return f"{flag_of(e.param)}: required"
+    if isinstance(e, click.BadParameter) and e.param is not None:
+        return f"{flag_of(e.param)}: {e.message}"
+    if isinstance(e, click.NoSuchOption):
+        hint = f" (did you mean {', '.join(e.possibilities)}?)" if e.possibilities else ""
+        return f"{e.option_name}: no such option{hint}"
+    return e.format_message()
+
+
+def flag_of(param: click.Parameter) -> str:
+    """'--K' for an option (its long name), 'FILE' for an argument."""
+    if isinstance(param, click.Option):
+        return max(param.opts, key=lambda o: (o.startswith("--"), len(o)))
+    return param.human_readable_name
 
 
 class PipeClosed(Exception):
@@ -63,7 +89,7 @@ class SpecbenchGroup(click.Group):
             if type(e).__name__ == "NoArgsIsHelpError" and e.ctx is not None:  # bare `specbench`: help
                 click.echo(e.ctx.get_help())
                 sys.exit(0)
-            click.echo(f"error: {e.format_message()}", err=True)
+            click.echo(f"error: {usage_line(e)}", err=True)
             sys.exit(2)
         except (click.exceptions.Abort, KeyboardInterrupt):
             click.echo("interrupted", err=True)
@@ -72,7 +98,8 @@ class SpecbenchGroup(click.Group):
             click.echo(f"error: {e.format_message()}", err=True)
             sys.exit(2)
         except SpecbenchError as e:
-            click.echo(f"error: {e}", err=True)
+            flag = FLAGS.get(e.setting, f"--{e.setting}") if e.setting else None
+            click.echo(f"error: {flag}: {e}" if flag else f"error: {e}", err=True)
             sys.exit(2)
 
 

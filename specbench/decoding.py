@@ -113,15 +113,19 @@ def validate(prompt_ids, n_tokens: int, K: int, models: list[Model], max_len: in
     n_vocab = vocabs.pop()
     if max(prompt_ids) >= n_vocab or min(prompt_ids) < 0:
         raise DecodeError(f"prompt token ids must be in 0..{n_vocab - 1}", "prompt")
-    # the last round may write K tokens past N; the last token is never read back, so no + 1
-    n_ctx = min(m.config.n_ctx for m in models)
-    need = len(prompt_ids) + n_tokens + K
+    # the last round may write K tokens past N; the last token is never read back, so no + 1.
+    # Blame what cannot fit: the prompt alone, then K (even with N = 2, the least), then N.
+    n_ctx, P = min(m.config.n_ctx for m in models), len(prompt_ids)
+    need, least = P + n_tokens + K, 2 + min(K, 1)
+    if P + least > n_ctx:
+        raise DecodeError(f"has {P} tokens; a context of {n_ctx} allows at most {n_ctx - least}", "prompt")
+    total = f"prompt ({P}) + n-tokens ({n_tokens}) + K ({K}) = {need} exceeds the context of {n_ctx}"
+    if P + 2 + K > n_ctx:
+        most = n_ctx - P - n_tokens
+        limit = f"{most}" if most >= 1 else f"{n_ctx - P - 2} (with --n-tokens 2)"
+        raise DecodeError(f"{total}; K can be at most {limit}", "K")
     if need > n_ctx:
-        raise DecodeError(
-            f"prompt ({len(prompt_ids)}) + n-tokens ({n_tokens}) + K = {need} exceeds the "
-            f"context of {n_ctx}; n-tokens can be at most {n_ctx - len(prompt_ids) - K}",
-            "n_tokens",
-        )
+        raise DecodeError(f"{total}; n-tokens can be at most {n_ctx - P - K}", "n_tokens")
     if max_len is not None and need > max_len:
         raise DecodeError(f"prompt + n-tokens + K = {need} exceeds the cache length {max_len}", "n_tokens")
 

@@ -54,6 +54,13 @@ def check_writable(path: str) -> None:
         raise ExportError(f"{path} is not writable")
 
 
+def current_umask() -> int:
+    """The process's umask (read by setting it and setting it back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def write_text(path: str, text: str) -> None:
     if path == "-":
         sys.stdout.write(text)
@@ -62,6 +69,7 @@ def write_text(path: str, text: str) -> None:
     p = Path(path)
     fd, tmp = tempfile.mkstemp(dir=p.parent if str(p.parent) else ".", prefix=f".{p.name}.", suffix=".tmp")
     try:
+        os.chmod(tmp, 0o666 & ~current_umask())  # mkstemp's 0600 would hide the file from others
         with os.fdopen(fd, "w", newline="") as f:
             f.write(text)
         os.replace(tmp, p)

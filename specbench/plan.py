@@ -14,6 +14,8 @@ from specbench.checks import (
     check_decodable,
     check_drafter_flags,
     check_exports,
+    check_grid_resume,
+    check_no_effect,
     check_resume_settings,
     check_save_path,
     load_model,
@@ -25,7 +27,7 @@ from specbench.checks import (
     stamp,
 )
 from specbench.console import BadInput
-from specbench.errors import ExportError
+from specbench.errors import ExportError, WeightsError
 from specbench.sampling import Warp
 
 
@@ -69,10 +71,12 @@ def run_settings(f: dict) -> dict:
     return {k: f[k] for k in ("n_tokens", "seed", "repeats", "warmup")} | {"device_loop": not f["host_loop"]}
 
 
-def run_plan(f: dict, chose_prompt: bool) -> RunPlan:
-    """`run`: one configuration, checked. `chose_prompt`: --prompt or --prompt-id was given."""
+def run_plan(f: dict, given: set[str]) -> RunPlan:
+    """`run`: one configuration, checked. `given`: the flags the user set."""
+    check_no_effect(f, given, [f["drafter"]], [f["temperature"]])
+    chose_prompt = bool({"prompt", "prompt_id"} & given)
     exports = check_exports(f)
-    save_path = results_dir() / f"run-{stamp()}.json" if f["save"] else None
+    save_path = results_dir(create=not f["dry_run"]) / f"run-{stamp()}.json" if f["save"] else None
     if save_path:
         check_save_path(save_path)
     prompt, prompt_id = resolve_prompt(f["prompt"], f["prompt_id"])
@@ -110,22 +114,23 @@ class SweepPlan:
     repeats: int
 
 
-def sweep_plan(f: dict) -> SweepPlan:
+def sweep_plan(f: dict, given: set[str]) -> SweepPlan:
     """`sweep`: the grid over drafters, prompts (or batch sizes), temperatures, top-p and K,
     checked, less the rows --resume finds done."""
-    if any(not v >= 0 for v in f["temperature"]):
-        raise BadInput("--temperature", "values must be >= 0")
-    if f["top_p"] and any(not 0 < v <= 1 for v in f["top_p"]):
-        raise BadInput("--top-p", "values must be in (0, 1]")
+    check_no_effect(f, given, f["drafter_kinds"], f["temperature"])
     try:
         chosen = prompts.select(f["prompt_spec"])
     except ValueError as e:
         raise BadInput("--prompts", str(e)) from None
     if f["resume"] and not f["output"]:
         raise BadInput("--resume", "needs --output FILE.json, the file to resume")
+    if f["resume"] and f["force"]:
+        raise BadInput("--force", "starts --output over, --resume extends it: give one of them")
     kinds = f["drafter_kinds"]
     check_drafter_flags(kinds, f)
-    output = f["output"] or str(results_dir() / f"sweep-{stamp()}.json")
+    output = f["output"] or str(results_dir(create=not f["dry_run"]) / f"sweep-{stamp()}.json")
+    if Path(output).exists() and not (f["resume"] or f["force"]):
+        raise BadInput("--output", f"{output} exists: --resume extends it, --force starts it over")
     exports = check_exports(f, output)
     rows = []
     if f["resume"] and Path(output).exists():
@@ -162,6 +167,7 @@ def sweep_plan(f: dict) -> SweepPlan:
     fixed = {k: f[k] for k in ("dtype", "top_k", "n_tokens", "seed")} | {"target": t.name, "loop": loop}
     check_resume_settings(rows, {**fixed, "repeats": f["repeats"], "warmup": f["warmup"]}, output)
     done = {results.sweep_key(r) for r in rows}
+    keys = []
     settings = run_settings(f)
     grid = list(itertools.product(kinds, units, f["temperature"], f["top_p"] or [None], f["K"]))
     todo, labels = [], []
@@ -169,6 +175,7 @@ def sweep_plan(f: dict) -> SweepPlan:
         drafter, name = drafters_[kind]
         varied = {"K": k, "temperature": temp, "top_p": p, "prompt_id": pid, "batch": len(ids)}
         key = {**fixed, **varied, "draft": name, **results.drafter_settings(drafter)}
+        keys.append(key)
         if results.sweep_key(key) in done:
             continue
         warp = Warp(temp, f["top_k"], p)
@@ -176,6 +183,7 @@ def sweep_plan(f: dict) -> SweepPlan:
         todo.append(Job(config, name, pid, ids, [chosen[i] for i in ids], [encoded[i] for i in ids]))
         top_p = f" top-p={p:g}" if p else ""
         labels.append(f"{kind} K={k} T={temp:g}{top_p} {pid}" + (f" batch {len(ids)}" if batches else ""))
+    check_grid_resume(rows, keys, output)
     return SweepPlan(
         output,
         rows,
@@ -204,8 +212,9 @@ class TracePlan:
     seed: int
 
 
-def trace_plan(f: dict) -> TracePlan:
+def trace_plan(f: dict, given: set[str]) -> TracePlan:
     """`trace`: one generation, checked."""
+    check_no_effect(f, given, [f["drafter"]], [f["temperature"]])
     prompt, _ = resolve_prompt(f["prompt"], f["prompt_id"])
     check_drafter_flags([f["drafter"]], f)
     d, t = load_pair(f["draft"], f["target"], f["dtype"], need_draft=f["drafter"] == "model")
@@ -234,7 +243,10 @@ def roofline_plan(f: dict) -> tuple[list[tuple], dict[str, str | None]]:
     dtypes = f["dtypes"] or (["float32", "bfloat16"] if device.on_gpu() else ["float32"])
     if any(d not in ("float32", "bfloat16") for d in dtypes):
         raise BadInput("--dtype", "values must be float32 or bfloat16")
-    names = list(f["model_names"]) or list(weights.default_pair()[::-1])
+    try:
+        names = list(f["model_names"]) or list(weights.default_pair()[::-1])
+    except WeightsError as e:
+        raise BadInput("--model", str(e)) from None
     load = random_model if f["random_init"] else lambda name, dtype: load_model(name, "--model", dtype)
     runs = [(load(name, dtype), dtype) for name in names for dtype in dtypes]
     for model, _ in runs:
@@ -247,3 +259,32 @@ def roofline_plan(f: dict) -> tuple[list[tuple], dict[str, str | None]]:
     if f["K"] + 1 > f["context"]:
         raise BadInput("--K", f"K+1 = {f['K'] + 1} must fit the cache of --context {f['context']}")
     return runs, exports
+
+
+# ---------------------------------------------------------------------------------------------
+# Dry runs
+
+CPU_GBPS = 20.0  # a dry run's bandwidth where the device's peak is unknown (a CPU): a rough guess
+COMPILE_S = 8.0  # a dry run's guess of one configuration's compile time on a CPU (AR, SD, timers)
+
+
+def estimate_seconds(jobs: list[Job]) -> float:
+    """A rough wall time for measuring `jobs`, without compiling: every step at the memory bound
+    (roofline.step_bytes at the device's peak bandwidth, or CPU_GBPS), AR and SD each N steps a
+    repeat, the step timers about 400 target steps, and COMPILE_S for each distinct program set."""
+    from specbench import device
+    from specbench.roofline import step_bytes
+
+    gbps = device.peak_gbps() or CPU_GBPS
+    total, programs = 0.0, set()
+    for job in jobs:
+        c = job.config
+        t_step = len(job.ids) * step_bytes(c.target, 256) / (gbps * 1e9)
+        total += (c.warmup + c.repeats) * 2 * c.n_tokens * t_step + 400 * t_step
+        programs.add((c.drafter, c.K, c.warp, len(job.ids)))
+    return total + COMPILE_S * len(programs)
+
+
+def program_sets(jobs: list[Job]) -> int:
+    """Distinct compiled program sets the jobs need: one per drafter, K, warp and batch size."""
+    return len({(j.config.drafter, j.config.K, j.config.warp, len(j.ids)) for j in jobs})

@@ -11,7 +11,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
-from specbench import theory
+from specbench import results, theory
 
 
 def plot_rows(rows: list[dict], output: str) -> None:
@@ -60,66 +60,47 @@ def plot_batch(rows: list[dict], output: str) -> None:
 
 
 def plot_K(rows: list[dict], output: str) -> None:
-    """One line per (temperature, top_p) group: measured mean over prompts, and Leviathan's curve
-    from the group's mean alpha and c = t_draft / t_target."""
+    """One series per combination of the settings that vary besides K (drafter, prompt,
+    temperature, ...): measured speedup, the refined theory, and Leviathan's curve from the
+    series' mean alpha and c = t_draft / t_target."""
+    series = results.varying(rows, exclude=("K",))
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in rows:
-        groups[(r.get("temperature"), r.get("top_p"))].append(r)
+        groups[tuple(r.get(n) for n in series)].append(r)
     fig, (ax_s, ax_t) = plt.subplots(1, 2, figsize=(11, 4.2))
-    for (temp, top_p), group in sorted(groups.items(), key=lambda g: str(g[0])):
-        label = f"T={temp:g}" + (f", top-p={top_p:g}" if top_p else "")
+    for values, group in sorted(groups.items(), key=lambda g: str(g[0])):
+        label = ", ".join(f"{n}={v}" for n, v in zip(series, values)) or "all rows"
         Ks = sorted({r["K"] for r in group})
         mean = lambda col, k: float(np.mean([r[col] for r in group if r["K"] == k]))
-        line = ax_s.plot(Ks, [mean("speedup", k) for k in Ks], "o-", label=f"measured {label}")[0]
-        ax_s.plot(
-            Ks,
-            [mean("refined_speedup", k) for k in Ks],
-            "x:",
-            color=line.get_color(),
-            label=f"refined (measured t_verify) {label}",
-        )
-        ax_t.plot(
-            Ks,
-            [mean("tokens_per_round", k) for k in Ks],
-            "o-",
-            color=line.get_color(),
-            label=f"measured {label}",
-        )
+        line = ax_s.plot(Ks, [mean("speedup", k) for k in Ks], "o-", label=label)[0]
+        ax_s.plot(Ks, [mean("refined_speedup", k) for k in Ks], "x:", color=line.get_color())
+        ax_t.plot(Ks, [mean("tokens_per_round", k) for k in Ks], "o-", color=line.get_color(), label=label)
         alphas = [r["alpha"] for r in group if r.get("alpha") is not None]  # None: no draft was ever tested
         if not alphas:
             continue
         alpha = float(np.mean(alphas))
         c = float(np.mean([r["t_draft_s"] / r["t_target_s"] for r in group]))
         grid = np.arange(1, max(Ks) + 1)
-        ax_s.plot(
-            grid,
-            [theory.speedup_from_alpha(alpha, k, c) for k in grid],
-            "--",
-            color=line.get_color(),
-            label=f"theory α={alpha:.2f}, c={c:.3f}",
-        )
-        ax_t.plot(
-            grid,
-            [theory.expected_tokens(alpha, k) for k in grid],
-            "--",
-            color=line.get_color(),
-            label=f"theory α={alpha:.2f}",
-        )
+        ax_s.plot(grid, [theory.speedup_from_alpha(alpha, k, c) for k in grid], "--", color=line.get_color())
+        ax_t.plot(grid, [theory.expected_tokens(alpha, k) for k in grid], "--", color=line.get_color())
     ax_s.axhline(1.0, color="grey", lw=0.8)
-    ax_s.set(xlabel="K (draft tokens per round)", ylabel="speedup (AR time / SD time)", title="speedup")
-    ax_t.set(xlabel="K (draft tokens per round)", ylabel="tokens per round", title="tokens per round")
+    K_axis = "K (draft tokens per round)"
+    ax_s.set(
+        xlabel=K_axis,
+        ylabel="speedup (AR time / SD time)",
+        title="speedup: measured o-, refined x:, theory --",
+    )
+    ax_t.set(xlabel=K_axis, ylabel="tokens per round", title="tokens per round: measured o-, theory --")
     for ax in (ax_s, ax_t):
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=6, ncol=1 + len(groups) // 10)
         ax.grid(alpha=0.3)
     _save(fig, rows, output)
 
 
 def _save(fig, rows: list[dict], output: str) -> None:
-    """Title the figure with the pair and the device of the first row, and write it."""
-    first = rows[0]
-    fig.suptitle(
-        f"draft {first.get('draft')} · target {first.get('target')} · {first.get('device')}", fontsize=9
-    )
+    """Title the figure with what all rows share (pair, device), and write it."""
+    shared = [n for n in ("draft", "target", "device") if len({str(r.get(n)) for r in rows}) == 1]
+    fig.suptitle(" · ".join(f"{n} {rows[0].get(n)}" for n in shared), fontsize=9)
     fig.tight_layout()
     fig.savefig(output, dpi=120)
     plt.close(fig)

@@ -42,6 +42,8 @@ class PlainProgress:
         self.what, self.total, self.stream, self.interval, self.unit = what, total, stream, interval, unit
         self.done, self.info = 0, ""
         self.t0 = self.last = time.monotonic()
+        self.t_first = None  # when the first unit finished: the ETA leaves that one out (it compiles)
+        self.printed = None
 
     def update(
         self,
@@ -56,8 +58,11 @@ class PlainProgress:
         self.info = self.info if info is None else info
         self.what = self.what if what is None else what
         now = time.monotonic()
-        if force or now - self.last >= self.interval:
-            self.last = now
+        if self.t_first is None and self.done >= 1:
+            self.t_first = (now, self.done)
+        state = (self.done, self.what, self.info)
+        if state != self.printed and (force or now - self.last >= self.interval):
+            self.last, self.printed = now, state
             self.stream.write(self.line(now) + "\n")
             self.stream.flush()
 
@@ -67,8 +72,9 @@ class PlainProgress:
         if self.total:
             head += f"/{self.total} ({100 * self.done / self.total:.0f}%)"
         parts = [head] + ([self.info] if self.info else []) + [f"elapsed {fmt_duration(elapsed)}"]
-        if self.total and 0 < self.done < self.total:
-            parts.append(f"ETA {fmt_duration(elapsed * (self.total - self.done) / self.done)}")
+        if self.total and self.t_first and self.t_first[1] < self.done < self.total:
+            t, done = self.t_first
+            parts.append(f"ETA {fmt_duration((now - t) / (self.done - done) * (self.total - self.done))}")
         return " · ".join(parts)
 
 
@@ -117,6 +123,7 @@ def progress(
         plain = not stream.isatty()
     if plain:
         p = PlainProgress(what, total, stream, interval, unit)
+        p.update(force=True)  # at once: the first unit may be a long compile
         yield p
         p.update(force=True)
         return

@@ -70,7 +70,10 @@ def select(spec: str) -> dict[str, str]:
     """'all', a category, prompt ids, or a mix, comma-separated -> id -> text. Unknown -> ValueError."""
     chosen: dict[str, str] = {}
     everything = all_prompts()
-    for item in (s.strip() for s in spec.split(",")):
+    items = [s.strip() for s in spec.split(",")]
+    for i, item in enumerate(items):
+        if item in items[:i]:
+            raise ValueError(f"{item!r} is listed twice")
         if item == "all":
             chosen.update(everything)
         elif item in PROMPTS:

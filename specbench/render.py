@@ -167,9 +167,10 @@ def run_report(row: dict, res, console: Console) -> None:
         )
     if B > 1:
         console.print(batch_line(row))
-    s = row["speedup"]
-    faster, factor = ("faster", s) if s >= 1 else ("slower", 1 / s)
-    spread = "" if row["repeats"] == 1 else f" ± {row['speedup_std']:.2f}"
+    s, sd = row["speedup"], row["speedup_std"]
+    # slower: the factor is 1/s, and its σ is σ/s² (first-order propagation)
+    faster, factor, sd = ("faster", s, sd) if s >= 1 else ("slower", 1 / s, sd / s**2)
+    spread = "" if row["repeats"] == 1 else f" ± {sd:.2f}"
     console.print(
         f"[bold]speculative[/bold] ran [bold]{factor:.2f}{spread}[/bold] times {faster} "
         f"than autoregressive · compile (excluded): {res.compile_s:.1f} s, {res.n_compiles} programs"
@@ -286,6 +287,28 @@ def trace_text(plan, tokens, st, decode, console: Console) -> None:
     console.print(out)
     console.print(
         f"{st.n_rounds} rounds · {st.n_generated} tokens · tokens/round {st.tokens_per_round:.2f} · "
-        f"r {st.r:.3f} · α {st.alpha:.3f} · accepted per round {st.accepted_hist.tolist()} · "
+        f"r {st.r:.3f} · α {st.alpha:.3f} · "
+        f"rounds accepting 0..{plan.K} drafts {st.accepted_hist.tolist()} · "
         f"draft {plan.draft_name} · target {plan.target.name} · K={plan.K} · T={plan.warp.temperature:g}"
     )
+
+
+def dry_run(console: Console, jobs: list, n_programs: int, seconds: float, writes) -> None:
+    """What a command would do: its configurations, programs to compile, a rough time, its file."""
+    from specbench.progress import fmt_duration
+
+    sets = plural(n_programs, "program set")
+    console.print(
+        f"dry run: {plural(len(jobs), 'configuration')} to measure; {sets} to compile (AR, SD and the "
+        f"step timers); roughly {fmt_duration(seconds)} (compile and memory-bound steps, a guess)"
+    )
+    for job in jobs[:20]:
+        c, w = job.config, job.config.warp
+        sampling = (f" top-k={w.top_k}" if w.top_k else "") + (f" top-p={w.top_p:g}" if w.top_p else "")
+        console.print(
+            f"  {job.draft_name} K={c.K} T={w.temperature:g}{sampling} {job.prompt_id} batch {len(job.ids)} "
+            f"N={c.n_tokens} repeats {c.repeats}"
+        )
+    if len(jobs) > 20:
+        console.print(f"  ... and {len(jobs) - 20} more")
+    console.print(f"nothing was compiled or written; the command writes {writes or 'no results file'}")

@@ -118,6 +118,13 @@ def sweep_key(row: dict) -> tuple:
     return tuple(row.get(name, BY_NAME[name].old) for name in SWEEP_KEY)
 
 
+def varying(rows: list[dict], exclude: tuple[str, ...] = ()) -> list[str]:
+    """The settings (SWEEP_KEY fields) that take more than one value across the rows."""
+    return [
+        n for n in SWEEP_KEY if n not in exclude and len({str(r.get(n, BY_NAME[n].old)) for r in rows}) > 1
+    ]
+
+
 def cell(column: str, value) -> str:
     """A table cell with the decimals its column deserves (tokens/s 1, speedups 2, alpha 3)."""
     if value is None:
@@ -266,4 +273,12 @@ def missing_for_plot(rows: list[dict]) -> str | None:
         gone = [f for f in PLOT_FIELDS if f not in r]
         if gone:
             return f"row {i + 1} has no {', '.join(gone)}"
+        # alpha is null where no draft was ever tested (dynamic K that never drafted): no theory curve
+        bad = [f for f in PLOT_FIELDS if not _is_number(r[f]) and not (f == "alpha" and r[f] is None)]
+        if bad or not isinstance(r["K"], int) or isinstance(r["K"], bool):
+            return f"row {i + 1} has {', '.join(bad or ['K'])} that is not a number"
     return None
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value  # NaN != NaN

@@ -73,8 +73,9 @@ def refined_speedup(
     return tokens_per_round * t_target / (K * t_draft + t_verify + t_overhead)
 
 
-def parse_K_range(text: str) -> list[int]:
-    """'4' -> [4]; '1-8' -> [1..8]; '1,2,4,8' -> [1, 2, 4, 8]. Raises ValueError on anything else."""
+def parse_K_range(text: str, most: int | None = None) -> list[int]:
+    """'4' -> [4]; '1-8' -> [1..8]; '1,2,4,8' -> [1, 2, 4, 8]. Raises ValueError on anything else,
+    on a value above `most` (checked before a range is expanded) and on a value given twice."""
     values: list[int] = []
     for part in text.split(","):
         part = part.strip()
@@ -83,11 +84,18 @@ def parse_K_range(text: str) -> list[int]:
             lo, hi = int(a), int(b)
             if lo > hi:
                 raise ValueError(f"empty range {part!r}")
+            if most is not None and hi > most:
+                raise ValueError(f"values must be at most {most} (got {hi})")
             values.extend(range(lo, hi + 1))
         else:
             values.append(int(part))
     if not values or any(v < 1 for v in values):
         raise ValueError("values must be integers >= 1")
+    if most is not None and max(values) > most:
+        raise ValueError(f"values must be at most {most} (got {max(values)})")
+    twice = sorted({v for v in values if values.count(v) > 1})
+    if twice:
+        raise ValueError(f"{twice[0]} is listed twice")
     return values
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import os
 from pathlib import Path
 
 import tiktoken
@@ -50,10 +51,21 @@ def _checked(path: Path, sha256: str) -> str:
 def get_encoding(directory: str | None = None) -> tiktoken.Encoding:
     """The GPT-2 encoding; `directory` holds encoder.json and vocab.bpe (default: the vendored copy)."""
     d = Path(directory) if directory else default_dir()
-    ranks = data_gym_to_mergeable_bpe_ranks(
-        vocab_bpe_file=_checked(d / "vocab.bpe", VOCAB_BPE_SHA256),
-        encoder_json_file=_checked(d / "encoder.json", ENCODER_JSON_SHA256),
+    vocab_bpe, encoder_json = (
+        _checked(d / "vocab.bpe", VOCAB_BPE_SHA256),
+        _checked(d / "encoder.json", ENCODER_JSON_SHA256),
     )
+    # tiktoken caches files it reads in $TMPDIR/data-gym-cache and reads that copy next time; an
+    # empty TIKTOKEN_CACHE_DIR is its documented way to read the checked files themselves instead
+    saved = os.environ.get("TIKTOKEN_CACHE_DIR")
+    os.environ["TIKTOKEN_CACHE_DIR"] = ""
+    try:
+        ranks = data_gym_to_mergeable_bpe_ranks(vocab_bpe_file=vocab_bpe, encoder_json_file=encoder_json)
+    finally:
+        if saved is None:
+            del os.environ["TIKTOKEN_CACHE_DIR"]
+        else:
+            os.environ["TIKTOKEN_CACHE_DIR"] = saved
     return tiktoken.Encoding(
         "gpt2", pat_str=GPT2_PATTERN, mergeable_ranks=ranks, special_tokens={EOT_TOKEN: EOT_ID}
     )

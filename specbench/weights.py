@@ -68,9 +68,16 @@ ALIASES = {alias: s.name for s in REGISTRY.values() for alias in s.aliases}
 
 
 def weights_dir() -> Path:
-    """gpt2_weights/: $SPECBENCH_WEIGHTS_DIR, else the checkout this package lives in, else ./"""
-    if os.environ.get("SPECBENCH_WEIGHTS_DIR"):
-        return Path(os.environ["SPECBENCH_WEIGHTS_DIR"])
+    """gpt2_weights/: $SPECBENCH_WEIGHTS_DIR, which must be a folder, else the checkout this
+    package lives in, else ./"""
+    named = os.environ.get("SPECBENCH_WEIGHTS_DIR")
+    if named:
+        if not Path(named).is_dir():
+            what = "is a file" if Path(named).exists() else "does not exist"
+            raise WeightsError(
+                f"SPECBENCH_WEIGHTS_DIR={named} {what}: name a folder of models", "weights_dir"
+            )
+        return Path(named)
     beside_package = Path(__file__).resolve().parent.parent / "gpt2_weights"
     return beside_package if beside_package.is_dir() else Path.cwd() / "gpt2_weights"
 
@@ -150,9 +157,18 @@ def list_models() -> list[dict]:
         )
     root = weights_dir()
     registered = {s.name for s in REGISTRY.values()}
-    for d in sorted(root.iterdir()) if root.is_dir() else []:
+    try:
+        entries = sorted(root.iterdir()) if root.is_dir() else []
+    except OSError as e:
+        raise WeightsError(f"cannot read {root} ({e.strerror})", "weights_dir") from None
+    for d in entries:
         if d.name not in registered and not d.name.startswith(".") and is_model_dir(d):
-            config = config_from_hf(json.loads((d / CONFIG_FILE).read_text()))
+            try:
+                config = config_from_hf(json.loads((d / CONFIG_FILE).read_text()))
+            except (OSError, ValueError, WeightsError) as e:
+                raise WeightsError(
+                    f"{d / CONFIG_FILE} cannot be read as a GPT-2 config ({e})", "weights_dir"
+                ) from None
             bundled = d.name in BUNDLED_PAIR
             rows.append(
                 {
@@ -161,7 +177,7 @@ def list_models() -> list[dict]:
                     "kind": "bundled (the default pair)" if bundled else "local",
                     "present": True,
                     "n_params": config.n_params,
-                    "description": "trained by specbench/train.py" if bundled else "local directory",
+                    "description": "trained by specbench.train" if bundled else "local directory",
                     "path": str(d),
                     "layers_x_width": f"{config.n_layer}x{config.n_embd}",
                 }
@@ -169,12 +185,19 @@ def list_models() -> list[dict]:
     return rows
 
 
-BUNDLED_PAIR = ("tiny-draft", "tiny-target")  # trained by specbench/train.py, committed in gpt2_weights/
+BUNDLED_PAIR = ("tiny-draft", "tiny-target")  # trained by specbench.train, committed in gpt2_weights/
 RANDOM_PAIR = ("random-draft", "random-target")
 
 
 def default_pair() -> tuple[str, str]:
-    """The bundled trained pair when it is in gpt2_weights/, else the random pair (timing only)."""
-    if all(is_model_dir(weights_dir() / name) for name in BUNDLED_PAIR):
-        return BUNDLED_PAIR
-    return RANDOM_PAIR
+    """The bundled trained pair in gpt2_weights/. Random weights are never a silent stand-in:
+    without the pair this says how to name one (random-draft and random-target time only)."""
+    folder = weights_dir()
+    missing = [name for name in BUNDLED_PAIR if not is_model_dir(folder / name)]
+    if missing:
+        raise WeightsError(
+            f"the bundled pair is not in {folder} (no {', '.join(missing)}): name models with --draft and "
+            f"--target, e.g. --draft {RANDOM_PAIR[0]} --target {RANDOM_PAIR[1]} (random, timing only)",
+            "target",
+        )
+    return BUNDLED_PAIR

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from specbench import bench, hf_layout
+from specbench import bench, hf_layout, weights
 from specbench.cli import cli
 from specbench.export import CSV_COLUMNS
 from specbench.gpt2 import GPT2Config
@@ -30,12 +30,17 @@ def model_dirs(tmp_path_factory):
     return root
 
 
+BUNDLED = Path(__file__).resolve().parent.parent / "gpt2_weights"
+
+
 @pytest.fixture
 def env(model_dirs, tmp_path, monkeypatch):
     """Weights and results in temporary folders; returns the --draft/--target arguments."""
     monkeypatch.setenv("SPECBENCH_WEIGHTS_DIR", str(tmp_path / "gpt2_weights"))
     monkeypatch.setenv("SPECBENCH_RESULTS_DIR", str(tmp_path / "results"))
     (tmp_path / "gpt2_weights").mkdir()
+    for name in weights.BUNDLED_PAIR:  # the default pair, as a checkout has it
+        (tmp_path / "gpt2_weights" / name).symlink_to(BUNDLED / name)
     monkeypatch.chdir(tmp_path)
     return ["--draft", str(model_dirs / "d"), "--target", str(model_dirs / "t")]
 
@@ -336,7 +341,9 @@ def test_no_folder_is_made_that_the_user_did_not_name(env, tmp_path, monkeypatch
     folder = plan.results_dir()
     assert folder.is_dir() and folder.name == "results" and (folder.parent / "pyproject.toml").exists()
     assert set(Path("/").iterdir()) == before and not (tmp_path / "nonexistent").exists()
-    assert invoke("models", "list").exit_code == 0 and not (tmp_path / "nonexistent").exists()
+    # a weights folder the user named must exist: one line, and still no folder made
+    assert_one_line_error(invoke("models", "list"), "SPECBENCH_WEIGHTS_DIR", "does not exist")
+    assert not (tmp_path / "nonexistent").exists()
 
 
 @pytest.mark.parametrize("content, fragment", [("[]", "no rows"), ('[{"K": 4}]', "has no temperature")])
@@ -434,9 +441,12 @@ def test_plain_progress_lines_say_what_how_far_and_eta():
 
     buf = io.StringIO()
     with progress("train", 10, unit="step", interval=0, stream=buf) as bar:
+        bar.update(1)  # the first unit (a compile) is left out of the ETA
         bar.update(5, info="loss 3.2")
     lines = buf.getvalue().splitlines()
-    assert lines[0].startswith("[progress] train: step 5/10 (50%) · loss 3.2 · elapsed") and "ETA" in lines[0]
+    assert lines[0].startswith("[progress] train: step 0/10 (0%)")  # a line at once, before the first unit
+    assert lines[2].startswith("[progress] train: step 5/10 (50%) · loss 3.2 · elapsed") and "ETA" in lines[2]
+    assert "ETA" not in lines[1] and len(lines) == 4 and lines[3] != lines[2]  # the last line printed once
 
 
 def _cli_subprocess(*args, **kw):
