@@ -2,6 +2,7 @@
 
 import gc
 import os
+from pathlib import Path
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # Compiling, not running, is most of the suite's time (XLA:CPU spends ~20 ms per fused kernel).
@@ -15,7 +16,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from click.testing import CliRunner
 
+from specbench import hf_layout, weights
+from specbench.cli import cli
 from specbench.gpt2 import GPT2Config, init_params
 from specbench.weights import Model
 
@@ -93,3 +97,49 @@ def numpy_gpt2(params, tokens, config: GPT2Config) -> np.ndarray:
         x = x + f @ B["mlp"]["c_proj"]["weight"][i] + B["mlp"]["c_proj"]["bias"][i]
     x = ln(x, P["ln_f"]["weight"], P["ln_f"]["bias"])
     return x @ P["wte"].T
+
+
+# ---------------------------------------------------------------------------------------------
+# The command line: small models on disk, temporary folders, one-line errors
+
+# GPT-2's vocabulary, so the real tokenizer's ids fit; tiny otherwise
+TARGET = GPT2Config(n_layer=2, n_head=2, n_embd=32, n_ctx=128, n_vocab=50257)
+DRAFT = GPT2Config(n_layer=1, n_head=2, n_embd=16, n_ctx=128, n_vocab=50257)
+
+
+@pytest.fixture(scope="module")
+def model_dirs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("weights")
+    hf_layout.save(root / "t", random_model(TARGET, 0, scale=10).params, TARGET)
+    hf_layout.save(root / "d", random_model(DRAFT, 1, scale=10).params, DRAFT)
+    small = GPT2Config(n_layer=1, n_head=2, n_embd=16, n_ctx=128, n_vocab=1000)
+    hf_layout.save(root / "small-vocab", random_model(small, 2).params, small)
+    return root
+
+
+BUNDLED = Path(__file__).resolve().parent.parent / "gpt2_weights"
+
+
+@pytest.fixture
+def env(model_dirs, tmp_path, monkeypatch):
+    """Weights and results in temporary folders; returns the --draft/--target arguments."""
+    monkeypatch.setenv("SPECBENCH_WEIGHTS_DIR", str(tmp_path / "gpt2_weights"))
+    monkeypatch.setenv("SPECBENCH_RESULTS_DIR", str(tmp_path / "results"))
+    (tmp_path / "gpt2_weights").mkdir()
+    for name in weights.BUNDLED_PAIR:  # the default pair, as a checkout has it
+        (tmp_path / "gpt2_weights" / name).symlink_to(BUNDLED / name)
+    monkeypatch.chdir(tmp_path)
+    return ["--draft", str(model_dirs / "d"), "--target", str(model_dirs / "t")]
+
+
+def invoke(*args):
+    return CliRunner().invoke(cli, [str(a) for a in args])
+
+
+def assert_one_line_error(result, *fragments):
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.output
+    assert "Traceback" not in result.output
+    for f in fragments:
+        assert f in lines[0], lines[0]

@@ -202,6 +202,7 @@ class HubHandler(http.server.BaseHTTPRequestHandler):
 def tiny_hub(tmp_path, monkeypatch):
     """gpt2 (124M) in the registry, served as a tiny model from loopback; downloads go to tmp_path."""
     monkeypatch.setenv("SPECBENCH_WEIGHTS_DIR", str(tmp_path / "gpt2_weights"))
+    (tmp_path / "gpt2_weights").mkdir()  # a folder the user names must exist
     monkeypatch.setitem(
         weights.REGISTRY,
         "124M",

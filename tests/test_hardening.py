@@ -1,0 +1,231 @@
+"""Bad input, table-driven and fuzzed: one line naming the flag, exit code 2, nothing written.
+
+The table holds one sample of every class of fault a new user's trial found; the fuzz test
+draws flag combinations and values from each option's domain and beyond it, through --dry-run.
+"""
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from specbench import export, tokenizer
+
+from conftest import assert_one_line_error, invoke
+
+ROWS = Path(__file__).resolve().parent.parent / "results" / "recorded" / "cpu-sweep-bundled-prompts.json"
+
+# (command line, the flag the one-line error must name, a fragment of what it says)
+CASES = [
+    # values checked at the boundary
+    (["run", "-t", "nan"], "--temperature", "finite"),
+    (["run", "-t", "inf"], "--temperature", "finite"),
+    (["run", "-t", "1e-40"], "--temperature", "overflow"),
+    (["trace", "--top-p", "nan"], "--top-p", "finite"),
+    (["run", "--seed", str(2**63)], "--seed", "range"),
+    (["theory", "--K", "4", "--t-draft", "nan", "--t-target", "1", "--alpha", "0.5"], "--t-draft", "finite"),
+    (["theory", "--K", "4", "--t-draft", "1", "--t-target", "inf", "--r", "0.5"], "--t-target", "finite"),
+    (["run", "--prompt", "caf\udce9"], "--prompt", "UTF-8"),
+    (["run", "-n", "1"], "--n-tokens", "range"),
+    # unbounded work
+    (
+        ["theory", "--K", "1-100000000", "--t-draft", "1", "--t-target", "9", "--alpha", "0.5"],
+        "--K",
+        "at most",
+    ),
+    (["sweep", "--K", "1-100000000"], "--K", "at most"),
+    (["run", "--drafter", "lookup", "--ngram", "200"], "--ngram", "<= 16"),
+    # the flag at fault, with a limit that can be met
+    (["run", "--K", "120"], "--K", "K can be at most"),
+    (["run", "--prompt", "the " * 200], "--prompt", "at most"),
+    (["run", "-n", "500"], "--n-tokens", "at most"),
+    # flags that would change nothing, or conflict
+    (["run", "--top-k", "5"], "--top-k", "temperature 0"),
+    (["sweep", "--top-p", "0.9", "-t", "0"], "--top-p", "temperature 0"),
+    (["run", "--prompt", "hi", "--prompt-id", "fairy-1"], "--prompt/--prompt-id", "one of them"),
+    (["run", "--draft-layers", "1"], "--draft-layers", "layerskip"),
+    (["run", "--ngram", "2"], "--ngram", "lookup"),
+    (["run", "--draft-confidence", "0.5"], "--draft-confidence", "--dynamic-K"),
+    (["run", "--export-csv", "-", "--export-json", "-"], "--export-*", "standard output"),
+    (["sweep", "--K", "2,2"], "--K", "listed twice"),
+    (["sweep", "--drafter", "model,model"], "--drafter", "listed twice"),
+    (["sweep", "-t", "0,0.5,0.5"], "--temperature", "listed twice"),
+    (["sweep", "--prompts", "fairy-1,fairy-1"], "--prompts", "listed twice"),
+    (
+        ["theory", "--K", "1-4", "--t-draft", "1", "--t-target", "9", "--alpha", "0.5", "--t-verify", "12"],
+        "--t-verify",
+        "one K",
+    ),  # fmt: skip
+    # click's own checks in the same form
+    (["run", "--K", "0"], "--K", "range"),
+    (["run", "--bogus"], "--bogus", "no such option"),
+    (["theory", "--K", "4"], "--t-draft", "required"),
+]
+
+
+@pytest.mark.parametrize("args, flag, fragment", CASES, ids=[" ".join(c[0])[:40] for c in CASES])
+def test_bad_input_names_its_flag(env, tmp_path, args, flag, fragment):
+    if args[0] in ("run", "sweep") and not any(a in args for a in ("--draft", "--drafter")):
+        args = args[:1] + env + args[1:]
+    before = sorted(p.name for p in tmp_path.iterdir())
+    result = invoke(*args, *(["--dry-run"] if args[0] in ("run", "sweep") else []))
+    assert_one_line_error(result, f"error: {flag}: ", fragment)
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing written
+
+
+def test_an_existing_sweep_file_is_never_replaced_unasked(env, tmp_path):
+    out = tmp_path / "s.json"
+    out.write_text(ROWS.read_text())
+    before = out.read_bytes()
+    assert_one_line_error(invoke("sweep", *env, "-o", out, "--K", 1), "--output", "--resume", "--force")
+    assert_one_line_error(invoke("sweep", *env, "-o", out, "--resume", "--force"), "--force")
+    assert invoke("sweep", *env, "-o", out, "--K", 1, "--force", "--dry-run").exit_code == 0
+    assert out.read_bytes() == before
+
+
+def test_resume_refuses_a_file_of_another_draft(env, tmp_path):
+    out = tmp_path / "s.json"
+    rows = json.loads(ROWS.read_text())[:2]  # rows of the bundled pair, not of the test models
+    out.write_text(json.dumps(rows))
+    r = rows[0]  # the same target and settings as the file's rows, another draft
+    args = ["sweep", "--draft", env[1], "--target", "tiny-target", "-o", out, "--resume", "--K", r["K"]]
+    args += ["-n", r["n_tokens"], "--repeats", r["repeats"], "--prompts", r["prompt_id"], "--dry-run"]
+    assert_one_line_error(invoke(*args), "--resume", "another sweep", "draft tiny-draft there")
+
+
+def test_weights_come_from_a_folder_that_exists_and_never_silently_at_random(env, tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECBENCH_WEIGHTS_DIR", str(tmp_path / "missing"))
+    assert_one_line_error(invoke("run", "--dry-run"), "SPECBENCH_WEIGHTS_DIR", "does not exist")
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("SPECBENCH_WEIGHTS_DIR", str(tmp_path / "a-file"))
+    assert_one_line_error(invoke("models", "list"), "SPECBENCH_WEIGHTS_DIR", "is a file")
+    (tmp_path / "empty").mkdir()
+    monkeypatch.setenv("SPECBENCH_WEIGHTS_DIR", str(tmp_path / "empty"))
+    assert_one_line_error(invoke("run", "--dry-run"), "--target", "bundled pair is not in", "random-target")
+    result = invoke("run", "--draft", "random-draft", "--target", "random-target", "--dry-run", "-n", 8)
+    assert result.exit_code == 0, result.output  # random weights run when named
+
+
+def test_an_unreadable_model_folder_is_one_line(env, tmp_path):
+    broken = tmp_path / "gpt2_weights" / "broken"
+    broken.mkdir()
+    (broken / "config.json").write_text("{not json")
+    (broken / "model.safetensors").write_text("")
+    assert_one_line_error(invoke("models", "list"), "SPECBENCH_WEIGHTS_DIR", "config.json")
+
+
+def test_the_tokenizer_writes_no_cache_and_files_are_readable_by_others(tmp_path, monkeypatch):
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.delenv("TIKTOKEN_CACHE_DIR", raising=False)
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    tokenizer.get_encoding.cache_clear()
+    assert tokenizer.encode("hello world") == [31373, 995]
+    assert not (tmp_path / "data-gym-cache").exists() and "TIKTOKEN_CACHE_DIR" not in os.environ
+    old = os.umask(0o022)
+    try:
+        export.write_text(str(tmp_path / "rows.json"), "[]\n")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "rows.json").stat().st_mode) == 0o644
+
+
+@pytest.mark.parametrize("bad, fragment", [("null", "not a number"), ('"fast"', "not a number")])
+def test_plot_refuses_rows_whose_values_are_not_numbers(env, tmp_path, bad, fragment):
+    pytest.importorskip("matplotlib")
+    rows = json.loads(ROWS.read_text())
+    rows[1]["speedup"] = json.loads(bad)
+    (tmp_path / "rows.json").write_text(json.dumps(rows))
+    assert_one_line_error(invoke("plot", tmp_path / "rows.json"), "FILE", fragment)
+    assert not (tmp_path / "rows.png").exists()
+
+
+def test_plot_writes_here_and_replaces_nothing_unasked(env, tmp_path):
+    pytest.importorskip("matplotlib")
+    assert invoke("plot", ROWS).exit_code == 0
+    assert (tmp_path / f"{ROWS.stem}.png").exists()  # in the working directory, not beside the rows
+    assert_one_line_error(invoke("plot", ROWS), "--output", "--force")
+    assert invoke("plot", ROWS, "--force").exit_code == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Fuzzing: every flag, values from its domain and far beyond it
+
+ODD = ["", "nan", "inf", "-inf", "-1", "0", "1e-40", "1e309", str(2**63), "x", "1,,2", "1-", "é", "\udcff"]
+
+
+def domain(valid, beyond=()):
+    """Values from the flag's domain three times in four, else the odd ones and `beyond`."""
+    return st.one_of(valid, valid, valid, st.sampled_from(ODD + list(beyond)))
+
+
+values = {
+    "--K": domain(st.sampled_from(["1", "2", "4", "1-3", "2,8"]), ["300", "1-100000000", "2,2"]),
+    "--temperature": domain(st.sampled_from(["0", "0.7", "1", "0,1"]), [str(x) for x in (-0.5, 0.001, 1e4)]),
+    "--top-p": domain(st.floats(0.05, 1).map(str), ["1.5", "0.9,0.9"]),
+    "--top-k": domain(st.integers(1, 200).map(str), ["-3", "60000"]),
+    "--n-tokens": domain(st.integers(2, 40).map(str), ["1", "600", "100000"]),
+    "--seed": domain(st.integers(0, 2**32 - 1).map(str), [str(2**64), "-5"]),
+    "--repeats": domain(st.sampled_from(["1", "2"])),
+    "--batch": domain(st.sampled_from(["1", "2", "3", "1,2"]), [str(10**10), "1,1"]),
+    "--drafter": domain(
+        st.sampled_from(["model", "lookup", "layerskip", "model,lookup"]), ["oracle", "lookup,lookup"]
+    ),
+    "--ngram": domain(st.integers(1, 16).map(str), ["17", "300"]),
+    "--draft-layers": domain(st.sampled_from(["1"]), ["2", "5"]),
+    "--draft-confidence": domain(st.floats(0.01, 0.99).map(str), ["1.5"]),
+    "--prompt": domain(st.text(min_size=1, max_size=30), ["caf\udce9", "the " * 300]),
+    "--prompt-id": domain(st.sampled_from(["fairy-1", "list-1"]), ["all", "narrative", "nope"]),
+    "--prompts": domain(st.sampled_from(["fairy", "fairy-1,list-1", "list-1"]), ["nope", "fairy-1,fairy-1"]),
+    "--dtype": domain(st.sampled_from(["float32", "bfloat16"]), ["float16"]),
+    "--export-csv": domain(st.sampled_from(["-", "x.csv"]), ["x.json", "/nonexistent/x.csv", "."]),
+    "--export-json": domain(st.sampled_from(["-", "x.json"]), ["x.csv", "/proc/x.json"]),
+    "--output": domain(st.sampled_from(["s.json"]), ["s.csv", "/nonexistent/s.json", "."]),
+}
+flags = ["--dynamic-K", "--host-loop", "--no-save", "--resume", "--force"]
+run_only, sweep_only = (
+    {"--prompt", "--prompt-id", "--no-save"},
+    {"--prompts", "--output", "--resume", "--force"},
+)
+
+
+@st.composite
+def command_lines(draw):
+    command = draw(st.sampled_from(["run", "sweep"]))
+    skip = sweep_only if command == "run" else run_only
+    chosen = draw(st.lists(st.sampled_from(sorted(set(values) - skip)), max_size=5, unique=True))
+    args = [command]
+    for name in chosen:
+        args += [name, draw(values[name])]
+    args += draw(st.lists(st.sampled_from([f for f in flags if f not in skip]), max_size=2, unique=True))
+    return args
+
+
+EXAMPLES = int(os.environ.get("SPECBENCH_FUZZ_EXAMPLES", "60"))  # CI's fixed budget; more locally
+
+
+@settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])  # fmt: skip
+@given(args=command_lines())
+def test_fuzzed_command_lines_end_cleanly_and_write_nothing(env, tmp_path, args):
+    if not any(a in args for a in ("--draft", "--target")):
+        args = args[:1] + env + args[1:]
+    before = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
+    result = invoke(*args, "--dry-run")
+    assert (
+        "Traceback" not in result.output
+        and result.exception is None
+        or isinstance(result.exception, SystemExit)
+    ), (args, result.output, result.exception)
+    assert result.exit_code in (0, 2), (args, result.output)
+    if result.exit_code == 2:
+        lines = [line for line in result.output.splitlines() if line.strip()]
+        assert len(lines) == 1 and lines[0].startswith("error: "), (args, result.output)
+        named = lines[0][len("error: ") :].split(":")[0]
+        assert named.startswith("--") or named in ("SPECBENCH_WEIGHTS_DIR", "SPECBENCH_RESULTS_DIR"), lines[0]
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == before, args
