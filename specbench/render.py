@@ -156,6 +156,14 @@ def timing_table(row: dict, console: Console) -> None:
         )
 
 
+def verdict(row: dict) -> str:
+    """'1.60 ± 0.08 times faster', or for a speedup s < 1 '1/s ± σ/s² times slower' (the σ carried
+    through the inversion to first order)."""
+    s, sd = row["speedup"], row["speedup_std"]
+    faster, factor, sd = ("faster", s, sd) if s >= 1 else ("slower", 1 / s, sd / s**2)
+    return f"{factor:.2f}" + ("" if row["repeats"] == 1 else f" ± {sd:.2f}") + f" times {faster}"
+
+
 def run_report(row: dict, res, console: Console) -> None:
     """Everything `run` prints after measuring: the tables, the verdict, the texts."""
     timing_table(row, console)
@@ -167,13 +175,9 @@ def run_report(row: dict, res, console: Console) -> None:
         )
     if B > 1:
         console.print(batch_line(row))
-    s, sd = row["speedup"], row["speedup_std"]
-    # slower: the factor is 1/s, and its σ is σ/s² (first-order propagation)
-    faster, factor, sd = ("faster", s, sd) if s >= 1 else ("slower", 1 / s, sd / s**2)
-    spread = "" if row["repeats"] == 1 else f" ± {sd:.2f}"
     console.print(
-        f"[bold]speculative[/bold] ran [bold]{factor:.2f}{spread}[/bold] times {faster} "
-        f"than autoregressive · compile (excluded): {res.compile_s:.1f} s, {res.n_compiles} programs"
+        f"[bold]speculative[/bold] ran [bold]{verdict(row)}[/bold] than autoregressive · "
+        f"compile (excluded): {res.compile_s:.1f} s, {res.n_compiles} programs"
     )
     first = (lambda x: x[0]) if B > 1 else (lambda x: x)
     which = f" (sequence 1 of {B}: {row['batch_prompt_ids'][0]})" if B > 1 else ""

@@ -91,6 +91,7 @@ def test_trace_colours_each_round(env):
     assert result.exit_code == 0, result.output
     assert "legend" in result.output and "rounds" in result.output and "α" in result.output
     assert "tokens/round" in result.output
+    assert "rounds accepting 0..4 drafts [" in result.output  # a histogram of rounds, named as one
 
 
 def test_theory_seed_points():
@@ -439,13 +440,46 @@ def test_ctrl_c_during_the_first_row_exits_130(env, tmp_path):
     assert "interrupted" in stderr and "Traceback" not in stderr and "Segmentation" not in stderr
     if out.exists():  # whatever finished is whole
         json.loads(out.read_text())
+    else:  # and no file is named that does not exist
+        assert "nothing was written" in stderr and str(out) not in stderr
+
+
+def test_sigterm_ends_like_ctrl_c_with_143_and_the_resume_hint(env, tmp_path):
+    import signal
+    import subprocess
+    import time
+
+    out = tmp_path / "s.json"
+    proc = _cli_subprocess(
+        "sweep",
+        *env,
+        "--K",
+        "1,2",
+        "--repeats",
+        1,
+        "-n",
+        5,
+        "-o",
+        out,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 90
+    while not out.exists() and time.monotonic() < deadline:  # until the first row is kept
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode in (143, 0), stderr  # 0: the sweep ended before the signal came
+    if proc.returncode == 143:
+        assert f"--resume --output {out}" in stderr and "Traceback" not in stderr
 
 
 def test_a_closed_pipe_ends_quietly(env):
+    import os
     import subprocess
 
     proc = _cli_subprocess(
-        "run", *env, "--repeats", 1, "-n", 5, "--no-save", stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        "run", *env, "--repeats", 1, "-n", 5, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
     first = proc.stdout.readline()
     proc.stdout.close()  # like `| head -1`
@@ -453,6 +487,7 @@ def test_a_closed_pipe_ends_quietly(env):
     proc.wait(timeout=120)
     assert first.startswith("draft") and proc.returncode == 0, stderr
     assert "Traceback" not in stderr and "Error" not in stderr
+    assert len(list((Path(os.environ["SPECBENCH_RESULTS_DIR"])).glob("run-*.json"))) == 1  # the row was kept
 
 
 def test_draft_with_a_drafter_that_needs_none_is_refused(env):

@@ -59,7 +59,7 @@ CASES = [
         ["theory", "--K", "1-4", "--t-draft", "1", "--t-target", "9", "--alpha", "0.5", "--t-verify", "12"],
         "--t-verify",
         "one K",
-    ),  # fmt: skip
+    ),
     # click's own checks in the same form
     (["run", "--K", "0"], "--K", "range"),
     (["run", "--bogus"], "--bogus", "no such option"),
@@ -209,8 +209,12 @@ def command_lines(draw):
 EXAMPLES = int(os.environ.get("SPECBENCH_FUZZ_EXAMPLES", "60"))  # CI's fixed budget; more locally
 
 
-@settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])  # fmt: skip
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(args=command_lines())
 def test_fuzzed_command_lines_end_cleanly_and_write_nothing(env, tmp_path, args):
     if not any(a in args for a in ("--draft", "--target")):
@@ -229,3 +233,18 @@ def test_fuzzed_command_lines_end_cleanly_and_write_nothing(env, tmp_path, args)
         named = lines[0][len("error: ") :].split(":")[0]
         assert named.startswith("--") or named in ("SPECBENCH_WEIGHTS_DIR", "SPECBENCH_RESULTS_DIR"), lines[0]
     assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == before, args
+
+
+def test_a_slower_speedup_carries_its_spread_through_the_inversion():
+    from specbench.render import verdict
+
+    assert verdict({"speedup": 0.85, "speedup_std": 0.04, "repeats": 5}) == "1.18 ± 0.06 times slower"
+    assert verdict({"speedup": 1.6, "speedup_std": 0.1, "repeats": 5}) == "1.60 ± 0.10 times faster"
+    assert verdict({"speedup": 0.5, "speedup_std": 0.0, "repeats": 1}) == "2.00 times slower"
+
+
+def test_a_drafter_sweep_plots_a_series_per_drafter():
+    from specbench import results
+
+    rows = json.loads((ROWS.parent / "cpu-sweep-drafters-bundled.json").read_text())
+    assert {"draft", "drafter"} <= set(results.varying(rows, exclude=("K",)))
