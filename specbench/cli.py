@@ -238,11 +238,15 @@ def roofline_cmd(**flags):
     runs, exports = plan.roofline_plan(flags)
     console = make_console(*exports.values())
     K, context, rows = flags["K"], flags["context"], []
-    with progress_bar("roofline", len(runs) * (K + 2), unit="timing") as bar:
+    with progress_bar("roofline", 1 + len(runs) * (K + 2), unit="timing") as bar:
+        bar.update(what="read bandwidth (XLA sum over 512 MB)")
+        gbps = roofline.read_gbps()  # once, before the steps it bounds
+        bar.update(advance=1)
         for model, dtype in runs:
             bar.update(what=f"timing {model.name} {dtype}")
+            tick = lambda: bar.update(advance=1)
             measured = roofline.roofline(
-                model, K + 1, context, flags["iters"], on_timing=lambda: bar.update(advance=1)
+                model, K + 1, context, flags["iters"], on_timing=tick, measured_gbps=gbps
             )
             weights = "random (timing only)" if model.source == "random" else model.source
             rows += [

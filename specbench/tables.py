@@ -78,11 +78,13 @@ def roofline_table(rows: list[dict], context: int, console: Console) -> None:
     random_note = (
         " · random weights: timing only" if any(r["weights"].startswith("random") for r in rows) else ""
     )
-    peak = rows[0]["peak_gbps"]
+    first = rows[0]
+    peak = f"datasheet peak {first['peak_gbps']:.0f} GB/s · " if first["peak_gbps"] else ""
+    bound = f"bound at {first['bound_gbps']:.1f} GB/s ({first['bound_source']})"
+    measured = f"measured read {first['measured_gbps']:.1f} GB/s (XLA sum over 512 MB, median of 7)"
     table = Table(
-        title=f"decode-step roofline · {rows[0]['device']} · cache {context} · peak "
-        + (f"{peak:.0f} GB/s" if peak else "unknown")
-        + random_note
+        title=f"decode-step roofline · {first['device']} · cache {context} · {peak}{measured} · "
+        f"{bound}{random_note}"
     )
     for col in (
         "model",
@@ -91,6 +93,7 @@ def roofline_table(rows: list[dict], context: int, console: Console) -> None:
         "t_step",
         "bound",
         "t/bound",
+        "of bound",
         "MB/step",
         "GB/s",
         "t(n)/t(1)",
@@ -99,14 +102,14 @@ def roofline_table(rows: list[dict], context: int, console: Console) -> None:
     ):
         table.add_column(col, justify="left" if col in ("model", "dtype") else "right")
     for r in rows:
-        bound = r["bound_s"]
         table.add_row(
             r["model"],
             r["dtype"],
             str(r["n_tokens_per_step"]),
             fmt_time(r["t_step_s"]),
-            fmt_time(bound) if bound else "—",
-            f"{r['t_step_s'] / bound:.2f}" if bound else "—",
+            fmt_time(r["bound_s"]),
+            f"{r['t_step_s'] / r['bound_s']:.2f}",
+            f"{r['fraction_of_bound']:.0%}",
             f"{r['bytes_per_step'] / 1e6:.1f}",
             f"{r['achieved_gbps']:.1f}",
             f"{r['t_over_t1']:.2f}",

@@ -273,6 +273,11 @@ def test_roofline_times_steps_of_1_to_K_plus_1(env, model_dirs, tmp_path):
     )
     assert rows[0]["bytes_per_step"] == 4 * (n_weights + 2 * TARGET.n_layer * 32 * TARGET.n_embd)
     assert rows[0]["achieved_gbps"] == pytest.approx(rows[0]["bytes_per_step"] / rows[0]["t_step_s"] / 1e9)
+    # the bound every row was compared with: on the CPU, the measured read bandwidth
+    r = rows[0]
+    assert r["bound_source"] == "measured" and r["bound_gbps"] == r["measured_gbps"] > 0
+    assert r["bound_s"] == pytest.approx(r["bytes_per_step"] / (r["bound_gbps"] * 1e9))
+    assert r["fraction_of_bound"] == pytest.approx(r["bound_s"] / r["t_step_s"])
     assert_one_line_error(invoke("roofline", "-m", model_dirs / "t", "--random-init"), "--random-init")
 
 
