@@ -29,7 +29,7 @@ from jax import lax
 
 from specbench import decoding
 from specbench.decoding import ARState, SpecState, bucket
-from specbench.gpt2 import GPT2Config
+from specbench.gpt2 import GPT2Config, batch_layout
 from specbench.sampling import accept_reject
 
 # ---------------------------------------------------------------------------------------------
@@ -66,11 +66,13 @@ def keys(seed: int, batch: int):
 
 
 def ar_start(params, prompt_bufs, n_prompts, keys, config, warp, max_len) -> ARState:
+    params = batch_layout(params)
     one = lambda b, n, k: decoding.start(params, b, n, k, config, warp, max_len)
     return jax.vmap(one)(prompt_bufs, n_prompts, keys)
 
 
 def ar_step(params, state: ARState, config, warp) -> ARState:
+    params = batch_layout(params)
     return jax.vmap(lambda s: decoding.ar_step(params, s, config, warp))(state)
 
 
@@ -82,6 +84,7 @@ def ar_generate(params, prompt_bufs, n_prompts, n_tokens, keys, config, warp, ma
 def spec_start(
     draft_params, target_params, prompt_bufs, n_prompts, keys, drafter, target_config, warp, max_len, K
 ) -> SpecState:
+    draft_params, target_params = batch_layout(draft_params), batch_layout(target_params)
     one = lambda b, n, k: decoding.spec_start(
         draft_params, target_params, b, n, k, drafter, target_config, warp, max_len, K
     )
@@ -92,6 +95,7 @@ def spec_round(
     draft_params, target_params, state: SpecState, drafter, target_config, warp, K, verdict=accept_reject
 ) -> SpecState:
     """Every sequence's own round (decoding.spec_round under vmap); returns the new state."""
+    draft_params, target_params = batch_layout(draft_params), batch_layout(target_params)
     one = lambda s: decoding.spec_round(
         draft_params, target_params, s, drafter, target_config, warp, K, verdict
     )[0]

@@ -61,7 +61,7 @@ def random_model(name: str, dtype: str):
     import jax.numpy as jnp
 
     from specbench import weights
-    from specbench.gpt2 import init_params
+    from specbench.gpt2 import decode_layout, init_params
 
     try:
         spec = weights.resolve(name)
@@ -70,7 +70,7 @@ def random_model(name: str, dtype: str):
     if not isinstance(spec, weights.ModelSpec):
         raise BadInput("--random-init", "needs registry names (a directory has weights already)")
     jdtype = jnp.bfloat16 if dtype == "bfloat16" else jnp.float32
-    return weights.Model(spec.name, spec.config, init_params(spec.config, 0, jdtype), "random")
+    return weights.Model(spec.name, spec.config, decode_layout(init_params(spec.config, 0, jdtype)), "random")
 
 
 def check_drafter_flags(kinds: list[str], f: dict) -> None:
@@ -154,7 +154,7 @@ def check_batch(
     """A batch runs on the device loop, and its caches must fit the device. `encoded` are the
     batch's distinct prompts (the longest sets the cache length)."""
     from specbench import batched, device, generate
-    from specbench.gpt2 import param_bytes
+    from specbench.gpt2 import resident_bytes
 
     if batch == 1:
         return
@@ -165,8 +165,8 @@ def check_batch(
     configs = [t.config] + ([drafter.config] if drafter.config is not None else [])  # lookup runs no network
     max_len = generate.plan(encoded, n_tokens, K, [m for m in (d, t) if m is not None])
     itemsize = t.params["wte"].dtype.itemsize
-    weights = param_bytes(t.params) + (
-        param_bytes(d.params) if d is not None and drafter.kind == "model" else 0
+    weights = resident_bytes(t.params) + (
+        resident_bytes(d.params) if d is not None and drafter.kind == "model" else 0
     )
     per_seq = batched.memory_bytes(1, configs, max_len, K, t.config.n_vocab, itemsize)
     free = device.memory_bytes()

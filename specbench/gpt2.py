@@ -74,7 +74,13 @@ def layer_norm(x, weight, bias, eps: float = 1e-5):
     return ((x32 - mean) * lax.rsqrt(var + eps)).astype(x.dtype) * weight + bias
 
 
-def linear(x, weight, bias):  # [n_seq, n_in] @ [n_in, n_out] + [n_out]; w in Conv1D orientation
+def linear(x, bias, weight, weight_t=None):
+    """[n_seq, n_in] -> [n_seq, n_out]: x @ weight + bias, weight [n_in, n_out] in HF's Conv1D
+    orientation. A 1-row step uses weight_t = weight.T [n_out, n_in] where decode_layout added it:
+    on the CPU that product streams the weight at the memory bound, and [n_in, n_out] serves
+    several rows better (README, performance notes)."""
+    if weight_t is not None and x.shape[0] == 1:
+        return x @ weight_t.T + bias
     return x @ weight + bias
 
 
@@ -93,12 +99,15 @@ def cached_attention(q, k, v, k_cache, v_cache, pos):
     """
     n_seq, max_len = q.shape[0], k_cache.shape[0]
     scale = 1.0 / math.sqrt(q.shape[-1])
-    old = jnp.einsum("qhd,khd->hqk", q, k_cache).astype(jnp.float32) * scale  # [n_head, n_seq, max_len]
+    # the cache's products head-major, as batched matmuls want them (README, performance notes)
+    k_heads, v_heads = jnp.swapaxes(k_cache, 0, 1), jnp.swapaxes(v_cache, 0, 1)  # [n_head, max_len, hd]
+    q_heads = jnp.swapaxes(q, 0, 1)  # [n_head, n_seq, hd]
+    old = jnp.einsum("hqd,hkd->hqk", q_heads, k_heads).astype(jnp.float32) * scale  # [n_head, n_seq, max_len]
     new = jnp.einsum("qhd,khd->hqk", q, k).astype(jnp.float32) * scale  # [n_head, n_seq, n_seq]
     old = jnp.where((jnp.arange(max_len) < pos)[None, None, :], old, -jnp.inf)
     new = jnp.where(jnp.tril(jnp.ones((n_seq, n_seq), bool))[None], new, -jnp.inf)
     weights = jax.nn.softmax(jnp.concatenate([old, new], axis=-1), axis=-1).astype(v.dtype)
-    return jnp.einsum("hqk,khd->qhd", weights[..., :max_len], v_cache) + jnp.einsum(
+    return jnp.einsum("hqk,hkd->qhd", weights[..., :max_len], v_heads) + jnp.einsum(
         "hqk,khd->qhd", weights[..., max_len:], v
     )
 
@@ -230,6 +239,43 @@ def init_params(config: GPT2Config, seed: int = 0, dtype=jnp.float32):
     }
 
 
+MATRICES = (("attn", "c_attn"), ("attn", "c_proj"), ("mlp", "c_fc"), ("mlp", "c_proj"))
+
+
+def decode_layout(params):
+    """The same weights with a second copy of every block matrix stored [n_out, n_in] (`weight_t`),
+    which linear() uses for 1-token steps; made once at load, on the CPU only (other devices keep
+    params unchanged). It costs the block matrices' size again in memory."""
+    attn = params["blocks"]["attn"]["c_attn"]
+    if jax.devices()[0].platform != "cpu" or "weight_t" in attn:
+        return params
+    blocks = jax.tree_util.tree_map(lambda x: x, params["blocks"])  # a copy of the dict structure
+    for part, name in MATRICES:
+        layer = blocks[part][name]
+        layer["weight_t"] = jnp.swapaxes(layer["weight"], 1, 2)
+    return {**params, "blocks": blocks}
+
+
+def batch_layout(params):
+    """params without decode_layout's [n_out, n_in] copies: under vmap a batch's 1-token steps are
+    B-row products, which the HF layout serves better (README, performance notes)."""
+    if "blocks" not in params:  # a drafter with no network (lookup)
+        return params
+    drop = lambda layer: {k: v for k, v in layer.items() if k != "weight_t"}
+    blocks = {
+        part: {name: drop(layer) for name, layer in group.items()} if part in ("attn", "mlp") else group
+        for part, group in params["blocks"].items()
+    }
+    return {**params, "blocks": blocks}
+
+
 def param_bytes(params) -> int:
-    """Bytes of all weights: what one decode step must read from memory."""
+    """Bytes of the weights one decode step must read from memory: every weight once (the
+    decode layout's second copy of a matrix is read instead of the first, not as well)."""
+    leaves = jax.tree_util.tree_leaves_with_path(params)
+    return sum(x.size * x.dtype.itemsize for path, x in leaves if path[-1].key != "weight_t")
+
+
+def resident_bytes(params) -> int:
+    """Bytes the weights hold in memory, the decode layout's copies included."""
     return sum(x.size * x.dtype.itemsize for x in jax.tree_util.tree_leaves(params))

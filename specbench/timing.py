@@ -18,7 +18,7 @@ from jax import lax
 
 from specbench import drafters, generate
 from specbench.decoding import draft_params_for
-from specbench.gpt2 import GPT2Config, init_cache, step
+from specbench.gpt2 import GPT2Config, batch_layout, init_cache, step
 from specbench.sampling import Warp, argmax
 from specbench.weights import Model
 
@@ -78,6 +78,8 @@ def _chained_step(params, cache, tokens, pos, config: GPT2Config):
 @functools.partial(jax.jit, static_argnames=("iters", "config"), donate_argnames=("cache",))
 def _step_loop(params, cache, tokens, pos, iters, config: GPT2Config):
     """`iters` steps; with a leading batch axis on cache, tokens and pos, every sequence at once."""
+    if tokens.ndim == 2:  # as batched.py decodes: vmapped, in the batch layout
+        params = batch_layout(params)
     one = lambda c, t, p: lax.fori_loop(0, iters, lambda _, s: _chained_step(params, *s, p, config), (c, t))
     return jax.vmap(one)(cache, tokens, pos) if tokens.ndim == 2 else one(cache, tokens, pos)
 

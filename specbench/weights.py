@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 
 from specbench.errors import WeightsError
-from specbench.gpt2 import GPT2Config, init_params
+from specbench.gpt2 import GPT2Config, decode_layout, init_params
 from specbench.hf_layout import CONFIG_FILE, config_from_hf, is_model_dir, load_dir
 
 
@@ -122,8 +122,16 @@ def random_model_params(spec: ModelSpec, dtype=jnp.float32) -> dict:
     return init_params(spec.config, spec.random_seed, dtype)
 
 
-def load_model(name: str, dtype=jnp.float32) -> Model:
-    """Load by registry name, alias or directory path; clear WeightsError if it is not here."""
+def load_model(name: str, dtype=jnp.float32, for_decoding: bool = True) -> Model:
+    """Load by registry name, alias or directory path; clear WeightsError if it is not here.
+    for_decoding adds gpt2.decode_layout's copies (on the CPU), which training does without."""
+    model = _load(name, dtype)
+    if for_decoding:
+        model = dataclasses.replace(model, params=decode_layout(model.params))
+    return model
+
+
+def _load(name: str, dtype) -> Model:
     target = resolve(name)
     if isinstance(target, Path):
         config, params = load_dir(target, dtype)

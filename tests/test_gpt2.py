@@ -3,7 +3,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from specbench.gpt2 import GPT2Config, gpt2, init_cache, step_jit
+from specbench.gpt2 import GPT2Config, decode_layout, gpt2, init_cache, step_jit
+from specbench.weights import Model
 
 from conftest import numpy_gpt2, random_model
 
@@ -14,12 +15,16 @@ CONFIGS = [
 ]
 
 
+@pytest.mark.parametrize("layout", ["hf", "decode"])
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda c: f"{c.n_layer}x{c.n_embd}h{c.n_head}v{c.n_vocab}")
-def test_cached_logits_match_full_forward(config):
+def test_cached_logits_match_full_forward(config, layout):
     model = random_model(config, seed=config.n_embd)
     rng = np.random.default_rng(config.n_vocab)
     tokens = jnp.asarray(rng.integers(0, config.n_vocab, 30), jnp.int32)
-    full = np.asarray(gpt2(model.params, tokens, config))
+    full = np.asarray(gpt2(model.params, tokens, config))  # uncached, in the HF layout
+    if layout == "decode":  # every step shape below, 1-token steps through the [n_out, n_in] copies
+        model = Model(model.name, config, decode_layout(model.params), model.source)
+        assert "weight_t" in model.params["blocks"]["mlp"]["c_fc"]
     cache = init_cache(config, config.n_ctx)
     # prefill 7 (padded to a bucket of 8), then decode, verify, decode, verify at arbitrary positions
     padded = jnp.concatenate([tokens[:7], jnp.zeros(1, jnp.int32)])
@@ -79,3 +84,12 @@ def test_logits_at_one_row_equals_that_row_of_all():
     )
     assert one.shape == (1, config.n_vocab)
     np.testing.assert_allclose(one[0], full[6], atol=1e-6)
+
+
+def test_the_decode_layout_reads_as_many_bytes_and_batches_use_the_hf_layout():
+    from specbench.gpt2 import batch_layout, param_bytes, resident_bytes
+
+    params = random_model(CONFIGS[1], seed=1).params
+    both = decode_layout(params)
+    assert param_bytes(both) == param_bytes(params) < resident_bytes(both)
+    assert jax.tree_util.tree_structure(batch_layout(both)) == jax.tree_util.tree_structure(params)
