@@ -59,22 +59,29 @@ def plot_batch(rows: list[dict], output: str) -> None:
     _save(fig, rows, output)
 
 
+DRAFT_DETAILS = ("drafter", "ngram", "draft_layers")  # named by the draft itself: lookup(n=3), target[:2]
+
+
 def plot_K(rows: list[dict], output: str) -> None:
-    """One series per combination of the settings that vary besides K (drafter, prompt,
+    """One series per combination of the settings that vary besides K (draft, prompt,
     temperature, ...): measured speedup, the refined theory, and Leviathan's curve from the
-    series' mean alpha and c = t_draft / t_target."""
-    series = results.varying(rows, exclude=("K",))
+    series' mean alpha and c = t_draft / t_target; one legend below both panels."""
+    series = results.varying(rows, exclude=("K", *DRAFT_DETAILS))
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in rows:
         groups[tuple(r.get(n) for n in series)].append(r)
-    fig, (ax_s, ax_t) = plt.subplots(1, 2, figsize=(11, 4.2))
+    legend_rows = -(-len(groups) // 3)
+    fig, (ax_s, ax_t) = plt.subplots(1, 2, figsize=(11, 4.2 + 0.2 * legend_rows))
+    if len(groups) > 10:  # past the default cycle's 10 colours, 20 distinct ones
+        for ax in (ax_s, ax_t):
+            ax.set_prop_cycle(color=plt.cm.tab20.colors)
     for values, group in sorted(groups.items(), key=lambda g: str(g[0])):
-        label = ", ".join(f"{n}={v}" for n, v in zip(series, values)) or "all rows"
+        label = " · ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in values) or "all rows"
         Ks = sorted({r["K"] for r in group})
         mean = lambda col, k: float(np.mean([r[col] for r in group if r["K"] == k]))
         line = ax_s.plot(Ks, [mean("speedup", k) for k in Ks], "o-", label=label)[0]
         ax_s.plot(Ks, [mean("refined_speedup", k) for k in Ks], "x:", color=line.get_color())
-        ax_t.plot(Ks, [mean("tokens_per_round", k) for k in Ks], "o-", color=line.get_color(), label=label)
+        ax_t.plot(Ks, [mean("tokens_per_round", k) for k in Ks], "o-", color=line.get_color())
         alphas = [r["alpha"] for r in group if r.get("alpha") is not None]  # None: no draft was ever tested
         if not alphas:
             continue
@@ -91,16 +98,27 @@ def plot_K(rows: list[dict], output: str) -> None:
         title="speedup: measured o-, refined x:, theory --",
     )
     ax_t.set(xlabel=K_axis, ylabel="tokens per round", title="tokens per round: measured o-, theory --")
+    Ks = sorted({r["K"] for r in rows})
     for ax in (ax_s, ax_t):
-        ax.legend(fontsize=6, ncol=1 + len(groups) // 10)
         ax.grid(alpha=0.3)
-    _save(fig, rows, output)
+        ax.set_xticks(range(1, max(Ks) + 1) if max(Ks) <= 16 else Ks)
+    if series:  # one legend for both panels, below them: the series are the same
+        fig.legend(
+            loc="lower center",
+            ncol=min(3, len(groups)),
+            fontsize=7,
+            title=" · ".join(series),
+            title_fontsize=7,
+            frameon=False,
+        )
+    _save(fig, rows, output, bottom=0.05 + 0.045 * legend_rows / (1 + 0.05 * legend_rows) if series else 0)
 
 
-def _save(fig, rows: list[dict], output: str) -> None:
-    """Title the figure with what all rows share (pair, device), and write it."""
+def _save(fig, rows: list[dict], output: str, bottom: float = 0.0) -> None:
+    """Title the figure with what all rows share (pair, device), leave `bottom` of it to a legend,
+    and write it."""
     shared = [n for n in ("draft", "target", "device") if len({str(r.get(n)) for r in rows}) == 1]
     fig.suptitle(" · ".join(f"{n} {rows[0].get(n)}" for n in shared), fontsize=9)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, min(bottom, 0.6), 1, 1))
     fig.savefig(output, dpi=120)
     plt.close(fig)
