@@ -59,6 +59,8 @@ class BenchmarkResult:
     t_verify_s: float
     t_round_s: float
     t_ar_token_s: float
+    t_ar_start_s: float  # prefill and first token of AR, and of SD (target and drafter): one dispatch each
+    t_sd_start_s: float
     t_overhead_err_s: float  # σ of t_round - K t_draft - t_verify, from the spread of each timing
     compile_s: float
     n_compiles: int
@@ -108,37 +110,31 @@ def run_benchmark(config: RunConfig, prompts: list[list[int]], on_progress=None)
             sd_times.append(time.perf_counter() - t0)
             progress(c.warmup + i + 1, total, "timing AR and SD")
         done = c.warmup + c.repeats
+        args, drafting = (prompts, c.K, c.warp, max_len, c.seed), dict(drafter=c.drafter)
+        step = lambda n: timing.step_seconds(c.target, n, max_len, batch=B)
+        timers = {
+            "draft": (
+                "draft",
+                lambda: timing.draft_seconds(c.drafter, c.draft, c.target, prompts, c.K, max_len),
+            ),
+            "target": ("target", lambda: step(1)),
+            "verify": (f"verify ({c.K + 1} tokens)", lambda: step(c.K + 1)),
+            "round": ("whole round", lambda: timing.round_seconds(c.draft, c.target, *args, **drafting)),
+            "ar_token": (
+                "AR token",
+                lambda: timing.ar_token_seconds(c.target, prompts, c.warp, max_len, c.seed),
+            ),
+            "starts": (
+                "prefills and first tokens",
+                lambda: timing.start_seconds(c.draft, c.target, *args, **drafting),
+            ),
+        }
         steps = {}
-        for i, (name, what, measure) in enumerate(
-            [
-                (
-                    "draft",
-                    "step time: draft",
-                    lambda: timing.draft_seconds(c.drafter, c.draft, c.target, prompts, c.K, max_len),
-                ),
-                ("target", "step time: target", lambda: timing.step_seconds(c.target, 1, max_len, batch=B)),
-                (
-                    "verify",
-                    f"step time: verify ({c.K + 1} tokens)",
-                    lambda: timing.step_seconds(c.target, c.K + 1, max_len, batch=B),
-                ),
-                (
-                    "round",
-                    "step time: whole round",
-                    lambda: timing.round_seconds(
-                        c.draft, c.target, prompts, c.K, c.warp, max_len, c.seed, drafter=c.drafter
-                    ),
-                ),
-                (
-                    "ar_token",
-                    "step time: AR token",
-                    lambda: timing.ar_token_seconds(c.target, prompts, c.warp, max_len, c.seed),
-                ),
-            ]
-        ):
-            progress(done + i, total, what)
+        for i, (name, (what, measure)) in enumerate(timers.items()):
+            progress(done + i, total, f"step time: {what}")
             steps[name] = measure()
         progress(total, total, "done")
+    steps["ar_start"], steps["sd_start"] = steps.pop("starts")
     median = {name: float(np.median(s)) for name, s in steps.items()}
     # the overhead is a difference of separately timed medians: carry its uncertainty with it
     sd_of = lambda x: float(np.std(x, ddof=1)) if len(x) > 1 else 0.0
@@ -152,13 +148,15 @@ def run_benchmark(config: RunConfig, prompts: list[list[int]], on_progress=None)
         ar_tokens.tolist(),
         sd_tokens.tolist(),
         stats,
-        median["draft"],
-        median["target"],
-        median["verify"],
-        median["round"],
-        median["ar_token"],
-        overhead_err,
-        compile_s,
-        compiles.count,
-        B,
+        t_draft_s=median["draft"],
+        t_target_s=median["target"],
+        t_verify_s=median["verify"],
+        t_round_s=median["round"],
+        t_ar_token_s=median["ar_token"],
+        t_ar_start_s=median["ar_start"],
+        t_sd_start_s=median["sd_start"],
+        t_overhead_err_s=overhead_err,
+        compile_s=compile_s,
+        n_compiles=compiles.count,
+        batch=B,
     )

@@ -108,6 +108,8 @@ def sweep(**flags):
         sys.exit(130)
     export.write_all(rows, {fmt: path for fmt, path in p.exports.items() if path == "-"})
     render.sweep_table(rows, p.output, p.repeats, console)
+    for line in render.best_K_lines(rows):
+        console.print(line)
     if p.batches and len(p.batches) > 1:
         for line in render.crossover_lines(rows):
             console.print(line)

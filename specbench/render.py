@@ -156,6 +156,32 @@ def timing_table(row: dict, console: Console) -> None:
         )
 
 
+def budget_lines(row: dict) -> list[str]:
+    """Where the time goes: each median wall time as its measured parts plus the residual, then
+    what the parts predict (the accounted speedup, tokens per round, the best K)."""
+    ms = lambda s: f"{s * 1e3:.2f}"
+    share = lambda part, whole: f"{part / whole:+.0%}" if whole else ""
+    N, K, rounds = row["n_tokens"], row["K"], row["batch_rounds"]
+    ar, sd = row["ar_median_s"], row["sd_median_s"]
+    lines = [
+        f"AR {ms(ar)} ms = start {ms(row['t_ar_start_s'])} + {N - 1} × {ms(row['t_ar_token_s'])} token"
+        f" + residual {ms(row['ar_residual_s'])} ({share(row['ar_residual_s'], ar)})",
+        f"SD {ms(sd)} ms = start {ms(row['t_sd_start_s'])} + {rounds} rounds × {ms(row['t_round_s'])} "
+        f"({K} × {ms(row['t_draft_s'])} draft + {ms(row['t_verify_s'])} verify + "
+        f"{ms(row['t_overhead_s'])} other) + residual {ms(row['sd_residual_s'])} "
+        f"({share(row['sd_residual_s'], sd)})",
+    ]
+    iid = row["tokens_per_round_iid"]
+    lines.append(
+        f"predicted from the parts: speedup {row['accounted_speedup']:.2f} (measured / accounted "
+        f"{row['measured_over_accounted']:.2f}) · tokens/round {row['tokens_per_round']:.2f} measured, "
+        f"{row['tokens_per_round_positional']:.2f} from per-position acceptance"
+        + (f", {iid:.2f} from α alone" if iid is not None else "")
+        + (f" · best K {row['best_K_predicted']}" if row["best_K_predicted"] is not None else "")
+    )
+    return lines
+
+
 def verdict(row: dict) -> str:
     """'1.60 ± 0.08 times faster', or for a speedup s < 1 '1/s ± σ/s² times slower' (the σ carried
     through the inversion to first order)."""
@@ -175,6 +201,8 @@ def run_report(row: dict, res, console: Console) -> None:
         )
     if B > 1:
         console.print(batch_line(row))
+    for line in budget_lines(row):
+        console.print(line)
     console.print(
         f"[bold]speculative[/bold] ran [bold]{verdict(row)}[/bold] than autoregressive · "
         f"compile (excluded): {res.compile_s:.1f} s, {res.n_compiles} programs"
@@ -217,6 +245,28 @@ def sweep_table(rows: list[dict], output: str, repeats: int, console: Console) -
     for r in rows:
         table.add_row(*[results.cell(c, r.get(c)) for c in shown])
     console.print(table)
+
+
+def best_K_lines(rows: list[dict]) -> list[str]:
+    """For each group of rows that differ only in K: the K that measured fastest, and the K each
+    row's parts predict best (theory.best_K), one line per group (per batch size with --batch)."""
+    series = results.varying(rows, exclude=("K",))
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault(tuple(r.get(n) for n in series), []).append(r)
+    lines = []
+    for values, group in groups.items():
+        if len({r["K"] for r in group}) < 2:
+            continue
+        measured = max(group, key=lambda r: r["speedup"])
+        predicted = sorted({r.get("best_K_predicted") for r in group if r.get("best_K_predicted")})
+        label = " · ".join(f"{n} {v}" for n, v in zip(series, values))
+        lines.append(
+            f"{label + ': ' if label else ''}best K measured {measured['K']} "
+            f"(speedup {measured['speedup']:.2f}); predicted from each row's parts: "
+            f"{', '.join(map(str, predicted)) or '—'}"
+        )
+    return lines
 
 
 def crossover_lines(rows: list[dict]) -> list[str]:

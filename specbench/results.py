@@ -85,11 +85,23 @@ FIELDS = [
     F("t_overhead_s", fmt="ms"),
     F("t_overhead_err_s", fmt="ms"),
     F("t_ar_token_s", fmt="ms"),
+    # the time budget: each wall time as the parts measured on their own, and what they leave
+    F("t_ar_start_s", fmt="ms"),
+    F("t_sd_start_s", fmt="ms"),
+    F("ar_accounted_s", fmt="ms"),
+    F("sd_accounted_s", fmt="ms"),
+    F("ar_residual_s", fmt="ms"),
+    F("sd_residual_s", fmt="ms"),
     F("theory_speedup", md=14, table=17, header="theory"),
     F("refined_speedup", md=15, table=18, header="refined", plot=True),
     F("round_model_speedup"),
+    F("accounted_speedup", md=17),
     F("measured_over_theory"),
     F("measured_over_refined", md=16),
+    F("measured_over_accounted", md=18),
+    F("tokens_per_round_iid"),
+    F("tokens_per_round_positional"),
+    F("best_K_predicted", int),
     F("compile_s"),
     F("identical", bool, table=19, header="T=0 same"),
     # JSON only; for a batch (B > 1) prompt, token ids and texts are lists, one entry per sequence
@@ -243,6 +255,11 @@ def result_row(
         "round_model_speedup": st.tokens_per_batch_round * res.t_ar_token_s / res.t_round_s,
         "measured_over_theory": speedup / seed_theory,
         "measured_over_refined": speedup / refined,
+        **budget(res, ar["median_s"], sd["median_s"]),
+        "measured_over_accounted": speedup / (budget_ar(res) / budget_sd(res)),
+        "tokens_per_round_iid": theory.expected_tokens(st.alpha, K) if st.alpha == st.alpha else None,
+        "tokens_per_round_positional": theory.expected_tokens_positional(st.per_position),
+        "best_K_predicted": best_K_predicted(res, st.alpha),
         "compile_s": res.compile_s,
         "identical": (res.ar_tokens == res.sd_tokens) if warp.temperature == 0 else None,
         "prompt": prompt,
@@ -263,6 +280,45 @@ def result_row(
         text = decode if B == 1 else (lambda seqs: [decode(ids) for ids in seqs])
         values["ar_text"], values["sd_text"] = text(res.ar_tokens), text(res.sd_tokens)
     return {f.name: values[f.name] for f in FIELDS if f.name in values}
+
+
+def budget_ar(res) -> float:
+    """AR's accounted time: the prefill with the first token, then N - 1 tokens (step and sampling)."""
+    return res.t_ar_start_s + (res.config.n_tokens - 1) * res.t_ar_token_s
+
+
+def budget_sd(res) -> float:
+    """SD's accounted time: both prefills with the first token, then every round the decoding ran
+    (the last one whole too: the device loop runs a round's full work), each t_round = K draft steps
+    (the first over 2 tokens), the verify, warping, accept/reject and bookkeeping."""
+    return res.t_sd_start_s + res.stats.rounds_run * res.t_round_s
+
+
+def budget(res, ar_wall: float, sd_wall: float) -> dict:
+    """The time budget of a row: starts, accounted times, the residual each wall time (median of
+    the repeats) leaves, and the speedup the accounted times predict."""
+    ar, sd = budget_ar(res), budget_sd(res)
+    return {
+        "t_ar_start_s": res.t_ar_start_s,
+        "t_sd_start_s": res.t_sd_start_s,
+        "ar_accounted_s": ar,
+        "sd_accounted_s": sd,
+        "ar_residual_s": ar_wall - ar,
+        "sd_residual_s": sd_wall - sd,
+        "accounted_speedup": ar / sd,
+    }
+
+
+def best_K_predicted(res, alpha: float) -> int | None:
+    """The K the measured parts predict best (theory.best_K up to 2 K): t_verify of K' drafts
+    interpolated linearly between the measured 1-token step and the (K+1)-token verify, and the
+    per-round overhead (t_round less its drafts and verify) added to each round."""
+    if alpha != alpha:  # NaN: no draft was ever tested
+        return None
+    K = res.config.K
+    overhead = max(0.0, res.t_round_s - K * res.t_draft_s - res.t_verify_s)
+    slope = (res.t_verify_s - res.t_target_s) / K
+    return theory.best_K(alpha, res.t_draft_s, lambda k: res.t_target_s + slope * k + overhead, 2 * K)
 
 
 def missing_for_plot(rows: list[dict]) -> str | None:

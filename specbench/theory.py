@@ -31,6 +31,26 @@ def expected_tokens(alpha: float, K: int) -> float:
     return (1.0 - alpha ** (K + 1)) / (1.0 - alpha)
 
 
+def expected_tokens_positional(acceptance: list[float]) -> float:
+    """E[tokens per round] = 1 + sum_i prod_{j<=i} a_j from the acceptance a_j of each draft
+    position given that it was tested; with every a_j = alpha it is expected_tokens(alpha, K).
+    A position never tested (NaN) ends the sum: no round reached it."""
+    total, reach = 1.0, 1.0
+    for a in acceptance:
+        if a != a:  # NaN
+            break
+        reach *= a
+        total += reach
+    return total
+
+
+def best_K(alpha: float, t_draft: float, t_verify_of, K_max: int = 16) -> int:
+    """The K in 1..K_max with the most tokens per second of rounds: expected_tokens(alpha, K) /
+    (K t_draft + t_verify_of(K)), t_verify_of(K) the target step over K+1 tokens. With
+    t_verify_of(K) = t_target (1 + beta K) this is Leviathan et al.'s optimum with c + beta."""
+    return max(range(1, K_max + 1), key=lambda K: expected_tokens(alpha, K) / (K * t_draft + t_verify_of(K)))
+
+
 def r_from_alpha(alpha: float, K: int) -> float:
     """r = E[tokens per round] / (K+1)."""
     return expected_tokens(alpha, K) / (K + 1)

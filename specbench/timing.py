@@ -22,7 +22,9 @@ from specbench.gpt2 import GPT2Config, batch_layout, init_cache, step
 from specbench.sampling import Warp, argmax
 from specbench.weights import Model
 
-N_STEP_TIMINGS = 5  # what run_benchmark times after the repeats: draft, target, verify, round, AR token
+N_STEP_TIMINGS = (
+    6  # what run_benchmark times after the repeats: draft, target, verify, round, AR token, starts
+)
 
 
 class CompileCounter:
@@ -231,3 +233,41 @@ def ar_token_seconds(
     )
     loop = lambda s: _ar_loop(target.params, s, iters, target.config, warp, B)
     return seconds_per_iter(loop, state, iters, repeats)
+
+
+def start_seconds(
+    draft: Model | None,
+    target: Model,
+    prompts: list[list[int]],
+    K: int,
+    warp: Warp,
+    max_len: int,
+    seed: int = 0,
+    repeats: int = 5,
+    drafter=None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Seconds of the start of AR and of SD, one per repeat each: the prefill of the target (for SD
+    also the drafter's) and the first token, one dispatch each with its sync, as decoding runs them."""
+    drafter = drafter or drafters.model_drafter(draft.config)
+    draft_params = draft_params_for(drafter, draft, target)
+    p, x = generate.programs(len(prompts)), generate.inputs(prompts, max_len, seed)
+    ar = lambda: p.ar_start_jit(target.params, *x, config=target.config, warp=warp, max_len=max_len)
+    sd = lambda: p.spec_start_jit(
+        draft_params,
+        target.params,
+        *x,
+        drafter=drafter,
+        target_config=target.config,
+        warp=warp,
+        max_len=max_len,
+        K=K,
+    )
+    samples = {ar: [], sd: []}
+    for start in (ar, sd):
+        jax.block_until_ready(start())  # compiles
+    for _ in range(repeats):
+        for start in (ar, sd):  # alternately
+            t0 = time.perf_counter()
+            jax.block_until_ready(start())
+            samples[start].append(time.perf_counter() - t0)
+    return np.asarray(samples[ar]), np.asarray(samples[sd])

@@ -1,0 +1,102 @@
+"""The time budget: parts that add up to the wall clock, and the predictions built from them."""
+
+import csv
+import json
+
+import pytest
+
+from specbench import theory
+
+from conftest import invoke
+
+
+def test_tokens_per_round_from_per_position_acceptance():
+    assert theory.expected_tokens_positional([0.8] * 4) == pytest.approx(theory.expected_tokens(0.8, 4))
+    assert theory.expected_tokens_positional([1.0, 1.0, 1.0]) == 4.0
+    # acceptance that falls with position (lookup drafts): less than one alpha predicts
+    assert theory.expected_tokens_positional([0.9, 0.5, 0.2]) == pytest.approx(1 + 0.9 + 0.45 + 0.09)
+    assert (
+        theory.expected_tokens_positional([0.5, float("nan"), 0.9]) == 1.5
+    )  # never tested: no round got there
+
+
+def test_best_K_free_drafts_and_a_flat_verify_take_the_largest_K():
+    assert theory.best_K(0.6, 0.0, lambda K: 1.0, K_max=12) == 12
+
+
+def test_best_K_with_a_linear_verify_is_leviathans_optimum_with_the_slope_added_to_c():
+    for alpha, c, beta in ((0.8, 0.05, 0.02), (0.6, 0.1, 0.0), (0.9, 0.02, 0.05)):
+        t_target = 7.0
+        best = theory.best_K(alpha, c * t_target, lambda K: t_target * (1 + beta * K), K_max=32)
+        assert best == theory.optimal_K(alpha, c + beta, 32)
+
+
+def test_every_run_row_carries_a_budget_whose_parts_add_up_to_the_clock(env, tmp_path):
+    json_path, csv_path, md_path = tmp_path / "r.json", tmp_path / "r.csv", tmp_path / "r.md"
+    result = invoke(
+        "run",
+        *env,
+        "--repeats",
+        2,
+        "-n",
+        10,
+        "--K",
+        3,
+        "--no-save",
+        "--export-json",
+        json_path,
+        "--export-csv",
+        csv_path,
+        "--export-markdown",
+        md_path,
+    )
+    assert result.exit_code == 0, result.output
+    row = json.loads(json_path.read_text())[0]
+    parts = ("t_ar_start_s", "t_sd_start_s", "t_ar_token_s", "t_round_s", "t_draft_s", "t_verify_s")
+    assert all(row[p] > 0 for p in parts)
+    assert row["ar_accounted_s"] == pytest.approx(row["t_ar_start_s"] + 9 * row["t_ar_token_s"])
+    assert row["sd_accounted_s"] == pytest.approx(
+        row["t_sd_start_s"] + row["batch_rounds"] * row["t_round_s"]
+    )
+    # the identity: parts plus residual are the measured (median) wall time, whatever the residual is
+    assert row["ar_accounted_s"] + row["ar_residual_s"] == pytest.approx(row["ar_median_s"])
+    assert row["sd_accounted_s"] + row["sd_residual_s"] == pytest.approx(row["sd_median_s"])
+    assert row["accounted_speedup"] == pytest.approx(row["ar_accounted_s"] / row["sd_accounted_s"])
+    assert row["measured_over_accounted"] == pytest.approx(row["speedup"] / row["accounted_speedup"])
+    assert 1 <= row["best_K_predicted"] <= 6
+    assert "AR " in result.output and "rounds ×" in result.output and "residual" in result.output
+    header = next(csv.reader(csv_path.open()))
+    for field in (
+        "accounted_speedup",
+        "measured_over_accounted",
+        "ar_residual_s",
+        "sd_residual_s",
+        "tokens_per_round_positional",
+        "best_K_predicted",
+    ):
+        assert field in header and field in row
+    assert "accounted_speedup" in md_path.read_text().splitlines()[0]
+
+
+def test_a_draft_that_is_the_target_predicts_K_plus_1_tokens_per_round(env, model_dirs, tmp_path):
+    out = tmp_path / "r.json"
+    target = str(model_dirs / "t")
+    result = invoke(
+        "run",
+        "--draft",
+        target,
+        "--target",
+        target,
+        "--repeats",
+        1,
+        "-n",
+        17,
+        "--K",
+        3,
+        "--no-save",
+        "--export-json",
+        out,
+    )
+    assert result.exit_code == 0, result.output
+    row = json.loads(out.read_text())[0]
+    assert row["alpha"] == 1.0 and row["tokens_per_round_positional"] == 4.0 == row["tokens_per_round_iid"]
