@@ -50,7 +50,7 @@ def run(**flags):
     console = make_console(*p.exports.values())
     console.print(render.run_header(p.job, p.job.config.draft, p.job.config.target))
     if flags["dry_run"]:
-        render.dry_run(
+        tables.dry_run(
             console, [p.job], plan.program_sets([p.job]), plan.estimate_seconds([p.job]), p.save_path
         )
         return
@@ -81,7 +81,7 @@ def sweep(**flags):
     console = make_console(*p.exports.values())
     rows = list(p.rows)
     if flags["dry_run"]:
-        render.dry_run(console, p.todo, plan.program_sets(p.todo), plan.estimate_seconds(p.todo), p.output)
+        tables.dry_run(console, p.todo, plan.program_sets(p.todo), plan.estimate_seconds(p.todo), p.output)
         return
     console.print(
         f"sweep: {render.plural(p.grid_size, 'configuration')}, {p.grid_size - len(p.todo)} already in "

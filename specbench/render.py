@@ -345,24 +345,3 @@ def trace_text(plan, tokens, st, decode, console: Console) -> None:
         f"rounds accepting 0..{plan.K} drafts {st.accepted_hist.tolist()} · "
         f"draft {plan.draft_name} · target {plan.target.name} · K={plan.K} · T={plan.warp.temperature:g}"
     )
-
-
-def dry_run(console: Console, jobs: list, n_programs: int, seconds: float, writes) -> None:
-    """What a command would do: its configurations, programs to compile, a rough time, its file."""
-    from specbench.progress import fmt_duration
-
-    sets = plural(n_programs, "program set")
-    console.print(
-        f"dry run: {plural(len(jobs), 'configuration')} to measure; {sets} to compile (AR, SD and the "
-        f"step timers); roughly {fmt_duration(seconds)} (compile and memory-bound steps, a guess)"
-    )
-    for job in jobs[:20]:
-        c, w = job.config, job.config.warp
-        sampling = (f" top-k={w.top_k}" if w.top_k else "") + (f" top-p={w.top_p:g}" if w.top_p else "")
-        console.print(
-            f"  {job.draft_name} K={c.K} T={w.temperature:g}{sampling} {job.prompt_id} batch {len(job.ids)} "
-            f"N={c.n_tokens} repeats {c.repeats}"
-        )
-    if len(jobs) > 20:
-        console.print(f"  ... and {len(jobs) - 20} more")
-    console.print(f"nothing was compiled or written; the command writes {writes or 'no results file'}")

@@ -1,4 +1,4 @@
-"""The small commands' tables: theory, models, prompts, roofline."""
+"""The small outputs: theory, models, prompts and roofline tables, and a dry run's plan."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from specbench import prompts, theory
-from specbench.render import fmt_time
+from specbench.render import fmt_time, plural
 
 
 def theory_report(rows: list[tuple], c: float, r, alpha, t_verify, K_search: int, console: Console) -> None:
@@ -117,3 +117,24 @@ def roofline_table(rows: list[dict], context: int, console: Console) -> None:
             f"{r['plain_over_loop']:.2f}" if r["plain_over_loop"] else "",
         )
     console.print(table)
+
+
+def dry_run(console: Console, jobs: list, n_programs: int, seconds: float, writes) -> None:
+    """What a command would do: its configurations, programs to compile, a rough time, its file."""
+    from specbench.progress import fmt_duration
+
+    sets = plural(n_programs, "program set")
+    console.print(
+        f"dry run: {plural(len(jobs), 'configuration')} to measure; {sets} to compile (AR, SD and the "
+        f"step timers); roughly {fmt_duration(seconds)} (compile and memory-bound steps, a guess)"
+    )
+    for job in jobs[:20]:
+        c, w = job.config, job.config.warp
+        sampling = (f" top-k={w.top_k}" if w.top_k else "") + (f" top-p={w.top_p:g}" if w.top_p else "")
+        console.print(
+            f"  {job.draft_name} K={c.K} T={w.temperature:g}{sampling} {job.prompt_id} batch {len(job.ids)} "
+            f"N={c.n_tokens} repeats {c.repeats}"
+        )
+    if len(jobs) > 20:
+        console.print(f"  ... and {len(jobs) - 20} more")
+    console.print(f"nothing was compiled or written; the command writes {writes or 'no results file'}")
