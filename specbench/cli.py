@@ -196,7 +196,8 @@ def prompts_cmd():
 @click.argument("file", type=click.Path(exists=True, dir_okay=False))
 @click.option("--output", "-o", default=None, metavar="PNG", help="[default: FILE's name with .png, here]")
 @click.option("--force", is_flag=True, help="Replace an existing PNG.")
-def plot(file, output, force):
+@click.option("--budget", is_flag=True, help="Draw each row's time budget (AR beside SD) as stacked bars.")
+def plot(file, output, force, budget):
     """Speedup and tokens/round against K from a JSON results file, with the theory curve; speedup
     and throughput against batch size when the file varies it (sweep --batch)."""
     from specbench.results import missing_for_plot
@@ -221,7 +222,13 @@ def plot(file, output, force):
         export.check_writable(output)
     except ExportError as e:
         raise BadInput("--output", str(e)) from None
-    plotting.plot_rows(rows, output)
+    if budget:
+        lacking = [f for f in plotting.BUDGET_FIELDS if any(f not in r for r in rows)]
+        if lacking:
+            raise BadInput("--budget", f"{file}: rows without a time budget (no {lacking[0]}): rerun them")
+        plotting.plot_budget(rows, output)
+    else:
+        plotting.plot_rows(rows, output)
     click.echo(f"wrote {output}")
 
 

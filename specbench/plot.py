@@ -114,6 +114,64 @@ def plot_K(rows: list[dict], output: str) -> None:
     _save(fig, rows, output, bottom=0.05 + 0.045 * legend_rows / (1 + 0.05 * legend_rows) if series else 0)
 
 
+BUDGET_FIELDS = (
+    "t_ar_start_s",
+    "t_sd_start_s",
+    "t_ar_token_s",
+    "t_round_s",
+    "ar_residual_s",
+    "sd_residual_s",
+)
+
+
+def plot_budget(rows: list[dict], output: str) -> None:
+    """Where the time goes, per row: AR and SD side by side as stacked bars of their measured
+    parts (start; AR's N-1 tokens; SD's drafts, verifies and other per-round work), with the
+    residual on top (hatched; below the bar's top when the parts overshoot the clock)."""
+    series = results.varying(rows, exclude=DRAFT_DETAILS)
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.3 * len(rows) + 2), 4.6))
+    colours = {
+        "start": "#8c8c8c",
+        "tokens": "#4c72b0",
+        "drafts": "#dd8452",
+        "verifies": "#55a868",
+        "other": "#c44e52",
+    }
+    labelled = set()
+    label = lambda name: None if name in labelled or labelled.add(name) else name  # each name once
+    for i, r in enumerate(rows):
+        rounds, ms = r["batch_rounds"], 1e3
+        ar = {"start": r["t_ar_start_s"], "tokens": (r["n_tokens"] - 1) * r["t_ar_token_s"]}
+        sd = {
+            "start": r["t_sd_start_s"],
+            "drafts": rounds * r["K"] * r["t_draft_s"],
+            "verifies": rounds * r["t_verify_s"],
+            "other": rounds * max(0.0, r["t_overhead_s"]),
+        }
+        for x, parts, residual in ((3 * i, ar, r["ar_residual_s"]), (3 * i + 1, sd, r["sd_residual_s"])):
+            bottom = 0.0
+            for name, seconds in parts.items():
+                ax.bar(x, seconds * ms, bottom=bottom, color=colours[name], label=label(name))
+                bottom += seconds * ms
+            ax.bar(
+                x,
+                residual * ms,
+                bottom=bottom,
+                color="white",
+                edgecolor="black",
+                hatch="//",
+                label=label("residual"),
+            )
+    ticks = [3 * i + 0.5 for i in range(len(rows))]
+    value = lambda r, n: f"K={r['K']}" if n == "K" else str(r.get(n))
+    names = [" · ".join(value(r, n) for n in series) or f"row {i + 1}" for i, r in enumerate(rows)]
+    ax.set_xticks(ticks, [f"AR | SD\n{n}" for n in names], fontsize=7)
+    ax.set(ylabel="ms (median wall time = parts + residual)", title="where the time goes")
+    ax.legend(fontsize=7, ncol=3)
+    ax.grid(axis="y", alpha=0.3)
+    _save(fig, rows, output)
+
+
 def _save(fig, rows: list[dict], output: str, bottom: float = 0.0) -> None:
     """Title the figure with what all rows share (pair, device), leave `bottom` of it to a legend,
     and write it."""

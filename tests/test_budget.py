@@ -2,12 +2,13 @@
 
 import csv
 import json
+from pathlib import Path
 
 import pytest
 
 from specbench import theory
 
-from conftest import invoke
+from conftest import assert_one_line_error, invoke
 
 
 def test_tokens_per_round_from_per_position_acceptance():
@@ -100,3 +101,19 @@ def test_a_draft_that_is_the_target_predicts_K_plus_1_tokens_per_round(env, mode
     assert result.exit_code == 0, result.output
     row = json.loads(out.read_text())[0]
     assert row["alpha"] == 1.0 and row["tokens_per_round_positional"] == 4.0 == row["tokens_per_round_iid"]
+
+
+def test_plot_draws_the_budget_and_refuses_rows_without_one(env, tmp_path):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "r.json"
+    assert (
+        invoke("run", *env, "--repeats", 1, "-n", 6, "--K", 2, "--no-save", "--export-json", out).exit_code
+        == 0
+    )
+    result = invoke("plot", out, "--budget", "-o", tmp_path / "b.png")
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "b.png").read_bytes()[:4] == b"\x89PNG"
+    older = Path(__file__).resolve().parent.parent / "results" / "recorded" / "cpu-sweep-random-pair.json"
+    assert_one_line_error(
+        invoke("plot", older, "--budget", "-o", tmp_path / "c.png"), "--budget", "time budget"
+    )
