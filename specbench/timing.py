@@ -187,6 +187,18 @@ def draft_seconds(
     return seconds_per_iter(loop, tokens, iters, repeats) / K
 
 
+def _spec_start(draft, target, prompts, K, warp, max_len, seed, drafter):
+    """(the drafter's weights, the round's static arguments, a call that starts SD on the prompts)."""
+    drafter = drafter or drafters.model_drafter(draft.config)
+    draft_params = draft_params_for(drafter, draft, target)
+    kw = dict(drafter=drafter, target_config=target.config, warp=warp, K=K)
+    x = generate.inputs(prompts, max_len, seed)
+    start = lambda: generate.programs(len(prompts)).spec_start_jit(
+        draft_params, target.params, *x, max_len=max_len, **kw
+    )
+    return draft_params, kw, start
+
+
 def round_seconds(
     draft: Model | None,
     target: Model,
@@ -201,15 +213,10 @@ def round_seconds(
 ) -> np.ndarray:
     """Seconds of one whole speculative round of the batch (K draft steps, verify, warping,
     accept/reject, bookkeeping) as the device loop runs it, one per repeat."""
-    drafter = drafter or drafters.model_drafter(draft.config)
-    draft_params = draft_params_for(drafter, draft, target)
     B = len(prompts)
-    kw = dict(drafter=drafter, target_config=target.config, warp=warp, K=K)
-    state = generate.programs(B).spec_start_jit(
-        draft_params, target.params, *generate.inputs(prompts, max_len, seed), max_len=max_len, **kw
-    )
+    draft_params, kw, start = _spec_start(draft, target, prompts, K, warp, max_len, seed, drafter)
     loop = lambda s: _rounds_loop(draft_params, target.params, s, iters, batch=B, **kw)
-    return seconds_per_iter(loop, state, iters, repeats)
+    return seconds_per_iter(loop, start(), iters, repeats)
 
 
 def ar_token_seconds(
@@ -248,19 +255,10 @@ def start_seconds(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Seconds of the start of AR and of SD, one per repeat each: the prefill of the target (for SD
     also the drafter's) and the first token, one dispatch each with its sync, as decoding runs them."""
-    drafter = drafter or drafters.model_drafter(draft.config)
-    draft_params = draft_params_for(drafter, draft, target)
-    p, x = generate.programs(len(prompts)), generate.inputs(prompts, max_len, seed)
-    ar = lambda: p.ar_start_jit(target.params, *x, config=target.config, warp=warp, max_len=max_len)
-    sd = lambda: p.spec_start_jit(
-        draft_params,
-        target.params,
-        *x,
-        drafter=drafter,
-        target_config=target.config,
-        warp=warp,
-        max_len=max_len,
-        K=K,
+    _, _, sd = _spec_start(draft, target, prompts, K, warp, max_len, seed, drafter)
+    x = generate.inputs(prompts, max_len, seed)
+    ar = lambda: generate.programs(len(prompts)).ar_start_jit(
+        target.params, *x, config=target.config, warp=warp, max_len=max_len
     )
     samples = {ar: [], sd: []}
     for start in (ar, sd):
