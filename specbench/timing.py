@@ -187,6 +187,12 @@ def draft_seconds(
     return seconds_per_iter(loop, tokens, iters, repeats) / K
 
 
+def _ar_start(target, prompts, warp, max_len, seed):
+    """A call that starts AR on the prompts (prefill and first token), as decoding does."""
+    x, p = generate.inputs(prompts, max_len, seed), generate.programs(len(prompts))
+    return lambda: p.ar_start_jit(target.params, *x, config=target.config, warp=warp, max_len=max_len)
+
+
 def _spec_start(draft, target, prompts, K, warp, max_len, seed, drafter):
     """(the drafter's weights, the round's static arguments, a call that starts SD on the prompts)."""
     drafter = drafter or drafters.model_drafter(draft.config)
@@ -230,16 +236,8 @@ def ar_token_seconds(
 ) -> np.ndarray:
     """Seconds of one autoregressive token for every sequence of the batch (decode step, warping,
     sampling) in the device loop, one per repeat."""
-    B = len(prompts)
-    state = generate.programs(B).ar_start_jit(
-        target.params,
-        *generate.inputs(prompts, max_len, seed),
-        config=target.config,
-        warp=warp,
-        max_len=max_len,
-    )
-    loop = lambda s: _ar_loop(target.params, s, iters, target.config, warp, B)
-    return seconds_per_iter(loop, state, iters, repeats)
+    loop = lambda s: _ar_loop(target.params, s, iters, target.config, warp, len(prompts))
+    return seconds_per_iter(loop, _ar_start(target, prompts, warp, max_len, seed)(), iters, repeats)
 
 
 def start_seconds(
@@ -256,10 +254,7 @@ def start_seconds(
     """Seconds of the start of AR and of SD, one per repeat each: the prefill of the target (for SD
     also the drafter's) and the first token, one dispatch each with its sync, as decoding runs them."""
     _, _, sd = _spec_start(draft, target, prompts, K, warp, max_len, seed, drafter)
-    x = generate.inputs(prompts, max_len, seed)
-    ar = lambda: generate.programs(len(prompts)).ar_start_jit(
-        target.params, *x, config=target.config, warp=warp, max_len=max_len
-    )
+    ar = _ar_start(target, prompts, warp, max_len, seed)
     samples = {ar: [], sd: []}
     for start in (ar, sd):
         jax.block_until_ready(start())  # compiles

@@ -57,6 +57,17 @@ def fresh_jax_caches():
     gc.collect()
 
 
+@pytest.fixture(scope="module")
+def small_pair():
+    """A draft and a target over a 12-token vocabulary: small enough to enumerate the target's
+    exact distribution for the chi-square tests (exactness.py)."""
+    from exactness import SMALL_D, SMALL_T
+
+    return random_model(SMALL_D, 11, "small-draft", scale=30), random_model(
+        SMALL_T, 12, "small-target", scale=30
+    )
+
+
 TINY = GPT2Config(n_layer=2, n_head=2, n_embd=32, n_ctx=64, n_vocab=97)
 
 

@@ -16,8 +16,6 @@ from exactness import (
     DRAFT,
     N_SAMPLES,
     P_THRESHOLD,
-    SMALL_D,
-    SMALL_T,
     TARGET,
     broken_accept_reject,
     chi_square_p,
@@ -111,13 +109,6 @@ def test_crossover_interpolates_where_the_speedup_falls_below_one():
 
 # ---------------------------------------------------------------------------------------------
 # T > 0: one sequence inside a batch of other prompts follows the target's distribution
-
-
-@pytest.fixture(scope="module")
-def small_pair():
-    return random_model(SMALL_D, 11, "small-draft", scale=30), random_model(
-        SMALL_T, 12, "small-target", scale=30
-    )
 
 
 def batch_samples(draft, target, prompts, warp, K, verdict, n_tokens=3):

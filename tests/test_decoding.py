@@ -17,8 +17,6 @@ from exactness import (
     DRAFT,
     N_SAMPLES,
     P_THRESHOLD,
-    SMALL_D,
-    SMALL_T,
     TARGET,
     broken_accept_reject,
     chi_square_p,
@@ -199,13 +197,6 @@ def test_nothing_recompiles_after_warmup(target, pairs):
 
 # ---------------------------------------------------------------------------------------------
 # T > 0: the speculative tokens follow the target's exact distribution
-
-
-@pytest.fixture(scope="module")
-def small_pair():
-    return random_model(SMALL_D, 11, "small-draft", scale=30), random_model(
-        SMALL_T, 12, "small-target", scale=30
-    )
 
 
 @pytest.mark.parametrize(
