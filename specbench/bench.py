@@ -16,6 +16,7 @@ import numpy as np
 
 from specbench import generate, timing
 from specbench.drafters import Drafter
+from specbench.peers import PeerResult
 from specbench.sampling import Warp
 from specbench.stats import DecodeStats
 from specbench.weights import Model
@@ -35,6 +36,7 @@ class RunConfig:
     repeats: int = 5
     warmup: int = 1
     device_loop: bool = True
+    peers: tuple = ()  # peers.NumpyPeer / TransformersPeer, timed alternately with specbench's own
 
     @property
     def models(self) -> list[Model]:
@@ -65,6 +67,7 @@ class BenchmarkResult:
     compile_s: float
     n_compiles: int
     batch: int = 1  # sequences decoded together; times are then per batch
+    peers: list[PeerResult] = dataclasses.field(default_factory=list)
 
 
 def run_benchmark(config: RunConfig, prompts: list[list[int]], on_progress=None) -> BenchmarkResult:
@@ -92,13 +95,27 @@ def run_benchmark(config: RunConfig, prompts: list[list[int]], on_progress=None)
         device_loop=c.device_loop,
         drafter=c.drafter,
     )
+    # each peer's AR and SD: () -> (tokens, drafts accepted per round or None)
+    peer_calls = [
+        (
+            lambda p=p: p.autoregressive(prompts[0], c.n_tokens, c.warp, c.seed),
+            lambda p=p: p.speculative(prompts[0], c.n_tokens, c.K, c.warp, c.seed),
+        )
+        for p in c.peers
+    ]
+    peer_out = [{"ar": [], "sd": []} for _ in c.peers]
     total = c.total_steps
     progress = on_progress or (lambda *a: None)
+    timed = lambda f: (time.perf_counter(), f(), time.perf_counter())
     with timing.CompileCounter() as compiles:
         t0 = time.perf_counter()
         for _ in range(max(c.warmup, 1)):
             ar(), sd()
         compile_s = time.perf_counter() - t0
+        for p, (p_ar, p_sd) in zip(c.peers, peer_calls):  # their warm-up, excluded too
+            progress(c.warmup, total, f"warm-up of {p.name}")
+            for _ in range(max(c.warmup, 1)):
+                p_ar(), p_sd()
         progress(c.warmup, total, "warm-up done")
         ar_times, sd_times = [], []
         for i in range(c.repeats):
@@ -108,6 +125,12 @@ def run_benchmark(config: RunConfig, prompts: list[list[int]], on_progress=None)
             t0 = time.perf_counter()
             sd_tokens, stats = sd()
             sd_times.append(time.perf_counter() - t0)
+            for p, out, calls in zip(c.peers, peer_out, peer_calls):
+                progress(c.warmup + i, total, f"timing {p.name}")
+                for method, call in zip(("ar", "sd"), calls):
+                    start, result, end = timed(call)
+                    out[method].append(end - start)
+                    out[method + "_result"] = result
             progress(c.warmup + i + 1, total, "timing AR and SD")
         done = c.warmup + c.repeats
         args, drafting = (prompts, c.K, c.warp, max_len, c.seed), dict(drafter=c.drafter)
@@ -159,4 +182,16 @@ def run_benchmark(config: RunConfig, prompts: list[list[int]], on_progress=None)
         compile_s=compile_s,
         n_compiles=compiles.count,
         batch=B,
+        peers=[
+            PeerResult(
+                p.name,
+                p.version,
+                out["ar"],
+                out["sd"],
+                list(out["ar_result"][0]),
+                list(out["sd_result"][0]),
+                out["sd_result"][1],
+            )
+            for p, out in zip(c.peers, peer_out)
+        ],
     )

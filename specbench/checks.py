@@ -114,6 +114,18 @@ def make_drafter(kind: str, draft, target, f: dict):
     return drafters.model_drafter(draft.config, conf), draft.name
 
 
+def load_peers(names: list[str], drafter, draft, target, batch: int) -> tuple:
+    """The --peer implementations, loaded and checked for these settings (peers.make_peers)."""
+    if not names:
+        return ()
+    from specbench import device, peers
+
+    try:
+        return peers.make_peers(names, drafter, draft, target, batch, device.on_gpu())
+    except peers.PeerError as e:
+        raise BadInput("--peer", str(e)) from None
+
+
 # ---------------------------------------------------------------------------------------------
 # Prompts, sizes and memory
 

@@ -40,7 +40,9 @@ def given() -> set[str]:
 
 
 @cli.command(epilog=opt.METRICS_HELP)
-@opt.apply(opt.model + opt.one_prompt + opt.single + opt.decode + opt.run + opt.drafter + opt.exports)
+@opt.apply(
+    opt.model + opt.one_prompt + opt.single + opt.decode + opt.run + opt.drafter + opt.peer + opt.exports
+)
 @opt.dry_run
 def run(**flags):
     """One configuration: autoregressive against speculative decoding, side by side."""
@@ -58,24 +60,27 @@ def run(**flags):
         res = bench.run_benchmark(
             p.job.config, p.job.encoded, lambda done, total, what: bar.update(done, what=what)
         )
-    row = p.job.row(res, p.dtype)
+    rows = p.job.rows(res, p.dtype)  # specbench's, then each peer's
     # files first: a reader that stops reading (`| head -1`) must not cost the results
-    export.write_all([row], {fmt: path for fmt, path in p.exports.items() if path != "-"})
+    export.write_all(rows, {fmt: path for fmt, path in p.exports.items() if path != "-"})
     if p.save_path:
-        export.write([row], str(p.save_path), "json")
-    render.run_report(row, res, console)
-    export.write_all([row], {fmt: path for fmt, path in p.exports.items() if path == "-"})
+        export.write(rows, str(p.save_path), "json")
+    render.run_report(rows[0], res, console)
+    if len(rows) > 1:
+        render.peers_report(rows, console)
+    export.write_all(rows, {fmt: path for fmt, path in p.exports.items() if path == "-"})
     if p.save_path:
         console.print(f"[dim]saved {p.save_path}[/dim]")
 
 
 @cli.command(epilog=opt.METRICS_HELP)
-@opt.apply(opt.model + opt.sweep + opt.drafter + opt.exports)
+@opt.apply(opt.model + opt.sweep + opt.drafter + opt.peer + opt.exports)
 @opt.dry_run
 def sweep(**flags):
     """A grid over drafters, K, temperature, top-p and prompts (or batch sizes); every finished row
     is saved at once."""
     from specbench import bench, plan
+    from specbench.results import sweep_key
 
     p = plan.sweep_plan(flags, given())
     console = make_console(*p.exports.values())
@@ -99,7 +104,9 @@ def sweep(**flags):
         with progress_bar("sweep", len(p.todo), unit="configuration") as bar:
             for i, (job, label) in enumerate(zip(p.todo, p.labels)):
                 bar.update(i, what=label)
-                rows.append(job.row(bench.run_benchmark(job.config, job.encoded), flags["dtype"]))
+                measured = job.rows(bench.run_benchmark(job.config, job.encoded), flags["dtype"])
+                done = {sweep_key(r) for r in rows}  # with --resume, a cell may lack only a peer's row
+                rows += [r for r in measured if sweep_key(r) not in done]
                 export.write_all(rows, {"json": p.output, **files})
                 interrupt_message[0] = "interrupted: " + kept()
                 bar.update(i + 1)
@@ -108,6 +115,8 @@ def sweep(**flags):
         sys.exit(130)
     export.write_all(rows, {fmt: path for fmt, path in p.exports.items() if path == "-"})
     render.sweep_table(rows, p.output, p.repeats, console)
+    if any(r.get("implementation", "specbench") != "specbench" for r in rows):
+        render.peers_report(rows, console)
     for line in render.best_K_lines(rows):
         console.print(line)
     if p.batches and len(p.batches) > 1:
@@ -210,6 +219,7 @@ def plot(file, output, force, budget):
         rows = export.read_json(file)
     except ExportError as e:
         raise BadInput("FILE", str(e)) from None
+    rows = [r for r in rows if r.get("implementation", "specbench") == "specbench"]  # peers: no theory
     missing = missing_for_plot(rows)
     if missing:
         raise BadInput("FILE", f"{file}: {missing}; plot needs rows written by `specbench run` or `sweep`")

@@ -102,6 +102,21 @@ class ListParam(click.ParamType):
         return values
 
 
+def peer_list(ctx, param, values) -> list[str]:
+    """--peer, repeatable or a comma list: each of peers.NAMES once, in the order given."""
+    from specbench.peers import NAMES
+
+    out = []
+    for value in values:
+        for name in (v.strip() for v in value.split(",")):
+            if name not in NAMES:
+                raise click.BadParameter(f"{name!r} is not a peer: use {' or '.join(NAMES)}", ctx, param)
+            if name in out:
+                raise click.BadParameter(f"{name} is listed twice", ctx, param)
+            out.append(name)
+    return out
+
+
 def apply(options):
     """A decorator that adds a list of click options, in order."""
 
@@ -160,6 +175,18 @@ drafter = [
         default=DRAFT_CONFIDENCE,
         show_default=True,
         help="dynamic K: the threshold, in (0, 1).",
+    ),
+]
+peer = [
+    click.option(
+        "--peer",
+        "peers",
+        multiple=True,
+        callback=peer_list,
+        metavar="NAME",
+        help="Time another implementation in the same run, on the same weights: transformers (generate "
+        "and assisted generation; the peers extra) or numpy (the papers' algorithm, no cache). "
+        "Repeatable, or a comma list.",
     ),
 ]
 exports = [

@@ -20,6 +20,7 @@ from specbench.checks import (
     check_save_path,
     load_model,
     load_pair,
+    load_peers,
     make_drafter,
     random_model,
     resolve_prompt,
@@ -57,6 +58,24 @@ class Job:
             batch_prompt_ids=self.ids,
         )
 
+    def rows(self, res, dtype: str) -> list[dict]:
+        """specbench's row, then one row per peer (results.peer_row), with where a peer's T = 0
+        tokens leave specbench's."""
+        from specbench import peers
+
+        row = self.row(res, dtype)
+        out = [row]
+        for p in res.peers:
+            notes = [
+                peers.difference_note(
+                    self.config.target, self.encoded[0], res.ar_tokens, tokens, f"{p.name} {method}"
+                )
+                for method, tokens in (("AR", p.ar_tokens), ("SD", p.sd_tokens))
+            ]
+            note = "; ".join(n for n in notes if n) if row["temperature"] == 0 else None
+            out.append(results.peer_row(row, p, tokenizer.decode, note or None))
+        return out
+
 
 @dataclasses.dataclass(frozen=True)
 class RunPlan:
@@ -76,7 +95,7 @@ def run_plan(f: dict, given: set[str]) -> RunPlan:
     check_no_effect(f, given, [f["drafter"]], [f["temperature"]])
     chose_prompt = bool({"prompt", "prompt_id"} & given)
     exports = check_exports(f)
-    save_path = results_dir(create=not f["dry_run"]) / f"run-{stamp()}.json" if f["save"] else None
+    save_path = results_dir(create=False) / f"run-{stamp()}.json" if f["save"] else None
     if save_path:
         check_save_path(save_path)
     prompt, prompt_id = resolve_prompt(f["prompt"], f["prompt_id"])
@@ -93,10 +112,13 @@ def run_plan(f: dict, given: set[str]) -> RunPlan:
         check_decodable(ids, f["n_tokens"], f["K"], [m for m in (d, t) if m is not None])
     check_batch(batch, f["host_loop"], drafter, d, t, list(by_id.values()), f["n_tokens"], f["K"])
     ids = prompts.batch_ids(chosen, batch)
+    peers = load_peers(f["peers"], drafter, d, t, batch)
     config = RunConfig(
-        d, t, drafter, f["K"], Warp(f["temperature"], f["top_k"], f["top_p"]), **run_settings(f)
+        d, t, drafter, f["K"], Warp(f["temperature"], f["top_k"], f["top_p"]), **run_settings(f), peers=peers
     )
     job = Job(config, draft_name, prompt_id, ids, [chosen[i] for i in ids], [by_id[i] for i in ids])
+    if save_path and not f["dry_run"]:
+        results_dir(create=True)  # every check has passed: the folder the user named can be made
     return RunPlan(job, f["dtype"], exports, save_path)
 
 
@@ -128,10 +150,12 @@ def sweep_plan(f: dict, given: set[str]) -> SweepPlan:
         raise BadInput("--force", "starts --output over, --resume extends it: give one of them")
     kinds = f["drafter_kinds"]
     check_drafter_flags(kinds, f)
-    output = f["output"] or str(results_dir(create=not f["dry_run"]) / f"sweep-{stamp()}.json")
+    output = f["output"] or str(results_dir(create=False) / f"sweep-{stamp()}.json")
     if Path(output).exists() and not (f["resume"] or f["force"]):
         raise BadInput("--output", f"{output} exists: --resume extends it, --force starts it over")
-    exports = check_exports(f, output)
+    exports = check_exports(f, f["output"])
+    if not f["output"]:
+        check_save_path(Path(output), "--output")
     rows = []
     if f["resume"] and Path(output).exists():
         try:
@@ -140,6 +164,9 @@ def sweep_plan(f: dict, given: set[str]) -> SweepPlan:
             raise BadInput("--resume", str(e)) from None
     d, t = load_pair(f["draft"], f["target"], f["dtype"], need_draft="model" in kinds)
     drafters_ = {kind: make_drafter(kind, d, t, f) for kind in kinds}
+    peers = {
+        kind: load_peers(f["peers"], drafters_[kind][0], d, t, max(f["batches"] or [1])) for kind in kinds
+    }
     encoded = {pid: tokenizer.encode(text) for pid, text in chosen.items()}
     K_max, batches = max(f["K"]), f["batches"]
     for kind in kinds:
@@ -175,15 +202,19 @@ def sweep_plan(f: dict, given: set[str]) -> SweepPlan:
         drafter, name = drafters_[kind]
         varied = {"K": k, "temperature": temp, "top_p": p, "prompt_id": pid, "batch": len(ids)}
         key = {**fixed, **varied, "draft": name, **results.drafter_settings(drafter)}
-        keys.append(key)
-        if results.sweep_key(key) in done:
+        # the cell's rows: specbench's and each peer's, measured together; done when all are there
+        cell_keys = [{**key, "implementation": i} for i in ["specbench", *f["peers"]]]
+        keys += cell_keys
+        if all(results.sweep_key(k_) in done for k_ in cell_keys):
             continue
         warp = Warp(temp, f["top_k"], p)
-        config = RunConfig(d if kind == "model" else None, t, drafter, k, warp, **settings)
+        config = RunConfig(d if kind == "model" else None, t, drafter, k, warp, **settings, peers=peers[kind])
         todo.append(Job(config, name, pid, ids, [chosen[i] for i in ids], [encoded[i] for i in ids]))
         top_p = f" top-p={p:g}" if p else ""
         labels.append(f"{kind} K={k} T={temp:g}{top_p} {pid}" + (f" batch {len(ids)}" if batches else ""))
     check_grid_resume(rows, keys, output)
+    if not f["output"] and not f["dry_run"]:
+        results_dir(create=True)  # every check has passed: the folder the user named can be made
     return SweepPlan(
         output,
         rows,

@@ -40,47 +40,52 @@ FIELDS = [
     F("jax_version", str),
     F("device", str),
     F("timestamp", str),
+    F("implementation", str, md=1, table=1, header="implementation", key=True, old="specbench"),
+    F("implementation_version", str),
     F("dtype", str, key=True),
-    F("draft", str, md=2, table=1, header="drafter", key=True),
-    F("target", str, md=3, key=True),
-    F("drafter", str, md=1, key=True, old="model"),
+    F("draft", str, md=3, table=2, header="drafter", key=True),
+    F("target", str, md=4, key=True),
+    F("drafter", str, md=2, key=True, old="model"),
     F("ngram", int, key=True),
     F("draft_layers", int, key=True),
     F("dynamic_K", bool, key=True, old=False),
     F("draft_confidence", float, key=True),
-    F("K", int, md=6, table=4, header="K", key=True, plot=True),
-    F("temperature", float, md=7, table=5, header="T", key=True, plot=True, fmt="g"),
+    F("K", int, md=7, table=5, header="K", key=True, plot=True),
+    F("temperature", float, md=8, table=6, header="T", key=True, plot=True, fmt="g"),
     F("top_k", int, key=True),
-    F("top_p", float, md=8, table=6, header="top-p", key=True, fmt="g"),
+    F("top_p", float, md=9, table=7, header="top-p", key=True, fmt="g"),
     F("seed", int, key=True),
-    F("prompt_id", str, md=4, table=2, header="prompt", key=True),
+    F("prompt_id", str, md=5, table=3, header="prompt", key=True),
     F("prompt_sha", str),
     F("n_tokens", int, key=True),
     F("repeats", int),
     F("warmup", int),
     F("loop", str, key=True),
-    F("batch", int, md=5, table=3, header="batch", key=True, old=1),
+    F("batch", int, md=6, table=4, header="batch", key=True, old=1),
     # wall times of the repeats (mean ± σ, range, median), AR then SD
     *[F(f"ar_{s}") for s in ("mean_s", "std_s", "min_s", "max_s", "median_s")],
-    F("ar_tokens_per_s", md=9, table=7, header="AR tok/s", fmt=".1f"),
+    F("ar_tokens_per_s", md=10, table=8, header="AR tok/s", fmt=".1f"),
     *[F(f"sd_{s}") for s in ("mean_s", "std_s", "min_s", "max_s", "median_s")],
-    F("sd_tokens_per_s", md=10, table=8, header="SD tok/s", fmt=".1f"),
-    F("speedup", md=11, table=9, header="speedup", plot=True),
-    F("speedup_std", table=10, header="±"),
+    F("sd_tokens_per_s", md=11, table=9, header="SD tok/s", fmt=".1f"),
+    F("speedup", md=12, table=10, header="speedup", plot=True),
+    F("speedup_std", table=11, header="±"),
+    # a peer's row (peers.py): its times over specbench's own on the same method, same run
+    F("ar_over_specbench"),
+    F("sd_over_specbench"),
     # acceptance
     F("n_rounds", int),
-    F("tokens_per_round", md=12, table=11, header="tok/round", plot=True),
+    F("tokens_per_round", md=13, table=12, header="tok/round", plot=True),
     F("mean_drafted"),
     F("r", fmt=".3f"),
-    F("alpha", md=13, table=14, header="α", plot=True, fmt=".3f"),
+    F("alpha", md=14, table=15, header="α", plot=True, fmt=".3f"),
     F("accept_rate_drafted"),
     F("batch_rounds", int),
-    F("tokens_per_batch_round", table=12, header="tok/batch-round"),
-    F("idle_fraction", table=13, header="idle", fmt="%"),
+    F("tokens_per_batch_round", table=13, header="tok/batch-round"),
+    F("idle_fraction", table=14, header="idle", fmt="%"),
     # step times and theory
     F("t_draft_s", plot=True, fmt="ms"),
-    F("t_target_s", table=15, header="t_target", plot=True, fmt="ms"),
-    F("t_verify_s", table=16, header="t_verify", fmt="ms"),
+    F("t_target_s", table=16, header="t_target", plot=True, fmt="ms"),
+    F("t_verify_s", table=17, header="t_verify", fmt="ms"),
     F("t_round_s", fmt="ms"),
     F("t_overhead_s", fmt="ms"),
     F("t_overhead_err_s", fmt="ms"),
@@ -92,18 +97,20 @@ FIELDS = [
     F("sd_accounted_s", fmt="ms"),
     F("ar_residual_s", fmt="ms"),
     F("sd_residual_s", fmt="ms"),
-    F("theory_speedup", md=14, table=17, header="theory"),
-    F("refined_speedup", md=15, table=18, header="refined", plot=True),
+    F("theory_speedup", md=15, table=18, header="theory"),
+    F("refined_speedup", md=16, table=19, header="refined", plot=True),
     F("round_model_speedup"),
-    F("accounted_speedup", md=17),
+    F("accounted_speedup", md=18),
     F("measured_over_theory"),
-    F("measured_over_refined", md=16),
-    F("measured_over_accounted", md=18),
+    F("measured_over_refined", md=17),
+    F("measured_over_accounted", md=19),
     F("tokens_per_round_iid"),
     F("tokens_per_round_positional"),
     F("best_K_predicted", int),
     F("compile_s"),
-    F("identical", bool, table=19, header="T=0 same"),
+    F("identical", bool, table=20, header="T=0 same"),
+    F("same_as_specbench", bool),
+    F("first_difference", str),
     # JSON only; for a batch (B > 1) prompt, token ids and texts are lists, one entry per sequence
     F("prompt", object, csv=False),
     F("ar_times_s", list, csv=False),
@@ -122,6 +129,7 @@ CSV_COLUMNS = [f.name for f in FIELDS if f.csv]
 MARKDOWN_COLUMNS = [f.name for f in sorted((f for f in FIELDS if f.md), key=lambda f: f.md)]
 TABLE_COLUMNS = [f.name for f in sorted((f for f in FIELDS if f.table), key=lambda f: f.table)]
 SWEEP_KEY = tuple(f.name for f in FIELDS if f.key)
+SETTINGS = [f.name for f in FIELDS[: [f.name for f in FIELDS].index("batch") + 1]]  # context and settings
 PLOT_FIELDS = tuple(f.name for f in FIELDS if f.plot)
 
 
@@ -212,6 +220,8 @@ def result_row(
     )
     values = {
         **context,
+        "implementation": "specbench",
+        "implementation_version": context.get("specbench_version"),
         "dtype": dtype,
         "draft": draft,
         "target": c.target.name,
@@ -279,6 +289,46 @@ def result_row(
     if decode is not None:
         text = decode if B == 1 else (lambda seqs: [decode(ids) for ids in seqs])
         values["ar_text"], values["sd_text"] = text(res.ar_tokens), text(res.sd_tokens)
+    return {f.name: values[f.name] for f in FIELDS if f.name in values}
+
+
+def peer_row(row: dict, peer, decode=None, difference: str | None = None) -> dict:
+    """A peer's row (peers.PeerResult) beside specbench's `row` of the same run: the same context
+    and settings, the peer's own times, tokens and (where it tells) acceptance, and its times over
+    specbench's on the same method. `difference`: where its T = 0 tokens leave specbench's."""
+    ar, sd = summarize(peer.ar_times_s), summarize(peer.sd_times_s)
+    speedups = np.asarray(peer.ar_times_s) / np.asarray(peer.sd_times_s)
+    N, greedy = row["n_tokens"], row["temperature"] == 0
+    values = {
+        **{k: row[k] for k in SETTINGS if k in row},
+        "implementation": peer.name,
+        "implementation_version": peer.version,
+        **{f"ar_{k}": v for k, v in ar.items()},
+        **{f"sd_{k}": v for k, v in sd.items()},
+        "ar_tokens_per_s": N / ar["mean_s"],
+        "sd_tokens_per_s": N / sd["mean_s"],
+        "speedup": float(speedups.mean()),
+        "speedup_std": float(speedups.std(ddof=1)) if len(speedups) > 1 else 0.0,
+        "ar_over_specbench": ar["mean_s"] / row["ar_mean_s"],
+        "sd_over_specbench": sd["mean_s"] / row["sd_mean_s"],
+        "identical": peer.ar_tokens == peer.sd_tokens if greedy else None,
+        "same_as_specbench": peer.ar_tokens == peer.sd_tokens == row["ar_token_ids"] if greedy else None,
+        "first_difference": difference,
+        "prompt": row["prompt"],
+        "ar_times_s": peer.ar_times_s,
+        "sd_times_s": peer.sd_times_s,
+        "ar_token_ids": peer.ar_tokens,
+        "sd_token_ids": peer.sd_tokens,
+    }
+    if peer.accepted:  # the drafts each round kept: tested ones are those kept plus one rejection
+        K, kept = row["K"], np.asarray(peer.accepted)
+        values |= {
+            "n_rounds": len(kept),
+            "tokens_per_round": float((kept + 1).mean()),
+            "alpha": float(kept.sum() / np.minimum(kept + 1, K).sum()),
+        }
+    if decode is not None:
+        values["ar_text"], values["sd_text"] = decode(peer.ar_tokens), decode(peer.sd_tokens)
     return {f.name: values[f.name] for f in FIELDS if f.name in values}
 
 

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from specbench import hf_layout, weights
+from specbench import hf_layout, reference, weights
 from specbench.cli import cli
 from specbench.gpt2 import GPT2Config, init_params
 from specbench.weights import Model
@@ -77,37 +77,9 @@ def tiny_model():
 
 
 def numpy_gpt2(params, tokens, config: GPT2Config) -> np.ndarray:
-    """A plain NumPy GPT-2 forward, written from the paper's equations, independent of gpt2.py."""
-    P = jax.tree_util.tree_map(lambda a: np.asarray(a, np.float64), params)
-    T, E, H = len(tokens), config.n_embd, config.n_head
-    hd = E // H
-
-    def ln(x, w, b):
-        mu = x.mean(-1, keepdims=True)
-        sd = np.sqrt(((x - mu) ** 2).mean(-1, keepdims=True) + config.layer_norm_epsilon)
-        return (x - mu) / sd * w + b
-
-    x = P["wte"][np.asarray(tokens)] + P["wpe"][np.arange(T)]
-    B = P["blocks"]
-    for i in range(config.n_layer):
-        h = ln(x, B["ln_1"]["weight"][i], B["ln_1"]["bias"][i])
-        qkv = h @ B["attn"]["c_attn"]["weight"][i] + B["attn"]["c_attn"]["bias"][i]
-        q, k, v = np.split(qkv, 3, axis=-1)
-        heads = []
-        for j in range(H):
-            s = slice(j * hd, (j + 1) * hd)
-            att = q[:, s] @ k[:, s].T / np.sqrt(hd)
-            att = att + np.triu(np.full((T, T), -np.inf), 1)
-            att = np.exp(att - att.max(-1, keepdims=True))
-            att /= att.sum(-1, keepdims=True)
-            heads.append(att @ v[:, s])
-        x = x + np.concatenate(heads, -1) @ B["attn"]["c_proj"]["weight"][i] + B["attn"]["c_proj"]["bias"][i]
-        h = ln(x, B["ln_2"]["weight"][i], B["ln_2"]["bias"][i])
-        f = h @ B["mlp"]["c_fc"]["weight"][i] + B["mlp"]["c_fc"]["bias"][i]
-        f = 0.5 * f * (1 + np.tanh(np.sqrt(2 / np.pi) * (f + 0.044715 * f**3)))
-        x = x + f @ B["mlp"]["c_proj"]["weight"][i] + B["mlp"]["c_proj"]["bias"][i]
-    x = ln(x, P["ln_f"]["weight"], P["ln_f"]["bias"])
-    return x @ P["wte"].T
+    """The NumPy reference forward (reference.py, written from the paper's equations, independent
+    of gpt2.py), in float64."""
+    return reference.forward(reference.as_numpy(params, np.float64), tokens, config)
 
 
 # ---------------------------------------------------------------------------------------------

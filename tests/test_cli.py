@@ -76,7 +76,7 @@ def test_run_markdown_export_and_sampling_flags(env, tmp_path):
     )
     assert result.exit_code == 0, result.output
     lines = md.read_text().splitlines()
-    assert lines[0].startswith("| draft") and "speedup" in lines[0] and len(lines) == 3
+    assert lines[0].startswith("| implementation") and "speedup" in lines[0] and len(lines) == 3
     assert "0.8" in lines[2]
     row = {
         k.strip(): v.strip() for k, v in zip(lines[0].strip("|").split("|"), lines[2].strip("|").split("|"))

@@ -1,6 +1,6 @@
-"""Cross-check with Hugging Face transformers, where it is installed (not in CI).
+"""Cross-check with Hugging Face transformers, where the peers extra is installed (CI installs it).
 
-pip install torch==2.13.0 transformers && python -m pytest tests/test_hf_compat.py
+pip install torch==2.13.0 && pip install -e '.[peers]' && python -m pytest tests/test_hf_compat.py
 """
 
 import numpy as np
