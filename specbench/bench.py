@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from specbench import generate, timing
+from specbench import generate, load, timing
 from specbench.drafters import Drafter
 from specbench.peers import PeerResult
 from specbench.sampling import Warp
@@ -68,6 +68,7 @@ class BenchmarkResult:
     n_compiles: int
     batch: int = 1  # sequences decoded together; times are then per batch
     peers: list[PeerResult] = dataclasses.field(default_factory=list)
+    load: dict = dataclasses.field(default_factory=dict)  # load.others() over the whole measurement
 
 
 def run_benchmark(config: RunConfig, prompts: list[list[int]], on_progress=None) -> BenchmarkResult:
@@ -106,6 +107,7 @@ def run_benchmark(config: RunConfig, prompts: list[list[int]], on_progress=None)
     peer_out = [{"ar": [], "sd": []} for _ in c.peers]
     total = c.total_steps
     progress = on_progress or (lambda *a: None)
+    start = load.snapshot()
     timed = lambda f: (time.perf_counter(), f(), time.perf_counter())
     with timing.CompileCounter() as compiles:
         t0 = time.perf_counter()
@@ -157,6 +159,7 @@ def run_benchmark(config: RunConfig, prompts: list[list[int]], on_progress=None)
             progress(done + i, total, f"step time: {what}")
             steps[name] = measure()
         progress(total, total, "done")
+    machine = load.others(start, load.snapshot())
     steps["ar_start"], steps["sd_start"] = steps.pop("starts")
     median = {name: float(np.median(s)) for name, s in steps.items()}
     # the overhead is a difference of separately timed medians: carry its uncertainty with it
@@ -194,4 +197,5 @@ def run_benchmark(config: RunConfig, prompts: list[list[int]], on_progress=None)
             )
             for p, out in zip(c.peers, peer_out)
         ],
+        load=machine,
     )

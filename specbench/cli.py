@@ -283,6 +283,48 @@ def roofline_cmd(**flags):
     export.write_all(rows, exports, columns=list(rows[0]))
 
 
+@cli.command()
+@opt.apply(opt.model + opt.report + opt.peer)
+def report(**flags):
+    """The whole picture on this machine: a standard battery (roofline, prompt categories, K,
+    temperature, drafters, batch size, exactness) measured with one pair, as a web page with its
+    rows. Every row is saved as it finishes; Ctrl-C keeps them, and --resume completes the report."""
+    import time
+
+    from specbench import page
+    from specbench import report as battery
+
+    p = battery.report_plan(flags)
+    console = make_console()
+    console.print(
+        f"report: {len(p.jobs)} measurements + roofline + self-test "
+        f"({'quick' if p.battery.quick else 'full'}), {len(p.done)} rows already in {p.directory}"
+    )
+    kept = lambda rows: (
+        f"{render.plural(len(rows), 'row')} kept in {p.directory}; run again with --resume -o {p.directory}"
+    )
+    interrupt_message[0] = f"interrupted: nothing measured yet; run again with --resume -o {p.directory}"
+    t0 = time.perf_counter()
+    try:
+        with progress_bar("report", battery.total_steps(p), unit="measurement") as bar:
+
+            def step(done, what, rows=()):
+                bar.update(done, what=what)
+                if rows:
+                    interrupt_message[0] = "interrupted: " + kept(rows)
+
+            rows, sections = battery.measure(p, step)
+            bar.update(battery.total_steps(p), what="done")
+    except KeyboardInterrupt:  # in-process callers (tests); the console script exits from __main__'s watcher
+        click.echo("interrupted: " + kept(export.read_json(str(p.directory / "rows.json"))), err=True)
+        sys.exit(130)
+    info = battery.page_info(p, time.perf_counter() - t0)
+    index = page.render(p.directory, rows, sections, p.shows, battery.SECTIONS, info)
+    console.print(
+        f"wrote {index} ({render.plural(len(rows), 'row')} in rows.json, rows.csv) · open it in a browser"
+    )
+
+
 def main():
     """Run the command line. The console script enters through specbench.__main__, which first
     makes Ctrl-C safe at any moment."""

@@ -177,6 +177,21 @@ drafter = [
         help="dynamic K: the threshold, in (0, 1).",
     ),
 ]
+report = [
+    click.option(
+        "--quick", is_flag=True, help="A reduced battery: every section, fewer settings and repeats."
+    ),
+    click.option(
+        "--output",
+        "-o",
+        default="report",
+        show_default=True,
+        metavar="DIR",
+        help="Where the page and rows go.",
+    ),
+    click.option("--resume", is_flag=True, help="Complete the report in --output (same settings)."),
+    click.option("--force", is_flag=True, help="Write into an --output that holds something else."),
+]
 peer = [
     click.option(
         "--peer",

@@ -180,3 +180,50 @@ def _save(fig, rows: list[dict], output: str, bottom: float = 0.0) -> None:
     fig.tight_layout(rect=(0, min(bottom, 0.6), 1, 1))
     fig.savefig(output, dpi=120)
     plt.close(fig)
+
+
+def plot_bars(rows: list[dict], labels: list[str], output: str, title: str) -> None:
+    """One bar per row: measured speedup with ±σ, the accounted and refined predictions beside it
+    as markers; a line at 1 (no gain)."""
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.1 * len(rows) + 2), 3.8))
+    x = np.arange(len(rows))
+    ax.bar(
+        x,
+        [r["speedup"] for r in rows],
+        yerr=[r.get("speedup_std") or 0 for r in rows],
+        capsize=3,
+        color="#4c72b0",
+        label="measured (± σ)",
+    )
+    for field, marker, name in (("accounted_speedup", "D", "accounted"), ("refined_speedup", "x", "refined")):
+        values = [r.get(field) for r in rows]
+        if any(v is not None for v in values):
+            ax.plot(x, [np.nan if v is None else v for v in values], marker, color="black", ls="", label=name)
+    ax.axhline(1.0, color="grey", lw=0.8)
+    ax.set_xticks(x, labels, rotation=20 if len(rows) > 4 else 0, ha="right" if len(rows) > 4 else "center")
+    ax.set(ylabel="speedup (AR time / SD time)", title=title)
+    ax.legend(fontsize=7)
+    ax.grid(axis="y", alpha=0.3)
+    _save(fig, rows, output)
+
+
+def plot_roofline(rows: list[dict], output: str) -> None:
+    """Per model: step time t(n) over t(1) against tokens per step, and the fraction of the
+    memory bound each step reaches."""
+    fig, (ax_t, ax_b) = plt.subplots(1, 2, figsize=(10, 3.8))
+    for model in dict.fromkeys(r["model"] for r in rows):
+        mine = [r for r in rows if r["model"] == model]
+        n = [r["n_tokens_per_step"] for r in mine]
+        line = ax_t.plot(n, [r["t_over_t1"] for r in mine], "o-", label=model)[0]
+        ax_b.plot(n, [r["fraction_of_bound"] for r in mine], "o-", color=line.get_color(), label=model)
+    ax_t.axhline(1.0, color="grey", lw=0.8)
+    ax_t.set(xlabel="tokens per step", ylabel="t(n) / t(1)", title="step time against a 1-token step")
+    ax_b.set(
+        xlabel="tokens per step", ylabel="bound / t", title="fraction of the memory bound", ylim=(0, 1.05)
+    )
+    for ax in (ax_t, ax_b):
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(output, dpi=120)
+    plt.close(fig)

@@ -108,6 +108,10 @@ FIELDS = [
     F("tokens_per_round_positional"),
     F("best_K_predicted", int),
     F("compile_s"),
+    # how busy the machine was while the row was measured (load.py): other processes, in cores
+    F("other_load", fmt=".2f"),
+    F("under_load", bool),
+    F("report_job", str),  # `specbench report`: the battery's name of the job
     F("identical", bool, table=20, header="T=0 same"),
     F("same_as_specbench", bool),
     F("first_difference", str),
@@ -271,6 +275,8 @@ def result_row(
         "tokens_per_round_positional": theory.expected_tokens_positional(st.per_position),
         "best_K_predicted": best_K_predicted(res, st.alpha),
         "compile_s": res.compile_s,
+        "other_load": res.load.get("other_load"),
+        "under_load": res.load.get("under_load"),
         "identical": (res.ar_tokens == res.sd_tokens) if warp.temperature == 0 else None,
         "prompt": prompt,
         "ar_times_s": res.ar_times_s,
@@ -314,6 +320,8 @@ def peer_row(row: dict, peer, decode=None, difference: str | None = None) -> dic
         "identical": peer.ar_tokens == peer.sd_tokens if greedy else None,
         "same_as_specbench": peer.ar_tokens == peer.sd_tokens == row["ar_token_ids"] if greedy else None,
         "first_difference": difference,
+        "other_load": row.get("other_load"),  # measured in the same window as specbench's row
+        "under_load": row.get("under_load"),
         "prompt": row["prompt"],
         "ar_times_s": peer.ar_times_s,
         "sd_times_s": peer.sd_times_s,

@@ -1,0 +1,135 @@
+"""What a report's numbers say, in plain words: one short reading per section, generated from
+the rows (no JAX). Each reading states what was measured and compares it with what the theory
+predicted from the same run's parts."""
+
+from __future__ import annotations
+
+from specbench import theory
+
+
+def x(value: float) -> str:
+    return f"{value:.2f}×"
+
+
+def paid(rows: list[dict]) -> str:
+    """'at every …' / 'at none of …' / 'at 3 of 5 …' settings: where speculation paid."""
+    n = sum(r["speedup"] > 1 for r in rows)
+    return "every" if n == len(rows) else "none" if n == 0 else f"{n} of {len(rows)}"
+
+
+def categories(rows: list[dict]) -> str:
+    best, worst = max(rows, key=lambda r: r["speedup"]), min(rows, key=lambda r: r["speedup"])
+    ratio = [r["measured_over_accounted"] for r in rows if r.get("measured_over_accounted")]
+    spread = f" Measured ÷ accounted ranged {min(ratio):.2f}–{max(ratio):.2f}." if ratio else ""
+    return (
+        f"Speculation paid on {paid(rows)} of the {len(rows)} prompt categories. The most on "
+        f"{best['prompt_id']} ({x(best['speedup'])}, α {best['alpha']:.2f}), the least on "
+        f"{worst['prompt_id']} ({x(worst['speedup'])}, α {worst['alpha']:.2f}): the speedup follows "
+        f"how often the draft agrees with the target.{spread}"
+    )
+
+
+def K_sweep(rows: list[dict]) -> str:
+    rows = sorted(rows, key=lambda r: r["K"])
+    best = max(rows, key=lambda r: r["speedup"])
+    Ks = [r["K"] for r in rows]
+    predicted = sorted({r["best_K_predicted"] for r in rows if r.get("best_K_predicted")})
+    agree = (
+        "as the parts predicted"
+        if predicted and best["K"] in predicted
+        else f"the parts predicted K = {', '.join(map(str, predicted))}"
+        if predicted
+        else "no prediction was possible"
+    )
+    n = sum(r["speedup"] > 1 for r in rows)
+    where = "every K" if n == len(rows) else f"{n} of the {len(rows)} K tried,"
+    return (
+        f"Speculation paid at {where} from {Ks[0]} to {Ks[-1]}; the best was K = {best['K']} "
+        f"({x(best['speedup'])}), {agree}."
+    )
+
+
+def temperature(rows: list[dict]) -> str:
+    def name(r):
+        return f"T = {r['temperature']:g}" + (f", top-p {r['top_p']:g}" if r.get("top_p") else "")
+
+    parts = [f"{name(r)}: {x(r['speedup'])} (α {r['alpha']:.2f})" for r in rows]
+    greedy = [r for r in rows if r["temperature"] == 0]
+    sampled = [r for r in rows if r["temperature"] > 0]
+    tail = ""
+    if greedy and sampled:
+        g, s = greedy[0], min(sampled, key=lambda r: r["alpha"])
+        verb = "fell" if s["alpha"] < g["alpha"] else "rose"
+        tail = (
+            f" Sampling {verb} α from {g['alpha']:.2f} to {s['alpha']:.2f}: a sampled draft token "
+            "is accepted with probability min(1, q/p), not only when it is the target's argmax."
+        )
+    return "; ".join(parts) + "." + tail
+
+
+def drafters(rows: list[dict]) -> str:
+    ranked = sorted(rows, key=lambda r: -r["speedup"])
+    label = lambda r: r["drafter"] + (" (dynamic K)" if r.get("dynamic_K") else "")
+    parts = [f"{label(r)} {x(r['speedup'])}" for r in ranked]
+    return f"On the same prompt, fastest first: {', '.join(parts)}."
+
+
+def batch(rows: list[dict]) -> str:
+    rows = sorted(rows, key=lambda r: r["batch"])
+    Bs, s = [r["batch"] for r in rows], [r["speedup"] for r in rows]
+    b = theory.crossover(Bs, s)
+    where = (
+        f"it crosses 1 near B ≈ {b:.1f}, where the batch fills the device and verifying K + 1 tokens "
+        "per sequence stops being nearly free"
+        if b is not None
+        else f"it stays above 1 up to B = {Bs[-1]}"
+        if s[-1] >= 1
+        else f"it is below 1 from B = {Bs[0]} on"
+    )
+    throughput = rows[-1]["sd_tokens_per_s"] / rows[0]["sd_tokens_per_s"]
+    return (
+        f"The speedup goes from {x(s[0])} at B = {Bs[0]} to {x(s[-1])} at B = {Bs[-1]}; {where}. "
+        f"SD's throughput grew {x(throughput)} from B = {Bs[0]} to {Bs[-1]}."
+    )
+
+
+def roofline(rows: list[dict], K: int) -> str:
+    out = []
+    for model in dict.fromkeys(r["model"] for r in rows):
+        mine = {r["n_tokens_per_step"]: r for r in rows if r["model"] == model}
+        one, verify = mine[1], mine.get(K + 1)
+        out.append(
+            f"{model}: a 1-token step takes {one['t_step_s'] * 1e3:.2f} ms, "
+            f"{one['fraction_of_bound']:.0%} of the memory bound ({one['bound_gbps']:.0f} GB/s, "
+            f"{one['bound_source']})"
+            + (
+                f"; verifying {K + 1} tokens costs {verify['t_over_t1']:.2f}× a 1-token step"
+                if verify
+                else ""
+            )
+        )
+    return ". ".join(out) + "."
+
+
+def exactness(rows: list[dict], selftest: dict | None) -> str:
+    greedy = [r for r in rows if r["temperature"] == 0 and r.get("identical") is not None]
+    same = sum(bool(r["identical"]) for r in greedy)
+    text = f"At T = 0, {same} of {len(greedy)} rows gave the same tokens from AR and SD" + (
+        " (all of them)." if same == len(greedy) else ": SPECULATIVE DECODING CHANGED THE OUTPUT."
+    )
+    peers = [r for r in greedy if r.get("same_as_specbench") is not None]
+    if peers:
+        agree = sum(bool(r["same_as_specbench"]) for r in peers)
+        text += f" Peers gave specbench's tokens in {agree} of {len(peers)} rows."
+    if selftest:
+        verdict = (
+            "the sampler passed and the broken control failed, as it must"
+            if selftest["passed"]
+            else "THE TEST DID NOT SEPARATE THE SAMPLER FROM THE BROKEN CONTROL"
+        )
+        text += (
+            f" Self-test at T = 1 ({selftest['n_samples']} samples, K = {selftest['K']}): p = "
+            f"{selftest['p_value']:.3g} for specbench's sampler, {selftest['p_value_broken']:.3g} for the "
+            f"broken one (threshold {selftest['threshold']:g}): {verdict}."
+        )
+    return text

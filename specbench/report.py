@@ -1,0 +1,292 @@
+"""`specbench report`: a standard battery of measurements with one pair, saved row by row, and
+one page that shows them (page.py).
+
+The battery is a list of sections; each names the jobs (plan.Job: one row each) it shows.
+Jobs that several sections show (K = 4, T = 0 on the default prompt) are measured once. Every
+row is written to DIR/rows.json and rows.csv as it finishes, with the load other processes put
+on the machine while it was measured (load.py); `--resume` measures only the jobs that are
+missing, after checking that DIR holds a report of the same settings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+from specbench import export, load, prompts, tokenizer
+from specbench.bench import RunConfig
+from specbench.checks import check_batch, check_decodable, load_pair, load_peers, make_drafter
+from specbench.console import BadInput
+from specbench.errors import ExportError
+from specbench.plan import Job
+from specbench.render import plural
+from specbench.sampling import Warp
+
+STATE_FILE = "report.json"  # the settings and the sections' load; marks a directory as a report
+K_DEFAULT = 4
+SELFTEST_SAMPLES = 20000  # the self-test's generations per sampler (selftest.run): seconds on a CPU
+ROOFLINE_CONTEXT = 256
+
+
+@dataclasses.dataclass(frozen=True)
+class Battery:
+    """What one report measures. `quick` trims every section, and keeps them all."""
+
+    quick: bool
+
+    @property
+    def repeats(self) -> int:
+        return 2 if self.quick else 5
+
+    @property
+    def categories(self) -> list[str]:
+        chosen = ["seed", "narrative", "repetition"] if self.quick else list(prompts.PROMPTS)
+        return [next(iter(prompts.PROMPTS[c])) for c in chosen]  # the first prompt of each
+
+    @property
+    def Ks(self) -> list[int]:
+        return [1, 2, 4, 8] if self.quick else [1, 2, 3, 4, 6, 8]
+
+    @property
+    def warps(self) -> list[Warp]:
+        return [Warp(0.0), Warp(1.0)] + ([] if self.quick else [Warp(1.0, top_p=0.9)])
+
+    @property
+    def drafters(self) -> list[tuple[str, bool]]:  # (kind, dynamic K)
+        extra = (
+            [("lookup", False)] if self.quick else [("lookup", False), ("layerskip", False), ("model", True)]
+        )
+        return [("model", False), *extra]
+
+    @property
+    def batches(self) -> list[int]:
+        return [1, 4] if self.quick else [1, 2, 4, 8]
+
+    @property
+    def roofline_iters(self) -> int:
+        return 10 if self.quick else 20
+
+
+SECTIONS = {  # id: title, in the page's order
+    "device": "Device and software",
+    "roofline": "Roofline: step time against the memory bound",
+    "categories": "AR against SD on every prompt category",
+    "K": "K sweep",
+    "temperature": "Temperature and top-p",
+    "drafters": "Drafters compared",
+    "batch": "Batch size",
+    "exactness": "Exactness",
+    "formulas": "The formulas",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class ReportPlan:
+    directory: Path
+    settings: dict  # what --resume must find the same
+    battery: Battery
+    draft: object
+    target: object
+    jobs: dict[str, Job]  # job id -> job
+    shows: dict[str, list[str]]  # section id -> the job ids it shows
+    done: list[dict]  # rows already in the directory (--resume)
+    dtype: str
+
+
+def job_id(kind: str, dynamic: bool, K: int, warp: Warp, pid: str, batch: int) -> str:
+    p = f"-top_p{warp.top_p:g}" if warp.top_p else ""
+    return f"{kind}{'-dynamic' if dynamic else ''}-K{K}-T{warp.temperature:g}{p}-{pid}-b{batch}"
+
+
+def report_plan(f: dict) -> ReportPlan:
+    """Every check before anything is written: the directory, --resume's settings, the pair,
+    that the largest batch fits."""
+    directory = Path(f["output"])
+    battery = Battery(f["quick"])
+    settings = {
+        "quick": f["quick"],
+        "draft": f["draft"],
+        "target": f["target"],
+        "dtype": f["dtype"],
+        "peers": list(f["peers"]),
+    }
+    done = check_directory(directory, settings, f["resume"], f["force"])
+    d, t = load_pair(f["draft"], f["target"], f["dtype"])
+    options = {"ngram": 3, "draft_layers": None, "draft_confidence": 0.2}
+    encoded = {pid: tokenizer.encode(text) for pid, text in prompts.all_prompts().items()}
+    jobs: dict[str, Job] = {}
+    shows: dict[str, list[str]] = {s: [] for s in SECTIONS}
+
+    def add(section, kind="model", dynamic=False, K=K_DEFAULT, warp=Warp(), pid=None, batch=1, peers=()):
+        pid = pid or prompts.DEFAULT_PROMPT_ID
+        ids = prompts.batch_ids(prompts.all_prompts(), batch) if batch > 1 else [pid]
+        name = job_id(kind, dynamic, K, warp, pid if batch == 1 else "all", batch)
+        if name not in jobs:
+            drafter, draft_name = make_drafter(kind, d, t, {**options, "dynamic_K": dynamic})
+            config = RunConfig(
+                d if kind == "model" else None,
+                t,
+                drafter,
+                K,
+                warp,
+                n_tokens=40,
+                repeats=battery.repeats,
+                peers=peers,
+            )
+            texts = [prompts.all_prompts()[i] for i in ids]
+            jobs[name] = Job(
+                config, draft_name, pid if batch == 1 else "all", ids, texts, [encoded[i] for i in ids]
+            )
+        shows[section].append(name)
+
+    model_drafter, _ = make_drafter("model", d, t, {**options, "dynamic_K": False})
+    peers = load_peers(f["peers"], model_drafter, d, t, 1)
+    for pid in battery.categories:
+        add("categories", pid=pid, peers=peers)
+    for K in battery.Ks:
+        add("K", K=K)
+    for warp in battery.warps:
+        add("temperature", warp=warp)
+    for kind, dynamic in battery.drafters:
+        add("drafters", kind=kind, dynamic=dynamic)
+    for b in battery.batches:
+        add("batch", batch=b)
+    for job in jobs.values():
+        for ids in job.encoded:
+            check_decodable(ids, 40, job.config.K, [m for m in (d, t)])
+    biggest = max(battery.batches)
+    check_batch(biggest, False, model_drafter, d, t, list(encoded.values()), 40, max(battery.Ks))
+    return ReportPlan(directory, settings, battery, d, t, jobs, shows, done, f["dtype"])
+
+
+def check_directory(directory: Path, settings: dict, resume: bool, force: bool) -> list[dict]:
+    """-o DIR: new, or a previous report (--resume completes it, --force starts it over); never a
+    folder of something else unless --force. Returns the rows --resume keeps."""
+    state = directory / STATE_FILE
+    if resume and force:
+        raise BadInput("--force", "starts the report over, --resume completes it: give one of them")
+    if directory.exists() and not directory.is_dir():
+        raise BadInput("--output", f"{directory} is a file, not a folder")
+    is_report = state.is_file()
+    if resume:
+        if not is_report:
+            raise BadInput("--resume", f"{directory} holds no report to complete (no {STATE_FILE})")
+        try:
+            before = json.loads(state.read_text())["settings"]
+            rows = (
+                export.read_json(str(directory / "rows.json")) if (directory / "rows.json").exists() else []
+            )
+        except (ValueError, KeyError, ExportError) as e:
+            raise BadInput("--resume", f"{state} cannot be read ({e})") from None
+        if before != settings:
+            differ = ", ".join(
+                f"{k} {before.get(k)!r} there, {v!r} now" for k, v in settings.items() if before.get(k) != v
+            )
+            raise BadInput("--resume", f"{directory} is a report with other settings ({differ})")
+        return rows
+    if directory.exists() and any(directory.iterdir()) and not force:
+        what = "a previous report: --resume completes it" if is_report else "not a report"
+        raise BadInput("--output", f"{directory} exists and is {what}; --force writes into it")
+    parent = directory.parent if directory.parent != Path("") else Path(".")
+    probe = directory if directory.exists() else parent
+    try:
+        export.check_writable(str(probe / ".specbench-probe"))
+    except ExportError:
+        raise BadInput("--output", f"{probe} is not writable") from None
+    return []
+
+
+def save_state(plan: ReportPlan, sections: dict) -> None:
+    export.write_text(
+        str(plan.directory / STATE_FILE),
+        json.dumps({"settings": plan.settings, "sections": sections}, indent=1),
+    )
+
+
+def measure(plan: ReportPlan, on_progress) -> tuple[list[dict], dict]:
+    """Measure the jobs not yet done, section by section, saving rows as they finish; then the
+    roofline and the self-test. Returns (rows, sections' load and extra results)."""
+    from specbench import device, roofline, selftest
+
+    plan.directory.mkdir(parents=True, exist_ok=True)
+    rows = list(plan.done)
+    have = {r.get("report_job") for r in rows}
+    state = {"sections": {}}
+    if (plan.directory / STATE_FILE).is_file() and plan.done:
+        state = json.loads((plan.directory / STATE_FILE).read_text())
+    sections = state.get("sections", {})
+    save_state(plan, sections)
+    files = {"json": str(plan.directory / "rows.json"), "csv": str(plan.directory / "rows.csv")}
+    step = 0
+    for section, ids in plan.shows.items():
+        todo = [i for i in ids if i not in have]
+        if section == "roofline" and "roofline" not in sections:
+            todo = ["roofline"]
+        if section == "exactness" and "selftest" not in sections.get("exactness", {}):
+            todo = ["selftest"]
+        if not todo:
+            continue
+        start = load.snapshot()
+        extra = {}
+        for name in todo:
+            on_progress(step, f"{SECTIONS[section]}: {name}", rows)
+            if name == "roofline":
+                gbps = roofline.read_gbps()
+                context = min(ROOFLINE_CONTEXT, plan.target.config.n_ctx, plan.draft.config.n_ctx)
+                extra["rows"] = [
+                    {"model": m.name, **r}
+                    for m in (plan.target, plan.draft)
+                    for r in roofline.roofline(
+                        m, K_DEFAULT + 1, context, plan.battery.roofline_iters, measured_gbps=gbps
+                    )
+                ]
+                extra["context"] = device.context()
+            elif name == "selftest":
+                extra["selftest"] = selftest.run(n_samples=SELFTEST_SAMPLES)
+            else:
+                job = plan.jobs[name]
+                rows += [{**row, "report_job": name} for row in job.rows(bench_run(job), plan.dtype)]
+                have.add(name)
+                export.write_all(rows, files)
+            step += 1
+        sections[section] = {**sections.get(section, {}), **extra, **load.others(start, load.snapshot())}
+        save_state(plan, sections)
+    return rows, sections
+
+
+def bench_run(job: Job):
+    """One job measured (bench.run_benchmark)."""
+    from specbench import bench
+
+    return bench.run_benchmark(job.config, job.encoded)
+
+
+def total_steps(plan: ReportPlan) -> int:
+    """Progress units: each job, the roofline, the self-test."""
+    return len(plan.jobs) + 2
+
+
+def page_info(plan: ReportPlan, seconds: float) -> dict:
+    """What the page's header and its device section say."""
+    import jax
+
+    from specbench import device
+
+    describe = lambda m: f"{m.name} ({m.config.n_layer}x{m.config.n_embd}, {m.config.n_params / 1e6:.1f}M)"
+    memory = device.memory_bytes()
+    b = plan.battery
+    return {
+        "pair": f"draft {plan.draft.name} · target {plan.target.name}",
+        "battery": f"{'quick' if b.quick else 'full'} battery, {plural(b.repeats, 'repeat')}, N = 40",
+        "K": K_DEFAULT,
+        "device": {
+            **device.context(),
+            "memory": f"{memory / 2**30:.1f} GiB" if memory else "unknown",
+            "JAX backend": jax.default_backend(),
+            "dtype": plan.dtype,
+            "draft": describe(plan.draft),
+            "target": describe(plan.target),
+            "this run took": f"{seconds:.0f} s",
+        },
+    }
