@@ -62,8 +62,8 @@ def cell(field: str, value) -> str:
         return f"{value * 1e3:.2f} ms" if value < 1 else f"{value:.2f} s"
     if field == "fraction_of_bound" and isinstance(value, float):
         return f"{value:.0%}"
-    if field in ("achieved_gbps", "bound_gbps") and isinstance(value, float):
-        return f"{value:.1f}"
+    if field in ("achieved_gbps", "bound_gbps", "t_over_t1") and isinstance(value, float):
+        return f"{value:.2f}" if field == "t_over_t1" else f"{value:.1f}"
     return results.cell(field, value) if field in results.BY_NAME else str(value if value is not None else "")
 
 

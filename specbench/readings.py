@@ -79,8 +79,8 @@ def batch(rows: list[dict]) -> str:
     Bs, s = [r["batch"] for r in rows], [r["speedup"] for r in rows]
     b = theory.crossover(Bs, s)
     where = (
-        f"it crosses 1 near B ≈ {b:.1f}, where the batch fills the device and verifying K + 1 tokens "
-        "per sequence stops being nearly free"
+        f"it crosses 1 near B ≈ {b:.1f}: beyond it, verifying K + 1 tokens for every sequence "
+        "costs more than the accepted drafts save"
         if b is not None
         else f"it stays above 1 up to B = {Bs[-1]}"
         if s[-1] >= 1
