@@ -107,7 +107,7 @@ def run_benchmark(config: RunConfig, prompts: list[list[int]], on_progress=None)
     peer_out = [{"ar": [], "sd": []} for _ in c.peers]
     total = c.total_steps
     progress = on_progress or (lambda *a: None)
-    start = load.snapshot()
+    before = load.snapshot()
     timed = lambda f: (time.perf_counter(), f(), time.perf_counter())
     with timing.CompileCounter() as compiles:
         t0 = time.perf_counter()
@@ -159,7 +159,7 @@ def run_benchmark(config: RunConfig, prompts: list[list[int]], on_progress=None)
             progress(done + i, total, f"step time: {what}")
             steps[name] = measure()
         progress(total, total, "done")
-    machine = load.others(start, load.snapshot())
+    machine = load.others(before, load.snapshot())
     steps["ar_start"], steps["sd_start"] = steps.pop("starts")
     median = {name: float(np.median(s)) for name, s in steps.items()}
     # the overhead is a difference of separately timed medians: carry its uncertainty with it

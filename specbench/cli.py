@@ -289,8 +289,6 @@ def report(**flags):
     """The whole picture on this machine: a standard battery (roofline, prompt categories, K,
     temperature, drafters, batch size, exactness) measured with one pair, as a web page with its
     rows. Every row is saved as it finishes; Ctrl-C keeps them, and --resume completes the report."""
-    import time
-
     from specbench import page
     from specbench import report as battery
 
@@ -304,7 +302,6 @@ def report(**flags):
         f"{render.plural(len(rows), 'row')} kept in {p.directory}; run again with --resume -o {p.directory}"
     )
     interrupt_message[0] = f"interrupted: nothing measured yet; run again with --resume -o {p.directory}"
-    t0 = time.perf_counter()
     try:
         with progress_bar("report", battery.total_steps(p), unit="measurement") as bar:
 
@@ -318,7 +315,7 @@ def report(**flags):
     except KeyboardInterrupt:  # in-process callers (tests); the console script exits from __main__'s watcher
         click.echo("interrupted: " + kept(export.read_json(str(p.directory / "rows.json"))), err=True)
         sys.exit(130)
-    info = battery.page_info(p, time.perf_counter() - t0)
+    info = battery.page_info(p, sections)
     index = page.render(p.directory, rows, sections, p.shows, battery.SECTIONS, info)
     console.print(
         f"wrote {index} ({render.plural(len(rows), 'row')} in rows.json, rows.csv) · open it in a browser"

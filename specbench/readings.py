@@ -11,10 +11,11 @@ def x(value: float) -> str:
     return f"{value:.2f}×"
 
 
-def paid(rows: list[dict]) -> str:
-    """'at every …' / 'at none of …' / 'at 3 of 5 …' settings: where speculation paid."""
+def paid(rows: list[dict], things: str) -> str:
+    """'every one of the 6 prompt categories' / 'none of …' / '5 of the 6 …': where speculation paid."""
     n = sum(r["speedup"] > 1 for r in rows)
-    return "every" if n == len(rows) else "none" if n == 0 else f"{n} of {len(rows)}"
+    share = "every one" if n == len(rows) else "none" if n == 0 else f"{n}"
+    return f"{share} of the {len(rows)} {things}"
 
 
 def categories(rows: list[dict]) -> str:
@@ -22,7 +23,7 @@ def categories(rows: list[dict]) -> str:
     ratio = [r["measured_over_accounted"] for r in rows if r.get("measured_over_accounted")]
     spread = f" Measured ÷ accounted ranged {min(ratio):.2f}–{max(ratio):.2f}." if ratio else ""
     return (
-        f"Speculation paid on {paid(rows)} of the {len(rows)} prompt categories. The most on "
+        f"Speculation paid on {paid(rows, 'prompt categories')}. The most on "
         f"{best['prompt_id']} ({x(best['speedup'])}, α {best['alpha']:.2f}), the least on "
         f"{worst['prompt_id']} ({x(worst['speedup'])}, α {worst['alpha']:.2f}): the speedup follows "
         f"how often the draft agrees with the target.{spread}"

@@ -13,6 +13,7 @@ from specbench import readings, report
 from conftest import assert_one_line_error, invoke
 
 HEADINGS = list(report.SECTIONS.values())
+pytestmark = pytest.mark.xdist_group("report")  # one worker makes the quick report these tests share
 ARTIFACTS = Path(os.environ.get("SPECBENCH_TEST_ARTIFACTS", "test-artifacts"))
 
 
@@ -23,7 +24,10 @@ def quick_report(tmp_path_factory, model_dirs):
     mp = pytest.MonkeyPatch()
     mp.setattr(report.Battery, "repeats", property(lambda self: 1))
     mp.setattr(report.Battery, "batches", property(lambda self: [1, 2]))
+    mp.setattr(report.Battery, "Ks", property(lambda self: [2, 4]))
+    mp.setattr(report.Battery, "categories", property(lambda self: ["seed-turing", "refrain-1"]))
     mp.setattr(report, "SELFTEST_SAMPLES", 5000)
+    mp.setattr(report.Battery, "roofline_iters", property(lambda self: 2))
     result = invoke("report", "--quick", "-o", out, "--draft", model_dirs / "d", "--target", model_dirs / "t")
     mp.undo()
     assert result.exit_code == 0, result.output
@@ -55,6 +59,8 @@ def test_resume_measures_only_what_is_missing(quick_report, tmp_path, model_dirs
     (copy / "rows.json").write_text(json.dumps(rows[:-1]))
     monkeypatch.setattr(report.Battery, "repeats", property(lambda self: 1))
     monkeypatch.setattr(report.Battery, "batches", property(lambda self: [1, 2]))
+    monkeypatch.setattr(report.Battery, "Ks", property(lambda self: [2, 4]))
+    monkeypatch.setattr(report.Battery, "categories", property(lambda self: ["seed-turing", "refrain-1"]))
     measured = []
     real = report.bench_run
     monkeypatch.setattr(report, "bench_run", lambda job: measured.append(job) or real(job))
@@ -99,6 +105,10 @@ def test_readings_say_what_the_numbers_show():
         {"batch": 8, "speedup": 0.5, "sd_tokens_per_s": 300.0},
     ]
     assert "crosses 1 near B ≈" in readings.batch(rows)
+    cats = [{"speedup": s, "prompt_id": f"p{i}", "alpha": 0.9} for i, s in enumerate([1.5, 0.9, 1.2])]
+    assert readings.categories(cats).startswith(
+        "Speculation paid on 2 of the 3 prompt categories. The most on p0"
+    )
 
 
 def chromium() -> str | None:
