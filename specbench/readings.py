@@ -60,7 +60,7 @@ def temperature(rows: list[dict]) -> str:
     tail = ""
     if greedy and sampled:
         g, s = greedy[0], min(sampled, key=lambda r: r["alpha"])
-        verb = "fell" if s["alpha"] < g["alpha"] else "rose"
+        verb = "lowered" if s["alpha"] < g["alpha"] else "raised"
         tail = (
             f" Sampling {verb} α from {g['alpha']:.2f} to {s['alpha']:.2f}: a sampled draft token "
             "is accepted with probability min(1, q/p), not only when it is the target's argmax."
