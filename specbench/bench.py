@@ -44,8 +44,8 @@ class RunConfig:
 
     @property
     def total_steps(self) -> int:
-        """Progress units of run_benchmark: warm-up, repeats, the step timings."""
-        return self.warmup + self.repeats + timing.N_STEP_TIMINGS
+        """Progress units of run_benchmark: warm-up, then each repeat with its step timings."""
+        return self.warmup + self.repeats
 
 
 @dataclasses.dataclass
@@ -72,8 +72,8 @@ class BenchmarkResult:
 
 
 def run_benchmark(config: RunConfig, prompts: list[list[int]], on_progress=None) -> BenchmarkResult:
-    """Warm up (compile, excluded and timed apart), then AR and SD alternately `repeats` times, then
-    the step times at the same batch size.
+    """Warm up (compile, excluded and timed apart), then `repeats` times: AR, SD, one sample of each
+    step timer at the same batch size, and each peer's AR and SD.
 
     Both decode the same prompts with the same seed, N and models; with B >= 2 prompts they decode
     the B sequences together (batched.py). on_progress(done, total, what) follows the work.
@@ -105,6 +105,19 @@ def run_benchmark(config: RunConfig, prompts: list[list[int]], on_progress=None)
         for p in c.peers
     ]
     peer_out = [{"ar": [], "sd": []} for _ in c.peers]
+    # the parts of the time budget, each a device-loop timer (timing.py) of one sample per call,
+    # measured in every repeat right after its AR and SD, so that drift hits the parts and the wall
+    # times alike (issue: the budget must hold within the run's own noise)
+    args, drafting = (prompts, c.K, c.warp, max_len, c.seed), dict(drafter=c.drafter)
+    step = lambda n: timing.step_seconds(c.target, n, max_len, repeats=1, batch=B)
+    timers = {
+        "draft": lambda: timing.draft_seconds(c.drafter, c.draft, c.target, prompts, c.K, max_len, repeats=1),
+        "target": lambda: step(1),
+        "verify": lambda: step(c.K + 1),
+        "round": lambda: timing.round_seconds(c.draft, c.target, *args, repeats=1, **drafting),
+        "ar_token": lambda: timing.ar_token_seconds(c.target, prompts, c.warp, max_len, c.seed, repeats=1),
+        "starts": lambda: timing.start_seconds(c.draft, c.target, *args, repeats=1, **drafting),
+    }
     total = c.total_steps
     progress = on_progress or (lambda *a: None)
     before = load.snapshot()
@@ -114,12 +127,16 @@ def run_benchmark(config: RunConfig, prompts: list[list[int]], on_progress=None)
         for _ in range(max(c.warmup, 1)):
             ar(), sd()
         compile_s = time.perf_counter() - t0
-        for p, (p_ar, p_sd) in zip(c.peers, peer_calls):  # their warm-up, excluded too
+        progress(c.warmup, total, "compiling the step timers")
+        for measure in timers.values():  # their compiles, excluded too
+            measure()
+        for p, (p_ar, p_sd) in zip(c.peers, peer_calls):  # the peers' warm-up, excluded too
             progress(c.warmup, total, f"warm-up of {p.name}")
             for _ in range(max(c.warmup, 1)):
                 p_ar(), p_sd()
         progress(c.warmup, total, "warm-up done")
         ar_times, sd_times = [], []
+        steps = {name: [] for name in timers}
         for i in range(c.repeats):
             t0 = time.perf_counter()
             ar_tokens, _ = ar()
@@ -127,38 +144,18 @@ def run_benchmark(config: RunConfig, prompts: list[list[int]], on_progress=None)
             t0 = time.perf_counter()
             sd_tokens, stats = sd()
             sd_times.append(time.perf_counter() - t0)
+            progress(c.warmup + i, total, "timing the parts")
+            for name, measure in timers.items():
+                steps[name].append(measure())
             for p, out, calls in zip(c.peers, peer_out, peer_calls):
                 progress(c.warmup + i, total, f"timing {p.name}")
                 for method, call in zip(("ar", "sd"), calls):
                     start, result, end = timed(call)
                     out[method].append(end - start)
                     out[method + "_result"] = result
-            progress(c.warmup + i + 1, total, "timing AR and SD")
-        done = c.warmup + c.repeats
-        args, drafting = (prompts, c.K, c.warp, max_len, c.seed), dict(drafter=c.drafter)
-        step = lambda n: timing.step_seconds(c.target, n, max_len, batch=B)
-        timers = {
-            "draft": (
-                "draft",
-                lambda: timing.draft_seconds(c.drafter, c.draft, c.target, prompts, c.K, max_len),
-            ),
-            "target": ("target", lambda: step(1)),
-            "verify": (f"verify ({c.K + 1} tokens)", lambda: step(c.K + 1)),
-            "round": ("whole round", lambda: timing.round_seconds(c.draft, c.target, *args, **drafting)),
-            "ar_token": (
-                "AR token",
-                lambda: timing.ar_token_seconds(c.target, prompts, c.warp, max_len, c.seed),
-            ),
-            "starts": (
-                "prefills and first tokens",
-                lambda: timing.start_seconds(c.draft, c.target, *args, **drafting),
-            ),
-        }
-        steps = {}
-        for i, (name, (what, measure)) in enumerate(timers.items()):
-            progress(done + i, total, f"step time: {what}")
-            steps[name] = measure()
+            progress(c.warmup + i + 1, total, "timing AR, SD and the parts")
         progress(total, total, "done")
+    steps = {name: np.concatenate(s, axis=-1) for name, s in steps.items()}
     machine = load.others(before, load.snapshot())
     steps["ar_start"], steps["sd_start"] = steps.pop("starts")
     median = {name: float(np.median(s)) for name, s in steps.items()}

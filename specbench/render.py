@@ -32,6 +32,8 @@ def fmt_speedup(row: dict) -> str:
 def fmt_overhead(row: dict) -> str:
     """The per-round overhead with its uncertainty (it is a difference of separately timed medians)."""
     ms = lambda s: f"{s * 1e3:.2f}"
+    if row.get("repeats") == 1:  # one sample of each part: no spread to show
+        return f"{ms(row['t_overhead_s'])} ms"
     return f"{ms(row['t_overhead_s'])} ± {ms(row.get('t_overhead_err_s') or 0.0)} ms"
 
 
@@ -129,7 +131,7 @@ def timing_table(row: dict, console: Console) -> None:
         f"t_verify({row['K'] + 1})",
         "c",
         "t_round",
-        "overhead (± σ)",
+        "overhead" if row["repeats"] == 1 else "overhead (± σ)",
         "theory",
         "refined",
         "measured/refined",

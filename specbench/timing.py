@@ -22,10 +22,6 @@ from specbench.gpt2 import GPT2Config, batch_layout, init_cache, step
 from specbench.sampling import Warp, argmax
 from specbench.weights import Model
 
-N_STEP_TIMINGS = (
-    6  # what run_benchmark times after the repeats: draft, target, verify, round, AR token, starts
-)
-
 
 class CompileCounter:
     """Counts XLA compilations inside a `with` block (jax.monitoring's backend-compile events)."""
