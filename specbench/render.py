@@ -175,7 +175,7 @@ def budget_lines(row: dict) -> list[str]:
     ]
     iid = row["tokens_per_round_iid"]
     lines.append(
-        f"predicted from the parts: speedup {row['accounted_speedup']:.2f} (measured / accounted "
+        f"predicted from the parts: speedup {row['accounted_speedup']:.2f} (medians measured / accounted "
         f"{row['measured_over_accounted']:.2f}) · tokens/round {row['tokens_per_round']:.2f} measured, "
         f"{row['tokens_per_round_positional']:.2f} from per-position acceptance"
         + (f", {iid:.2f} from α alone" if iid is not None else "")
