@@ -284,6 +284,8 @@ def page_info(plan: ReportPlan, sections: dict) -> dict:
     memory = device.memory_bytes()
     b = plan.battery
     seconds = sum(s.get("seconds", 0) for s in sections.values())
+    measured = list(sections.values()) or [{}]
+    first, last = measured[0], measured[-1]
     return {
         "pair": f"draft {plan.draft.name} · target {plan.target.name}",
         "battery": f"{'quick' if b.quick else 'full'} battery, {plural(b.repeats, 'repeat')}, N = 40",
@@ -296,5 +298,10 @@ def page_info(plan: ReportPlan, sections: dict) -> dict:
             "draft": describe(plan.draft),
             "target": describe(plan.target),
             "measuring took": f"{seconds:.0f} s (compiles included)",
+            "load average, start → end": " → ".join(
+                f"{x:.2f}" if x is not None else "?"
+                for x in (first.get("load_average_start"), last.get("load_average_end"))
+            ),
+            "measured under load": ", ".join(k for k, v in sections.items() if v.get("under_load")) or "no",
         },
     }
