@@ -291,7 +291,7 @@ def page_info(plan: ReportPlan, sections: dict) -> dict:
         "battery": f"{'quick' if b.quick else 'full'} battery, {plural(b.repeats, 'repeat')}, N = 40",
         "K": K_DEFAULT,
         "device": {
-            **device.context(),
+            **(sections.get("roofline", {}).get("context") or device.context()),  # when it was measured
             "memory": f"{memory / 2**30:.1f} GiB" if memory else "unknown",
             "JAX backend": jax.default_backend(),
             "dtype": plan.dtype,
