@@ -289,7 +289,13 @@ def report(**flags):
     """The whole picture on this machine: a standard battery (roofline, prompt categories, K,
     temperature, drafters, batch size, exactness) measured with one pair, as a web page with its
     rows. Every row is saved as it finishes; Ctrl-C keeps them, and --resume completes the report."""
-    from specbench import page
+    try:
+        from specbench import page
+        from specbench import plot as _  # noqa: F401  (matplotlib, before any measuring)
+    except ImportError as e:
+        raise BadInput(
+            "report", f"needs the report extra ({e.name} is missing): pip install -e '.[report]'"
+        ) from None
     from specbench import report as battery
 
     p = battery.report_plan(flags)

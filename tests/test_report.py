@@ -94,6 +94,15 @@ def test_report_bad_input_is_one_line_and_writes_nothing(quick_report, tmp_path,
         locked.chmod(0o700)
 
 
+def test_report_without_its_extra_is_one_line_naming_it(tmp_path, model_dirs, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "jinja2", None)  # as if not installed
+    result = invoke("report", "-o", tmp_path / "r", "--draft", model_dirs / "d", "--target", model_dirs / "t")
+    assert_one_line_error(result, "report", "report extra")
+    assert not (tmp_path / "r").exists()
+
+
 def test_readings_say_what_the_numbers_show():
     row = lambda K, s, **kw: {"K": K, "speedup": s, "best_K_predicted": 4, "alpha": 0.8, **kw}
     text = readings.K_sweep([row(1, 1.2), row(2, 1.5), row(4, 1.9), row(8, 1.4)])
