@@ -289,13 +289,14 @@ def report(**flags):
     """The whole picture on this machine: a standard battery (roofline, prompt categories, K,
     temperature, drafters, batch size, exactness) measured with one pair, as a web page with its
     rows. Every row is saved as it finishes; Ctrl-C keeps them, and --resume completes the report."""
-    try:
-        from specbench import page
-        from specbench import plot as _  # noqa: F401  (matplotlib, before any measuring)
+    try:  # the page and its plots, checked before any measuring
+        import jinja2  # noqa: F401
+        import matplotlib  # noqa: F401
     except ImportError as e:
         raise BadInput(
             "report", f"needs the report extra ({e.name} is missing): pip install -e '.[report]'"
         ) from None
+    from specbench import page
     from specbench import report as battery
 
     p = battery.report_plan(flags)
