@@ -91,6 +91,7 @@ class ReportPlan:
     jobs: dict[str, Job]  # job id -> job
     shows: dict[str, list[str]]  # section id -> the job ids it shows
     done: list[dict]  # rows already in the directory (--resume)
+    resume: bool
     dtype: str
 
 
@@ -114,13 +115,14 @@ def report_plan(f: dict) -> ReportPlan:
     done = check_directory(directory, settings, f["resume"], f["force"])
     d, t = load_pair(f["draft"], f["target"], f["dtype"])
     options = {"ngram": 3, "draft_layers": None, "draft_confidence": 0.2}
-    encoded = {pid: tokenizer.encode(text) for pid, text in prompts.all_prompts().items()}
+    everything = prompts.all_prompts()
+    encoded = {pid: tokenizer.encode(text) for pid, text in everything.items()}
     jobs: dict[str, Job] = {}
     shows: dict[str, list[str]] = {s: [] for s in SECTIONS}
 
     def add(section, kind="model", dynamic=False, K=K_DEFAULT, warp=Warp(), pid=None, batch=1, peers=()):
         pid = pid or prompts.DEFAULT_PROMPT_ID
-        ids = prompts.batch_ids(prompts.all_prompts(), batch) if batch > 1 else [pid]
+        ids = prompts.batch_ids(everything, batch) if batch > 1 else [pid]
         name = job_id(kind, dynamic, K, warp, pid if batch == 1 else "all", batch)
         if name not in jobs:
             drafter, draft_name = make_drafter(kind, d, t, {**options, "dynamic_K": dynamic})
@@ -134,7 +136,7 @@ def report_plan(f: dict) -> ReportPlan:
                 repeats=battery.repeats,
                 peers=peers,
             )
-            texts = [prompts.all_prompts()[i] for i in ids]
+            texts = [everything[i] for i in ids]
             jobs[name] = Job(
                 config, draft_name, pid if batch == 1 else "all", ids, texts, [encoded[i] for i in ids]
             )
@@ -154,10 +156,12 @@ def report_plan(f: dict) -> ReportPlan:
         add("batch", batch=b)
     for job in jobs.values():
         for ids in job.encoded:
-            check_decodable(ids, 40, job.config.K, [m for m in (d, t)])
+            check_decodable(ids, 40, job.config.K, [d, t])
     biggest = max(battery.batches)
     check_batch(biggest, False, model_drafter, d, t, list(encoded.values()), 40, max(battery.Ks))
-    return ReportPlan(directory, settings, battery, d, t, jobs, shows, done, f["dtype"])
+    return ReportPlan(
+        directory, settings, battery, d, t, jobs, shows, done, resume=f["resume"], dtype=f["dtype"]
+    )
 
 
 def check_directory(directory: Path, settings: dict, resume: bool, force: bool) -> list[dict]:
@@ -213,7 +217,7 @@ def measure(plan: ReportPlan, on_progress) -> tuple[list[dict], dict]:
     rows = list(plan.done)
     have = {r.get("report_job") for r in rows}
     state = {"sections": {}}
-    if (plan.directory / STATE_FILE).is_file() and plan.done:
+    if plan.resume:  # the sections already measured (roofline, self-test) are kept too
         state = json.loads((plan.directory / STATE_FILE).read_text())
     sections = state.get("sections", {})
     save_state(plan, sections)
