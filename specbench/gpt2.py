@@ -76,12 +76,18 @@ def layer_norm(x, weight, bias, eps: float = 1e-5):
 
 def linear(x, bias, weight, weight_t=None):
     """[n_seq, n_in] -> [n_seq, n_out]: x @ weight + bias, weight [n_in, n_out] in HF's Conv1D
-    orientation. A 1-row step uses weight_t = weight.T [n_out, n_in] where decode_layout added it:
-    on the CPU that product streams the weight at the memory bound, and [n_in, n_out] serves
-    several rows better (README, performance notes)."""
-    if weight_t is not None and x.shape[0] == 1:
-        return x @ weight_t.T + bias
-    return x @ weight + bias
+    orientation. A 1-row step uses weight_t where decode_layout added it: weight.T [n_out, n_in]
+    cut along n_in into [n_pieces, n_out, n_in / n_pieces], one product per piece. On the CPU
+    such a product streams its weight at the memory bound, and [n_in, n_out] serves several rows
+    better (README, performance notes)."""
+    if weight_t is None or x.shape[0] != 1:
+        return x @ weight + bias
+    if weight_t.shape[0] == 1:
+        return x @ weight_t[0].T + bias
+    pieces = x.reshape(weight_t.shape[0], 1, weight_t.shape[2])  # [n_pieces, 1, n_in / n_pieces]
+    # the barrier keeps XLA from fusing the sum into one product, which then copies its weight
+    products = lax.optimization_barrier([p @ w.T for p, w in zip(pieces, weight_t)])
+    return sum(products) + bias
 
 
 def mlp(x, c_fc, c_proj):  # [n_seq, n_embd] -> [n_seq, n_embd]
@@ -242,25 +248,34 @@ def init_params(config: GPT2Config, seed: int = 0, dtype=jnp.float32):
 MATRICES = (("attn", "c_attn"), ("attn", "c_proj"), ("mlp", "c_fc"), ("mlp", "c_proj"))
 
 
-DECODE_LAYOUT_MAX_EMBD = (
-    768  # widest model whose 1-token CPU step the [n_out, n_in] copy was measured to speed up
-)
+FUSED_VECTOR_BYTES = 16 * 1024
+"""XLA:CPU computes a matrix-vector product in one pass over an [n_out, n_in] matrix only while
+the vector is smaller than this (its CPU fusion pass's threshold); a longer one first copies the
+matrix transposed, which measured 10-20x slower (README, performance notes)."""
+
+
+def decode_pieces(n_in: int, itemsize: int) -> int:
+    """How many pieces decode_layout cuts a matrix's n_in into: the fewest that divide n_in with
+    each piece's vector under FUSED_VECTOR_BYTES (1 for every n_in up to 4,095 in float32)."""
+    return next(n for n in range(1, n_in + 1) if n_in % n == 0 and n_in // n * itemsize < FUSED_VECTOR_BYTES)
 
 
 def decode_layout(params):
-    """The same weights with a second copy of every block matrix stored [n_out, n_in] (`weight_t`),
-    which linear() uses for 1-token steps; made once at load, on the CPU only (other devices keep
-    params unchanged), and only up to DECODE_LAYOUT_MAX_EMBD wide: measured on the CPU, the copy
-    speeds up the 1-token step of the bundled pair and of 124M, and slows those of 355M, 774M and
-    1558M (README, performance notes). It costs the block matrices' size again in memory."""
+    """The same weights with a second copy of every block matrix for 1-token steps (`weight_t`):
+    stored [n_out, n_in], cut along n_in into decode_pieces() pieces, [n_layer, n_pieces, n_out,
+    n_in / n_pieces]; linear() reads it. Made once at load, on the CPU only (other devices keep
+    params unchanged). It costs the block matrices' size again in memory (README, performance
+    notes)."""
     attn = params["blocks"]["attn"]["c_attn"]
-    too_wide = params["wte"].shape[1] > DECODE_LAYOUT_MAX_EMBD
-    if jax.devices()[0].platform != "cpu" or "weight_t" in attn or too_wide:
+    if jax.devices()[0].platform != "cpu" or "weight_t" in attn:
         return params
     blocks = jax.tree_util.tree_map(lambda x: x, params["blocks"])  # a copy of the dict structure
     for part, name in MATRICES:
         layer = blocks[part][name]
-        layer["weight_t"] = jnp.swapaxes(layer["weight"], 1, 2)
+        n_layer, n_in, n_out = layer["weight"].shape
+        n = decode_pieces(n_in, layer["weight"].dtype.itemsize)
+        pieces = layer["weight"].reshape(n_layer, n, n_in // n, n_out)
+        layer["weight_t"] = jnp.transpose(pieces, (0, 1, 3, 2))  # [n_layer, n, n_out, n_in / n]
     return {**params, "blocks": blocks}
 
 

@@ -3,6 +3,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from specbench import gpt2 as gpt2_module
 from specbench.gpt2 import GPT2Config, decode_layout, gpt2, init_cache, step_jit
 from specbench.weights import Model
 
@@ -15,16 +16,20 @@ CONFIGS = [
 ]
 
 
-@pytest.mark.parametrize("layout", ["hf", "decode"])
+@pytest.mark.parametrize("layout", ["hf", "decode", "decode-pieces"])
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda c: f"{c.n_layer}x{c.n_embd}h{c.n_head}v{c.n_vocab}")
-def test_cached_logits_match_full_forward(config, layout):
+def test_cached_logits_match_full_forward(config, layout, monkeypatch):
+    if layout == "decode-pieces":  # cut every n_in into pieces of under 8 floats, as 4,096 and wider are
+        monkeypatch.setattr(gpt2_module, "FUSED_VECTOR_BYTES", 32)
     model = random_model(config, seed=config.n_embd)
     rng = np.random.default_rng(config.n_vocab)
     tokens = jnp.asarray(rng.integers(0, config.n_vocab, 30), jnp.int32)
     full = np.asarray(gpt2(model.params, tokens, config))  # uncached, in the HF layout
-    if layout == "decode":  # every step shape below, 1-token steps through the [n_out, n_in] copies
+    if layout != "hf":  # every step shape below, 1-token steps through the [n_out, n_in] copies
         model = Model(model.name, config, decode_layout(model.params), model.source)
-        assert "weight_t" in model.params["blocks"]["mlp"]["c_fc"]
+        _, pieces, n_out, piece = model.params["blocks"]["mlp"]["c_proj"]["weight_t"].shape
+        assert (n_out, pieces * piece) == (config.n_embd, 4 * config.n_embd)
+        assert pieces == 1 if layout == "decode" else pieces > 1 and piece < 8
     cache = init_cache(config, config.n_ctx)
     # prefill 7 (padded to a bucket of 8), then decode, verify, decode, verify at arbitrary positions
     padded = jnp.concatenate([tokens[:7], jnp.zeros(1, jnp.int32)])
@@ -93,3 +98,13 @@ def test_the_decode_layout_reads_as_many_bytes_and_batches_use_the_hf_layout():
     both = decode_layout(params)
     assert param_bytes(both) == param_bytes(params) < resident_bytes(both)
     assert jax.tree_util.tree_structure(batch_layout(both)) == jax.tree_util.tree_structure(params)
+
+
+def test_decode_pieces_are_the_fewest_that_divide_n_in_under_the_fusion_threshold():
+    from specbench.gpt2 import decode_pieces
+
+    # GPT-2's widths in float32: every matrix whole up to 124M's 3,072; the MLP's c_proj of
+    # 355M, 774M and 1558M (4 x n_embd) in two; bfloat16 halves the bytes
+    assert [decode_pieces(n, 4) for n in (768, 2304, 3072, 4095)] == [1, 1, 1, 1]
+    assert [decode_pieces(n, 4) for n in (4096, 5120, 6400)] == [2, 2, 2]
+    assert decode_pieces(4097, 4) == 17 and decode_pieces(6400, 2) == 1
