@@ -69,8 +69,6 @@ class BenchmarkResult:
     batch: int = 1  # sequences decoded together; times are then per batch
     peers: list[PeerResult] = dataclasses.field(default_factory=list)
     load: dict = dataclasses.field(default_factory=dict)  # load.others() over the whole measurement
-    # each step timer's sample in each repeat (seconds), taken right after that repeat's AR and SD
-    part_samples: dict = dataclasses.field(default_factory=dict)
 
 
 def run_benchmark(config: RunConfig, prompts: list[list[int]], on_progress=None) -> BenchmarkResult:
@@ -197,5 +195,4 @@ def run_benchmark(config: RunConfig, prompts: list[list[int]], on_progress=None)
             for p, out in zip(c.peers, peer_out)
         ],
         load=machine,
-        part_samples={name: [float(x) for x in s] for name, s in steps.items()},
     )
