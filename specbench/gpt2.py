@@ -251,7 +251,7 @@ MATRICES = (("attn", "c_attn"), ("attn", "c_proj"), ("mlp", "c_fc"), ("mlp", "c_
 FUSED_VECTOR_BYTES = 16 * 1024
 """XLA:CPU computes a matrix-vector product in one pass over an [n_out, n_in] matrix only while
 the vector is smaller than this (its CPU fusion pass's threshold); a longer one first copies the
-matrix transposed, which measured 10-20x slower (README, performance notes)."""
+matrix transposed, every call (README, performance notes)."""
 
 
 def decode_pieces(n_in: int, itemsize: int) -> int:
