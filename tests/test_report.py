@@ -13,7 +13,6 @@ from specbench import readings, report
 from conftest import assert_one_line_error, invoke
 
 HEADINGS = list(report.SECTIONS.values())
-pytestmark = pytest.mark.xdist_group("report")  # one worker makes the quick report these tests share
 ARTIFACTS = Path(os.environ.get("SPECBENCH_TEST_ARTIFACTS", "test-artifacts"))
 
 
