@@ -52,7 +52,7 @@ class ARState(NamedTuple):
     tokens: jax.Array  # [max_len] int32: prompt, then the committed tokens; tokens[n-1] is pending
     n: jax.Array  # [] int32: tokens committed so far, the prompt included
     key: jax.Array  # [2] uint32: the random stream
-    target_cache: dict  # gpt2 cache: {"k", "v"} [n_layer, max_len, n_head, head_dim]
+    target_cache: dict  # gpt2 cache: {"k", "v"}, as gpt2.init_cache lays them out
 
 
 class RoundCounts(NamedTuple):
@@ -69,7 +69,7 @@ class SpecState(NamedTuple):
     tokens: jax.Array  # [max_len] int32, as in ARState
     n: jax.Array  # [] int32
     key: jax.Array  # [2] uint32
-    target_cache: dict  # {"k", "v"} [n_layer, max_len, n_head, head_dim]
+    target_cache: dict  # gpt2 cache, as in ARState
     draft: dict  # the drafter's own state (drafters.start): {"cache": ...}, or {} for lookup
     counts: RoundCounts
 

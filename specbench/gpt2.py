@@ -6,7 +6,9 @@ named after the Hugging Face checkpoint's own keys (see weights.py), shapes in c
 
 Beyond picoGPT, every step reads and writes a preallocated cache:
 
-    cache = {"k": [n_layer, max_len, n_head, head_dim], "v": same}
+    cache = {"k": [n_layer, n_head, head_dim, max_len], "v": [n_layer, max_len, n_head, head_dim]}
+
+The keys are stored transposed per head (K^T), so that a step's scores q K^T read them in place.
 
 `step(params, cache, tokens, pos)` runs `tokens` (n_seq of them) at positions pos .. pos+n_seq-1:
 each layer attends over the cache entries before pos (mask `key_idx < pos`) and, causally, over
@@ -63,8 +65,10 @@ class GPT2Config:
 
 
 def gelu(x):
-    # GPT-2's tanh approximation
-    return 0.5 * x * (1.0 + jnp.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
+    # GPT-2's tanh approximation 0.5 x (1 + tanh u), u = sqrt(2/pi) (x + 0.044715 x^3), written
+    # as x / (1 + exp(-2u)), the same function: ending in a division, it is computed once, not
+    # fused into the next 1-row product, which recomputes it per row (README, performance notes)
+    return x / (1.0 + jnp.exp(-2.0 * math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
 
 
 def layer_norm(x, weight, bias, eps: float = 1e-5):
@@ -97,18 +101,21 @@ def mlp(x, c_fc, c_proj):  # [n_seq, n_embd] -> [n_seq, n_embd]
 def cached_attention(q, k, v, k_cache, v_cache, pos):
     """The new tokens' attention over the cache entries before pos and over each other, causally.
 
-    q/k/v [n_seq, n_head, hd] at positions pos..pos+n_seq-1; k_cache/v_cache [max_len, n_head, hd]
-    hold positions 0..pos-1 (entries from pos on are stale and masked). One softmax runs over both
-    score blocks, so this equals causal attention over the cache with k, v written at pos; the cache
-    is only read here and written once per step, after all layers (step). With an empty cache
-    (max_len 0) it is plain causal self-attention: the uncached forward, gpt2().
+    q/k/v [n_seq, n_head, hd] at positions pos..pos+n_seq-1; k_cache [n_head, hd, max_len] and
+    v_cache [max_len, n_head, hd] hold positions 0..pos-1 (entries from pos on are stale and
+    masked). One softmax runs over both score blocks, so this equals causal attention over the cache
+    with k, v written at pos; the cache is only read here and written once per step, after all
+    layers (step). With an empty cache (max_len 0) it is plain causal self-attention: the uncached
+    forward, gpt2().
     """
-    n_seq, max_len = q.shape[0], k_cache.shape[0]
+    n_seq, max_len = q.shape[0], v_cache.shape[0]
     scale = 1.0 / math.sqrt(q.shape[-1])
-    # the cache's products head-major, as batched matmuls want them (README, performance notes)
-    k_heads, v_heads = jnp.swapaxes(k_cache, 0, 1), jnp.swapaxes(v_cache, 0, 1)  # [n_head, max_len, hd]
+    if n_seq == 1:
+        return one_token_attention(q, k, v, k_cache, v_cache, pos, scale)
+    # the products over the cache head-major, as batched matmuls want them (README, performance notes)
+    v_heads = jnp.swapaxes(v_cache, 0, 1)  # [n_head, max_len, hd]
     q_heads = jnp.swapaxes(q, 0, 1)  # [n_head, n_seq, hd]
-    old = jnp.einsum("hqd,hkd->hqk", q_heads, k_heads).astype(jnp.float32) * scale  # [n_head, n_seq, max_len]
+    old = jnp.einsum("hqd,hdk->hqk", q_heads, k_cache).astype(jnp.float32) * scale  # [n_head, n_seq, max_len]
     new = jnp.einsum("qhd,khd->hqk", q, k).astype(jnp.float32) * scale  # [n_head, n_seq, n_seq]
     old = jnp.where((jnp.arange(max_len) < pos)[None, None, :], old, -jnp.inf)
     new = jnp.where(jnp.tril(jnp.ones((n_seq, n_seq), bool))[None], new, -jnp.inf)
@@ -116,6 +123,20 @@ def cached_attention(q, k, v, k_cache, v_cache, pos):
     return jnp.einsum("hqk,hkd->qhd", weights[..., :max_len], v_heads) + jnp.einsum(
         "hqk,khd->qhd", weights[..., max_len:], v
     )
+
+
+def one_token_attention(q, k, v, k_cache, v_cache, pos, scale):
+    """cached_attention for one new token, as multiply-and-sum over the cache in its stored order:
+    no transposed copy of the cache, and the output comes out of a reduction over the values with
+    the new one appended, which the next product reads as it is (README, performance notes)."""
+    f32 = lambda a: a.astype(jnp.float32)  # sums in float32 whatever the cache's dtype
+    q = f32(q[0])  # [n_head, hd]
+    old = (f32(k_cache) * q[:, :, None]).sum(1) * scale  # [n_head, max_len]
+    old = jnp.where(jnp.arange(old.shape[1]) < pos, old, -jnp.inf)
+    new = (f32(k[0]) * q).sum(1, keepdims=True) * scale  # [n_head, 1]
+    weights = jax.nn.softmax(jnp.concatenate([old, new], axis=1), axis=1).T  # [max_len + 1, n_head]
+    values = jnp.concatenate([v_cache, v])  # [max_len + 1, n_head, hd]
+    return (weights[:, :, None] * f32(values)).sum(0, keepdims=True).astype(v.dtype)  # [1, n_head, hd]
 
 
 def mha(x, c_attn, c_proj, k_cache, v_cache, pos, n_head):
@@ -159,7 +180,7 @@ def step(params, cache, tokens, pos, config: GPT2Config, logits_at=None):
     x, (k_new, v_new) = blocks(params, x, cache, pos, config)
     # the scan only reads the cache; every layer's new entries [L, n_seq, n_head, hd] are written
     # in one update here (inside the scan, a batch's per-sequence write copied the whole cache)
-    k = lax.dynamic_update_slice(cache["k"], k_new, (0, pos, 0, 0))
+    k = lax.dynamic_update_slice(cache["k"], jnp.transpose(k_new, (0, 2, 3, 1)), (0, 0, 0, pos))
     v = lax.dynamic_update_slice(cache["v"], v_new, (0, pos, 0, 0))
     if logits_at is not None:
         x = lax.dynamic_slice_in_dim(x, logits_at, 1)  # [1, n_embd]
@@ -185,8 +206,13 @@ def init_cache(config: GPT2Config, max_len: int, dtype=jnp.float32):
     """An empty cache for sequences of up to max_len tokens."""
     if not 0 < max_len <= config.n_ctx:
         raise ValueError(f"cache length {max_len} must be in 1..n_ctx={config.n_ctx}")
-    shape = (config.n_layer, max_len, config.n_head, config.head_dim)
-    return {"k": jnp.zeros(shape, dtype), "v": jnp.zeros(shape, dtype)}
+    return empty_cache(config, max_len, dtype)
+
+
+def empty_cache(config: GPT2Config, max_len: int, dtype=jnp.float32):
+    """init_cache without the length check: max_len 0 gives the uncached forward's empty cache."""
+    L, h, hd = config.n_layer, config.n_head, config.head_dim
+    return {"k": jnp.zeros((L, h, hd, max_len), dtype), "v": jnp.zeros((L, max_len, h, hd), dtype)}
 
 
 # One compiled program per (config, n_seq); the cache buffer is donated and reused.
@@ -210,8 +236,7 @@ def transformer(params, tokens, config: GPT2Config):
     """
     n_seq = tokens.shape[-1]
     x = params["wte"][tokens] + params["wpe"][jnp.arange(n_seq)]
-    empty = jnp.zeros((config.n_layer, 0, config.n_head, config.head_dim), x.dtype)
-    x, _ = blocks(params, x, {"k": empty, "v": empty}, 0, config)
+    x, _ = blocks(params, x, empty_cache(config, 0, x.dtype), 0, config)
     return layer_norm(x, **params["ln_f"], eps=config.layer_norm_epsilon)
 
 
