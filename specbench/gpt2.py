@@ -112,7 +112,7 @@ def cached_attention(q, k, v, k_cache, v_cache, pos):
     scale = 1.0 / math.sqrt(q.shape[-1])
     if n_seq == 1:
         return one_token_attention(q, k, v, k_cache, v_cache, pos, scale)
-    # the products over the cache head-major, as batched matmuls want them (README, performance notes)
+    # several tokens: batched products over heads (the keys are cached head-major already)
     v_heads = jnp.swapaxes(v_cache, 0, 1)  # [n_head, max_len, hd]
     q_heads = jnp.swapaxes(q, 0, 1)  # [n_head, n_seq, hd]
     old = jnp.einsum("hqd,hdk->hqk", q_heads, k_cache).astype(jnp.float32) * scale  # [n_head, n_seq, max_len]
@@ -140,7 +140,7 @@ def one_token_attention(q, k, v, k_cache, v_cache, pos, scale):
 
 
 def mha(x, c_attn, c_proj, k_cache, v_cache, pos, n_head):
-    # x [n_seq, n_embd]; k_cache/v_cache [max_len, n_head, hd]; pos: traced int32 scalar.
+    # x [n_seq, n_embd]; k_cache [n_head, hd, max_len], v_cache [max_len, n_head, hd]; pos: traced int32.
     # Returns the output and this step's keys and values, [n_seq, n_head, hd] each.
     n_seq, n_embd = x.shape
     qkv = linear(x, **c_attn).reshape(n_seq, 3, n_head, n_embd // n_head)  # [n_seq, 3, n_head, hd]
