@@ -42,9 +42,11 @@ def test_cached_logits_match_full_forward(config, layout, monkeypatch):
         pos += n
 
 
-def test_rollback_then_overwrite_matches_full_forward():
+@pytest.mark.parametrize("n_after", [4, 1])  # 1: the 1-token attention, stale entries right after pos
+def test_rollback_then_overwrite_matches_full_forward(n_after):
     config = CONFIGS[1]
     model = random_model(config, seed=3)
+    model = Model(model.name, config, decode_layout(model.params), model.source)
     rng = np.random.default_rng(1)
     a = jnp.asarray(rng.integers(0, config.n_vocab, 20), jnp.int32)
     b = jnp.asarray(rng.integers(0, config.n_vocab, 20), jnp.int32)
@@ -52,8 +54,8 @@ def test_rollback_then_overwrite_matches_full_forward():
     _, cache = step_jit(model.params, cache, a[:10], jnp.int32(0), config=config)
     _, cache = step_jit(model.params, cache, a[10:15], jnp.int32(10), config=config)  # 5 speculative tokens
     # reject all but two of them: go back to position 12 and continue with other tokens
-    seq = jnp.concatenate([a[:12], b[:4]])
-    logits, cache = step_jit(model.params, cache, b[:4], jnp.int32(12), config=config)
+    seq = jnp.concatenate([a[:12], b[:n_after]])
+    logits, cache = step_jit(model.params, cache, b[:n_after], jnp.int32(12), config=config)
     np.testing.assert_allclose(logits, gpt2(model.params, seq, config)[12:], atol=1e-5, rtol=1e-5)
 
 
