@@ -75,9 +75,13 @@ def test_bfloat16_forward_is_close_to_float32():
     model = random_model(config, seed=5)
     params16 = jax.tree_util.tree_map(lambda a: a.astype(jnp.bfloat16), model.params)
     tokens = jnp.arange(12, dtype=jnp.int32)
-    l32, _ = step_jit(model.params, init_cache(config, 16), tokens, jnp.int32(0), config=config)
-    l16, _ = step_jit(params16, init_cache(config, 16, jnp.bfloat16), tokens, jnp.int32(0), config=config)
-    assert l16.dtype == jnp.float32
+    l32, c32 = step_jit(model.params, init_cache(config, 16), tokens, jnp.int32(0), config=config)
+    l16, c16 = step_jit(params16, init_cache(config, 16, jnp.bfloat16), tokens, jnp.int32(0), config=config)
+    assert l16.dtype == jnp.float32 and c16["k"].dtype == jnp.bfloat16
+    assert np.abs(np.asarray(l16) - np.asarray(l32)).max() < 0.05 * np.abs(np.asarray(l32)).max() + 0.02
+    one = jnp.array([3], jnp.int32)  # a 1-token step over the bfloat16 cache
+    l32, _ = step_jit(model.params, c32, one, jnp.int32(12), config=config)
+    l16, _ = step_jit(params16, c16, one, jnp.int32(12), config=config)
     assert np.abs(np.asarray(l16) - np.asarray(l32)).max() < 0.05 * np.abs(np.asarray(l32)).max() + 0.02
 
 
