@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from specbench import gpt2 as gpt2_module
-from specbench.gpt2 import GPT2Config, decode_layout, gpt2, init_cache, step_jit
+from specbench.gpt2 import GPT2Config, decode_layout, decode_pieces, gpt2, init_cache, step_jit
 from specbench.weights import Model
 
 from conftest import numpy_gpt2, random_model
@@ -107,8 +107,6 @@ def test_the_decode_layout_reads_as_many_bytes_and_batches_use_the_hf_layout():
 
 
 def test_decode_pieces_are_the_fewest_that_divide_n_in_under_the_fusion_threshold():
-    from specbench.gpt2 import decode_pieces
-
     # GPT-2's widths in float32: every matrix whole up to 124M's 3,072; the MLP's c_proj of
     # 355M, 774M and 1558M (4 x n_embd) in two; bfloat16 halves the bytes
     assert [decode_pieces(n, 4) for n in (768, 2304, 3072, 4095)] == [1, 1, 1, 1]
