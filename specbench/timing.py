@@ -51,10 +51,12 @@ class CompileCounter:
         CompileCounter._active.remove(self)
 
 
-def seconds_per_iter(loop, state, iters: int, repeats: int) -> np.ndarray:
+def seconds_per_iter(loop, state, iters: int, repeats: int, warm: bool = True) -> np.ndarray:
     """Seconds per iteration of `loop(state) -> state`, a device loop of `iters` iterations, once
-    per repeat; the first call compiles and is not counted."""
-    state = jax.block_until_ready(loop(state))
+    per repeat, each started from a finished state. With warm, a first call (the compile) runs
+    before and is not counted; warm=False times a loop compiled before, from a cold start, as a
+    generation starts (bench.py)."""
+    state = jax.block_until_ready(loop(state) if warm else state)
     samples = []
     for _ in range(repeats):
         t0 = time.perf_counter()
@@ -83,10 +85,17 @@ def _step_loop(params, cache, tokens, pos, iters, config: GPT2Config):
 
 
 def step_seconds(
-    model: Model, n_seq: int, max_len: int, iters: int = 20, repeats: int = 5, batch: int = 1
+    model: Model,
+    n_seq: int,
+    max_len: int,
+    iters: int = 20,
+    repeats: int = 5,
+    batch: int = 1,
+    warm: bool = True,
 ) -> np.ndarray:
     """Seconds of one forward step over n_seq tokens (1 = decode, K+1 = verify), one per repeat;
-    with batch > 1, of one step of `batch` sequences together, each at its own position."""
+    with batch > 1, of one step of `batch` sequences together, each at its own position (warm:
+    seconds_per_iter)."""
     cache = init_cache(model.config, max_len, model.params["wte"].dtype)
     pos = jnp.int32(max(0, max_len // 2 - n_seq))  # any position costs the same: the whole cache is read
     tokens = jnp.zeros(n_seq, jnp.int32)
@@ -94,7 +103,7 @@ def step_seconds(
         cache = jax.tree_util.tree_map(lambda x: jnp.zeros((batch,) + x.shape, x.dtype), cache)
         pos, tokens = jnp.full(batch, pos), jnp.zeros((batch, n_seq), jnp.int32)
     loop = lambda s: _step_loop(model.params, s[0], s[1], pos, iters, model.config)
-    return seconds_per_iter(loop, (cache, tokens), iters, repeats)
+    return seconds_per_iter(loop, (cache, tokens), iters, repeats, warm)
 
 
 _plain_step = jax.jit(_chained_step, static_argnames=("config",), donate_argnames=("cache",))
@@ -164,23 +173,24 @@ def draft_seconds(
     max_len: int,
     iters: int = 20,
     repeats: int = 5,
+    warm: bool = True,
 ) -> np.ndarray:
     """Seconds per draft token of the drafter actually used, one per repeat, for the batch of
     `prompts` together: a 1-token step of the draft model or of the target's first L layers; for
-    lookup, one proposal of K tokens / K."""
+    lookup, one proposal of K tokens / K (warm: seconds_per_iter)."""
     B = len(prompts)
     if drafter.kind == "model":
-        return step_seconds(draft, 1, max_len, iters, repeats, B)
+        return step_seconds(draft, 1, max_len, iters, repeats, B, warm)
     if drafter.kind == "layerskip":
         first_layers = Model(
             f"{target.name}[:{drafter.config.n_layer}]", drafter.config, target.params, target.source
         )
-        return step_seconds(first_layers, 1, max_len, iters, repeats, B)
+        return step_seconds(first_layers, 1, max_len, iters, repeats, B, warm)
     buf = generate.inputs(prompts, max_len, 0).prompt_bufs
     tokens = jnp.zeros(buf.shape[:-1] + (max_len,), jnp.int32).at[..., : buf.shape[-1]].set(buf)
     n = jnp.full(buf.shape[:-1], max_len // 2, jnp.int32)  # a search over half the buffer: mid-generation
     loop = lambda t: _propose_loop(t, n, iters, drafter, K, target.config.n_vocab)
-    return seconds_per_iter(loop, tokens, iters, repeats) / K
+    return seconds_per_iter(loop, tokens, iters, repeats, warm) / K
 
 
 def _ar_start(target, prompts, warp, max_len, seed):
@@ -212,13 +222,14 @@ def round_seconds(
     iters: int = 5,
     repeats: int = 5,
     drafter=None,
+    warm: bool = True,
 ) -> np.ndarray:
     """Seconds of one whole speculative round of the batch (K draft steps, verify, warping,
-    accept/reject, bookkeeping) as the device loop runs it, one per repeat."""
+    accept/reject, bookkeeping) as the device loop runs it, one per repeat (warm: seconds_per_iter)."""
     B = len(prompts)
     draft_params, kw, start = _spec_start(draft, target, prompts, K, warp, max_len, seed, drafter)
     loop = lambda s: _rounds_loop(draft_params, target.params, s, iters, batch=B, **kw)
-    return seconds_per_iter(loop, start(), iters, repeats)
+    return seconds_per_iter(loop, start(), iters, repeats, warm)
 
 
 def ar_token_seconds(
@@ -229,14 +240,41 @@ def ar_token_seconds(
     seed: int = 0,
     iters: int = 10,
     repeats: int = 5,
+    warm: bool = True,
 ) -> np.ndarray:
     """Seconds of one autoregressive token for every sequence of the batch (decode step, warping,
-    sampling) in the device loop, one per repeat."""
+    sampling) in the device loop, one per repeat (warm: seconds_per_iter)."""
     loop = lambda s: _ar_loop(target.params, s, iters, target.config, warp, len(prompts))
-    return seconds_per_iter(loop, _ar_start(target, prompts, warp, max_len, seed)(), iters, repeats)
+    return seconds_per_iter(loop, _ar_start(target, prompts, warp, max_len, seed)(), iters, repeats, warm)
 
 
-def start_seconds(
+def _call_seconds(call, repeats: int, warm: bool) -> np.ndarray:
+    """Seconds of `call()`, one dispatch with its sync, once per repeat (warm: seconds_per_iter)."""
+    if warm:
+        jax.block_until_ready(call())
+    samples = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        jax.block_until_ready(call())
+        samples.append(time.perf_counter() - t0)
+    return np.asarray(samples)
+
+
+def ar_start_seconds(
+    target: Model,
+    prompts: list[list[int]],
+    warp: Warp,
+    max_len: int,
+    seed: int = 0,
+    repeats: int = 5,
+    warm: bool = True,
+) -> np.ndarray:
+    """Seconds of the start of AR, one per repeat: the target's prefill and the first token, one
+    dispatch with its sync, as decoding runs them."""
+    return _call_seconds(_ar_start(target, prompts, warp, max_len, seed), repeats, warm)
+
+
+def spec_start_seconds(
     draft: Model | None,
     target: Model,
     prompts: list[list[int]],
@@ -246,17 +284,9 @@ def start_seconds(
     seed: int = 0,
     repeats: int = 5,
     drafter=None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Seconds of the start of AR and of SD, one per repeat each: the prefill of the target (for SD
-    also the drafter's) and the first token, one dispatch each with its sync, as decoding runs them."""
-    _, _, sd = _spec_start(draft, target, prompts, K, warp, max_len, seed, drafter)
-    ar = _ar_start(target, prompts, warp, max_len, seed)
-    samples = {ar: [], sd: []}
-    for start in (ar, sd):
-        jax.block_until_ready(start())  # compiles
-    for _ in range(repeats):
-        for start in (ar, sd):  # alternately
-            t0 = time.perf_counter()
-            jax.block_until_ready(start())
-            samples[start].append(time.perf_counter() - t0)
-    return np.asarray(samples[ar]), np.asarray(samples[sd])
+    warm: bool = True,
+) -> np.ndarray:
+    """Seconds of the start of SD, one per repeat: the prefills of the target and the drafter and
+    the first token, one dispatch with its sync, as decoding runs them."""
+    _, _, start = _spec_start(draft, target, prompts, K, warp, max_len, seed, drafter)
+    return _call_seconds(start, repeats, warm)

@@ -118,3 +118,30 @@ def test_plot_draws_the_budget_and_refuses_rows_without_one(env, tmp_path):
     assert_one_line_error(
         invoke("plot", older, "--budget", "-o", tmp_path / "c.png"), "--budget", "time budget"
     )
+
+
+def test_a_cold_timer_times_only_its_repeats_each_from_a_finished_state():
+    from specbench import timing
+
+    events = []
+
+    class State:  # a pytree leaf that logs when it is waited for, and each loop call
+        def __init__(self, i):
+            self.i = i
+
+        def block_until_ready(self):
+            events.append(("ready", self.i))
+            return self
+
+    def loop(state):
+        events.append(("loop", state.i))
+        return State(state.i + 1)
+
+    samples = timing.seconds_per_iter(loop, State(0), iters=4, repeats=3, warm=False)
+    assert len(samples) == 3 and (samples >= 0).all()
+    # the start state is finished before the first clock read, and no untimed call runs first
+    assert events[0] == ("ready", 0)
+    assert [e for e in events if e[0] == "loop"] == [("loop", 0), ("loop", 1), ("loop", 2)]
+    events.clear()
+    timing.seconds_per_iter(loop, State(0), iters=4, repeats=3, warm=True)
+    assert [e for e in events if e[0] == "loop"] == [("loop", i) for i in range(4)]  # one untimed first
