@@ -72,8 +72,9 @@ class BenchmarkResult:
 
 
 def run_benchmark(config: RunConfig, prompts: list[list[int]], on_progress=None) -> BenchmarkResult:
-    """Warm up (compile, excluded and timed apart), then `repeats` times: AR, SD, one sample of each
-    step timer at the same batch size, and each peer's AR and SD.
+    """Warm up (compile, excluded and timed apart), then `repeats` times: AR and then its parts, SD
+    and then its parts, one sample of each step timer at the same batch size, and each peer's AR
+    and SD.
 
     Both decode the same prompts with the same seed, N and models; with B >= 2 prompts they decode
     the B sequences together (batched.py). on_progress(done, total, what) follows the work.
@@ -105,19 +106,31 @@ def run_benchmark(config: RunConfig, prompts: list[list[int]], on_progress=None)
         for p in c.peers
     ]
     peer_out = [{"ar": [], "sd": []} for _ in c.peers]
-    # the parts of the time budget, each a device-loop timer (timing.py) of one sample per call,
-    # measured in every repeat right after its AR and SD, so that drift hits the parts and the wall
-    # times alike (issue: the budget must hold within the run's own noise)
-    args, drafting = (prompts, c.K, c.warp, max_len, c.seed), dict(drafter=c.drafter)
-    step = lambda n: timing.step_seconds(c.target, n, max_len, repeats=1, batch=B)
-    timers = {
-        "draft": lambda: timing.draft_seconds(c.drafter, c.draft, c.target, prompts, c.K, max_len, repeats=1),
+    # The parts of the time budget, each a device-loop timer (timing.py) of one sample per call.
+    # Every repeat times each method's parts right after its wall time, in loops as long as the
+    # generation's (N - 1 tokens; the rounds SD ran), each from a cold start as a generation
+    # starts, so that drift and the state of the caches hit a wall time and its parts alike
+    # (README, time budget). Then the step timers of the theory.
+    once = dict(repeats=1, warm=False)
+    ar_args = (c.target, prompts, c.warp, max_len, c.seed)
+    sd_args = (c.draft, c.target, prompts, c.K, c.warp, max_len, c.seed)
+    ar_parts = {
+        "ar_start": lambda: timing.ar_start_seconds(*ar_args, **once),
+        "ar_token": lambda: timing.ar_token_seconds(*ar_args, iters=max(1, c.n_tokens - 1), **once),
+    }
+    sd_parts = {
+        "sd_start": lambda: timing.spec_start_seconds(*sd_args, drafter=c.drafter, **once),
+        "round": lambda: timing.round_seconds(*sd_args, iters=rounds, drafter=c.drafter, **once),
+    }
+    step = lambda n: timing.step_seconds(c.target, n, max_len, iters=10, batch=B, **once)
+    step_timers = {
+        "draft": lambda: timing.draft_seconds(
+            c.drafter, c.draft, c.target, prompts, c.K, max_len, iters=10, **once
+        ),
         "target": lambda: step(1),
         "verify": lambda: step(c.K + 1),
-        "round": lambda: timing.round_seconds(c.draft, c.target, *args, repeats=1, **drafting),
-        "ar_token": lambda: timing.ar_token_seconds(c.target, prompts, c.warp, max_len, c.seed, repeats=1),
-        "starts": lambda: timing.start_seconds(c.draft, c.target, *args, repeats=1, **drafting),
     }
+    timers = ar_parts | sd_parts | step_timers
     total = c.total_steps
     progress = on_progress or (lambda *a: None)
     before = load.snapshot()
@@ -125,8 +138,9 @@ def run_benchmark(config: RunConfig, prompts: list[list[int]], on_progress=None)
     with timing.CompileCounter() as compiles:
         t0 = time.perf_counter()
         for _ in range(max(c.warmup, 1)):
-            ar(), sd()
+            _, (_, warm_stats) = ar(), sd()
         compile_s = time.perf_counter() - t0
+        rounds = max(1, warm_stats.rounds_run)  # the same every repeat: same prompts, seed and models
         progress(c.warmup, total, "compiling the step timers")
         for measure in timers.values():  # their compiles, excluded too
             measure()
@@ -135,17 +149,17 @@ def run_benchmark(config: RunConfig, prompts: list[list[int]], on_progress=None)
             for _ in range(max(c.warmup, 1)):
                 p_ar(), p_sd()
         progress(c.warmup, total, "warm-up done")
-        ar_times, sd_times = [], []
+        walls, outputs = {"ar": [], "sd": []}, {}
         steps = {name: [] for name in timers}
         for i in range(c.repeats):
-            t0 = time.perf_counter()
-            ar_tokens, _ = ar()
-            ar_times.append(time.perf_counter() - t0)
-            t0 = time.perf_counter()
-            sd_tokens, stats = sd()
-            sd_times.append(time.perf_counter() - t0)
-            progress(c.warmup + i, total, "timing the parts")
-            for name, measure in timers.items():
+            for method, generation, parts in (("ar", ar, ar_parts), ("sd", sd, sd_parts)):
+                t0 = time.perf_counter()
+                outputs[method] = generation()
+                walls[method].append(time.perf_counter() - t0)
+                for name, measure in parts.items():
+                    steps[name].append(measure())
+            progress(c.warmup + i, total, "timing the steps")
+            for name, measure in step_timers.items():
                 steps[name].append(measure())
             for p, out, calls in zip(c.peers, peer_out, peer_calls):
                 progress(c.warmup + i, total, f"timing {p.name}")
@@ -157,7 +171,6 @@ def run_benchmark(config: RunConfig, prompts: list[list[int]], on_progress=None)
         progress(total, total, "done")
     steps = {name: np.concatenate(s, axis=-1) for name, s in steps.items()}
     machine = load.others(before, load.snapshot())
-    steps["ar_start"], steps["sd_start"] = steps.pop("starts")
     median = {name: float(np.median(s)) for name, s in steps.items()}
     # the overhead is a difference of separately timed medians: carry its uncertainty with it
     sd_of = lambda x: float(np.std(x, ddof=1)) if len(x) > 1 else 0.0
@@ -166,11 +179,11 @@ def run_benchmark(config: RunConfig, prompts: list[list[int]], on_progress=None)
     )
     return BenchmarkResult(
         config,
-        ar_times,
-        sd_times,
-        ar_tokens.tolist(),
-        sd_tokens.tolist(),
-        stats,
+        walls["ar"],
+        walls["sd"],
+        outputs["ar"][0].tolist(),
+        outputs["sd"][0].tolist(),
+        outputs["sd"][1],
         t_draft_s=median["draft"],
         t_target_s=median["target"],
         t_verify_s=median["verify"],
