@@ -69,6 +69,8 @@ class BenchmarkResult:
     batch: int = 1  # sequences decoded together; times are then per batch
     peers: list[PeerResult] = dataclasses.field(default_factory=list)
     load: dict = dataclasses.field(default_factory=dict)  # load.others() over the whole measurement
+    # the budget's parts as sampled in each repeat: {"ar_start", "ar_token", "sd_start", "round": [repeats]}
+    part_samples: dict = dataclasses.field(default_factory=dict)
 
 
 def run_benchmark(config: RunConfig, prompts: list[list[int]], on_progress=None) -> BenchmarkResult:
@@ -208,4 +210,5 @@ def run_benchmark(config: RunConfig, prompts: list[list[int]], on_progress=None)
             for p, out in zip(c.peers, peer_out)
         ],
         load=machine,
+        part_samples={name: steps[name].tolist() for name in ar_parts | sd_parts},
     )

@@ -173,10 +173,11 @@ def budget_lines(row: dict) -> list[str]:
         f"{ms(row['t_overhead_s'])} other) + residual {ms(row['sd_residual_s'])} "
         f"({share(row['sd_residual_s'], sd)})",
     ]
-    iid = row["tokens_per_round_iid"]
+    iid, err = row["tokens_per_round_iid"], row.get("measured_over_accounted_err")
     lines.append(
         f"predicted from the parts: speedup {row['accounted_speedup']:.2f} (medians measured / accounted "
-        f"{row['measured_over_accounted']:.2f}) · tokens/round {row['tokens_per_round']:.2f} measured, "
+        f"{row['measured_over_accounted']:.2f}" + (f" ± {err:.2f}" if err is not None else "") + ") · "
+        f"tokens/round {row['tokens_per_round']:.2f} measured, "
         f"{row['tokens_per_round_positional']:.2f} from per-position acceptance"
         + (f", {iid:.2f} from α alone" if iid is not None else "")
         + (f" · best K {row['best_K_predicted']}" if row["best_K_predicted"] is not None else "")

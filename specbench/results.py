@@ -104,6 +104,7 @@ FIELDS = [
     F("measured_over_theory"),
     F("measured_over_refined", md=17),
     F("measured_over_accounted", md=19),
+    F("measured_over_accounted_err"),
     F("tokens_per_round_iid"),
     F("tokens_per_round_positional"),
     F("best_K_predicted", int),
@@ -272,6 +273,7 @@ def result_row(
         **budget(res, ar["median_s"], sd["median_s"]),
         # medians on both sides, as the residuals have them: one slow repeat moves neither
         "measured_over_accounted": (ar["median_s"] / sd["median_s"]) / (budget_ar(res) / budget_sd(res)),
+        "measured_over_accounted_err": measured_over_accounted_err(res),
         "tokens_per_round_iid": theory.expected_tokens(st.alpha, K) if st.alpha == st.alpha else None,
         "tokens_per_round_positional": theory.expected_tokens_positional(st.per_position),
         "best_K_predicted": best_K_predicted(res, st.alpha),
@@ -351,6 +353,24 @@ def budget_sd(res) -> float:
     (the last one whole too: the device loop runs a round's full work), each t_round = K draft steps
     (the first over 2 tokens), the verify, warping, accept/reject and bookkeeping."""
     return res.t_sd_start_s + res.stats.rounds_run * res.t_round_s
+
+
+def measured_over_accounted_err(res, resamples: int = 400) -> float | None:
+    """σ of measured ÷ accounted over bootstrap resamples of the repeats (Efron 1979): each resample
+    draws repeats with replacement, each wall time with the parts sampled in its own repeat, and
+    takes the ratio of medians again. None with fewer than two repeats."""
+    parts, R = res.part_samples, len(res.ar_times_s)
+    if R < 2 or not parts:
+        return None
+    series = np.array(
+        [res.ar_times_s, res.sd_times_s] + [parts[k] for k in ("ar_start", "ar_token", "sd_start", "round")]
+    )
+    medians = np.median(series[:, np.random.default_rng(0).integers(0, R, (resamples, R))], axis=-1)
+    ar_wall, sd_wall, ar_start, ar_token, sd_start, t_round = medians
+    accounted = (ar_start + (res.config.n_tokens - 1) * ar_token) / (
+        sd_start + res.stats.rounds_run * t_round
+    )
+    return float(np.std(ar_wall / sd_wall / accounted, ddof=1))
 
 
 def budget(res, ar_wall: float, sd_wall: float) -> dict:

@@ -75,8 +75,10 @@ def test_every_run_row_carries_a_budget_whose_parts_add_up_to_the_clock(env, tmp
         "sd_residual_s",
         "tokens_per_round_positional",
         "best_K_predicted",
+        "measured_over_accounted_err",
     ):
         assert field in header and field in row
+    assert row["measured_over_accounted_err"] >= 0 and "measured / accounted" in result.output
     assert "accounted_speedup" in md_path.read_text().splitlines()[0]
 
 
@@ -145,3 +147,30 @@ def test_a_cold_timer_times_only_its_repeats_each_from_a_finished_state():
     events.clear()
     timing.seconds_per_iter(loop, State(0), iters=4, repeats=3, warm=True)
     assert [e for e in events if e[0] == "loop"] == [("loop", i) for i in range(4)]  # one untimed first
+
+
+def test_the_spread_of_measured_over_accounted_resamples_each_wall_with_its_own_repeats_parts():
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from specbench import results
+
+    rng = np.random.default_rng(1)
+    N, rounds, R = 40, 9, 15
+    token, t_round = rng.uniform(2, 3, R), rng.uniform(7, 11, R)  # a host whose speed moves
+    parts = {"ar_start": [5.0] * R, "ar_token": list(token), "sd_start": [6.0] * R, "round": list(t_round)}
+    res = lambda ar, sd, parts=parts: SimpleNamespace(
+        ar_times_s=list(ar),
+        sd_times_s=list(sd),
+        part_samples=parts,
+        config=SimpleNamespace(n_tokens=N),
+        stats=SimpleNamespace(rounds_run=rounds),
+    )
+    ar, sd = 5.0 + (N - 1) * token, 6.0 + rounds * t_round
+    # every wall time equal to its own repeat's parts: the ratio is 1 in every resample
+    assert results.measured_over_accounted_err(res(ar, sd)) == pytest.approx(0.0, abs=1e-12)
+    # walls that do not follow their parts: a spread
+    assert results.measured_over_accounted_err(res(ar * rng.uniform(0.8, 1.2, R), sd)) > 0.01
+    one = {k: v[:1] for k, v in parts.items()}
+    assert results.measured_over_accounted_err(res(ar[:1], sd[:1], one)) is None
