@@ -242,7 +242,11 @@ dry_run = click.option(
 )
 run = [
     click.option(
-        "--repeats", type=click.IntRange(min=1), default=5, show_default=True, help="Timed AR/SD pairs."
+        "--repeats",
+        type=click.IntRange(min=1),
+        default=5,
+        show_default=True,
+        help="Timed AR/SD pairs, each with its parts (a budget within 5% on a noisy host needs about 40).",
     ),
     click.option(
         "--warmup", type=click.IntRange(min=1), default=1, show_default=True, help="Untimed compile runs."
