@@ -250,14 +250,7 @@ def ar_token_seconds(
 
 def _call_seconds(call, repeats: int, warm: bool) -> np.ndarray:
     """Seconds of `call()`, one dispatch with its sync, once per repeat (warm: seconds_per_iter)."""
-    if warm:
-        jax.block_until_ready(call())
-    samples = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        jax.block_until_ready(call())
-        samples.append(time.perf_counter() - t0)
-    return np.asarray(samples)
+    return seconds_per_iter(lambda _: call(), None, 1, repeats, warm)
 
 
 def ar_start_seconds(
