@@ -27,6 +27,7 @@ COLUMNS = {  # section -> (header, field) of its table; cells are formatted by r
         ("refined", "refined_speedup"),
         ("accounted", "accounted_speedup"),
         ("measured ÷ accounted", "measured_over_accounted"),
+        ("±", "measured_over_accounted_err"),
         ("other load", "other_load"),
     ],
     "categories": [("prompt", "prompt_id")],
