@@ -301,8 +301,9 @@ COMPILE_S = 8.0  # a dry run's guess of one configuration's compile time on a CP
 
 def estimate_seconds(jobs: list[Job]) -> float:
     """A rough wall time for measuring `jobs`, without compiling: every step at the memory bound
-    (roofline.step_bytes at the device's peak bandwidth, or CPU_GBPS), AR and SD each N steps a
-    repeat, the step timers about 400 target steps, and COMPILE_S for each distinct program set."""
+    (roofline.step_bytes at the device's peak bandwidth, or CPU_GBPS); AR and SD each about N
+    steps a repeat (the warm-up too), and as much again for their parts (bench.py), and the step
+    timers about 35 target steps a repeat; and COMPILE_S for each distinct program set."""
     from specbench import device
     from specbench.roofline import step_bytes
 
@@ -311,7 +312,8 @@ def estimate_seconds(jobs: list[Job]) -> float:
     for job in jobs:
         c = job.config
         t_step = len(job.ids) * step_bytes(c.target, 256) / (gbps * 1e9)
-        total += (c.warmup + c.repeats) * 2 * c.n_tokens * t_step + 400 * t_step
+        walls, parts = 2 * c.n_tokens, 2 * c.n_tokens + 35
+        total += ((c.warmup + c.repeats) * walls + (c.repeats + 1) * parts) * t_step
         programs.add((c.drafter, c.K, c.warp, len(job.ids)))
     return total + COMPILE_S * len(programs)
 
