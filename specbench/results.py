@@ -343,16 +343,20 @@ def peer_row(row: dict, peer, decode=None, difference: str | None = None) -> dic
     return {f.name: values[f.name] for f in FIELDS if f.name in values}
 
 
-def budget_ar(res) -> float:
-    """AR's accounted time: the prefill with the first token, then N - 1 tokens (step and sampling)."""
-    return res.t_ar_start_s + (res.config.n_tokens - 1) * res.t_ar_token_s
+def budget_ar(res, t_start=None, t_token=None):
+    """AR's accounted time: the prefill with the first token, then N - 1 tokens (step and sampling);
+    of the row's medians, or of the parts given (arrays too)."""
+    t_start, t_token = (res.t_ar_start_s, res.t_ar_token_s) if t_start is None else (t_start, t_token)
+    return t_start + (res.config.n_tokens - 1) * t_token
 
 
-def budget_sd(res) -> float:
+def budget_sd(res, t_start=None, t_round=None):
     """SD's accounted time: both prefills with the first token, then every round the decoding ran
     (the last one whole too: the device loop runs a round's full work), each t_round = K draft steps
-    (the first over 2 tokens), the verify, warping, accept/reject and bookkeeping."""
-    return res.t_sd_start_s + res.stats.rounds_run * res.t_round_s
+    (the first over 2 tokens), the verify, warping, accept/reject and bookkeeping; of the row's
+    medians, or of the parts given (arrays too)."""
+    t_start, t_round = (res.t_sd_start_s, res.t_round_s) if t_start is None else (t_start, t_round)
+    return t_start + res.stats.rounds_run * t_round
 
 
 def measured_over_accounted_err(res, resamples: int = 400) -> float | None:
@@ -367,9 +371,7 @@ def measured_over_accounted_err(res, resamples: int = 400) -> float | None:
     )
     medians = np.median(series[:, np.random.default_rng(0).integers(0, R, (resamples, R))], axis=-1)
     ar_wall, sd_wall, ar_start, ar_token, sd_start, t_round = medians
-    accounted = (ar_start + (res.config.n_tokens - 1) * ar_token) / (
-        sd_start + res.stats.rounds_run * t_round
-    )
+    accounted = budget_ar(res, ar_start, ar_token) / budget_sd(res, sd_start, t_round)
     return float(np.std(ar_wall / sd_wall / accounted, ddof=1))
 
 

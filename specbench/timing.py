@@ -1,6 +1,7 @@
 """Device-loop timers: what one step, one round or one AR token costs, without Python dispatch.
 
-Rules (as in gpt-fast and hyperfine): the first call compiles and is not counted;
+Rules (as in gpt-fast and hyperfine): the first call compiles and is not counted (warm=False:
+the caller compiled it before, and the sample starts cold, as a generation does);
 `block_until_ready` before every clock read; a step is timed as a device-side loop of `iters`
 steps divided by iters. Every timer returns seconds per step, one value per repeat, so the
 caller chooses its statistic (the median) and keeps the spread.
