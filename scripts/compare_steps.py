@@ -17,7 +17,8 @@ import sys
 import jax
 import numpy as np
 
-from specbench import gpt2, roofline, timing, weights
+from specbench.measure import roofline, timing
+from specbench.model import gpt2, weights
 
 
 def load_other(path: str):

@@ -11,8 +11,9 @@ import sys
 
 import numpy as np
 
-from specbench import roofline, timing, weights
-from specbench.gpt2 import decode_layout, init_params
+from specbench.measure import roofline, timing
+from specbench.model import weights
+from specbench.model.gpt2 import decode_layout, init_params
 
 
 def main(out_path: str, names: list[str]) -> None:

@@ -6,7 +6,7 @@ XLA compiled tore the process down with a segmentation fault. So SIGINT is block
 thread before JAX (or any library) starts a thread, every later thread inherits the mask, and
 one thread waits for the signal with sigwait, says what was kept, and leaves with os._exit(130).
 Every file specbench writes is replaced atomically, so exiting at any instant loses only the
-unfinished row. The message comes from specbench.console.interrupt_message, once that is imported.
+unfinished row. The message comes from specbench.cli.console.interrupt_message, once that is imported.
 """
 
 import os
@@ -25,7 +25,8 @@ def watch_interrupts() -> None:
     def wait():
         received = signal.sigwait(signals)
         try:
-            message = getattr(sys.modules.get("specbench.console"), "interrupt_message", ["interrupted"])[0]
+            console = sys.modules.get("specbench.cli.console")
+            message = getattr(console, "interrupt_message", ["interrupted"])[0]
             sys.stderr.write(message + "\n")
             sys.stderr.flush()
         finally:
@@ -37,7 +38,7 @@ def watch_interrupts() -> None:
 
 def main():
     watch_interrupts()
-    from specbench.cli import main as cli_main
+    from specbench.cli.main import main as cli_main
 
     cli_main()
 

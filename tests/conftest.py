@@ -18,10 +18,10 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from specbench import hf_layout, reference, weights
-from specbench.cli import cli
-from specbench.gpt2 import GPT2Config, init_params
-from specbench.weights import Model
+from specbench.cli.main import cli
+from specbench.model import hf_layout, reference, weights
+from specbench.model.gpt2 import GPT2Config, init_params
+from specbench.model.weights import Model
 
 
 def random_model(

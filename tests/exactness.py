@@ -6,9 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from specbench.gpt2 import GPT2Config
-from specbench.sampling import accept_reject, sample
-from specbench.selftest import (  # noqa: F401  (re-exported for the test modules)
+from specbench.measure.selftest import (  # noqa: F401  (re-exported for the test modules)
     N_SAMPLES,
     P_THRESHOLD,
     SMALL_D,
@@ -18,7 +16,9 @@ from specbench.selftest import (  # noqa: F401  (re-exported for the test module
     sampled_tokens,
     target_marginals,
 )
-from specbench.weights import Model
+from specbench.model.gpt2 import GPT2Config
+from specbench.model.sampling import accept_reject, sample
+from specbench.model.weights import Model
 
 TARGET = GPT2Config(n_layer=2, n_head=2, n_embd=32, n_ctx=128, n_vocab=97)
 DRAFT = GPT2Config(n_layer=1, n_head=2, n_embd=16, n_ctx=128, n_vocab=97)

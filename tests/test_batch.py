@@ -7,9 +7,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from specbench import batched, drafters, generate, theory, timing
-from specbench.generate import autoregressive
-from specbench.sampling import Warp, accept_reject
+from specbench.measure import timing
+from specbench.model import batched, drafters, generate
+from specbench.model.generate import autoregressive
+from specbench.model.sampling import Warp, accept_reject
+from specbench.results import theory
 
 from conftest import random_model
 from exactness import (

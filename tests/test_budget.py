@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from specbench import theory
+from specbench.results import theory
 
 from conftest import assert_one_line_error, invoke
 
@@ -123,7 +123,7 @@ def test_plot_draws_the_budget_and_refuses_rows_without_one(env, tmp_path):
 
 
 def test_a_cold_timer_times_only_its_repeats_each_from_a_finished_state():
-    from specbench import timing
+    from specbench.measure import timing
 
     events = []
 
@@ -154,7 +154,7 @@ def test_the_spread_of_measured_over_accounted_resamples_each_wall_with_its_own_
 
     import numpy as np
 
-    from specbench import results
+    from specbench.results import schema as results
 
     rng = np.random.default_rng(1)
     N, rounds, R = 40, 9, 15

@@ -7,9 +7,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from specbench import generate, hf_layout, prompts, tokenizer, weights
-from specbench.generate import speculative
-from specbench.gpt2 import gpt2
+from specbench import prompts
+from specbench.model import generate, hf_layout, tokenizer, weights
+from specbench.model.generate import speculative
+from specbench.model.gpt2 import gpt2
 
 BUNDLED = Path(__file__).resolve().parent.parent / "gpt2_weights"
 

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from specbench import bench, hf_layout
-from specbench.export import CSV_COLUMNS
+from specbench.measure import bench
+from specbench.model import hf_layout
+from specbench.results.export import CSV_COLUMNS
 
 from conftest import TARGET, assert_one_line_error, invoke
 
@@ -293,7 +294,7 @@ def test_run_refuses_an_unwritable_results_folder_before_any_work(env, monkeypat
 
 
 def test_no_folder_is_made_that_the_user_did_not_name(env, tmp_path, monkeypatch):
-    from specbench import plan
+    from specbench.cli import plan
 
     monkeypatch.delenv("SPECBENCH_RESULTS_DIR")
     monkeypatch.setenv("SPECBENCH_WEIGHTS_DIR", str(tmp_path / "nonexistent" / "weights"))
@@ -344,7 +345,7 @@ def test_sweep_prints_stdout_exports_once_and_plurals(env, tmp_path):
 
 
 def test_sweep_table_cells_have_fixed_decimals():
-    from specbench.results import cell as fmt_fixed
+    from specbench.results.schema import cell as fmt_fixed
 
     assert [
         fmt_fixed("speedup", 1.0),
@@ -375,7 +376,7 @@ def test_one_repeat_prints_no_spread(env):
 
 
 def test_overhead_carries_its_uncertainty():
-    from specbench.render import fmt_overhead
+    from specbench.cli.render import fmt_overhead
 
     text = fmt_overhead({"t_overhead_s": -0.0061, "t_overhead_err_s": 0.007})
     assert text == "-6.10 ± 7.00 ms"
@@ -397,7 +398,7 @@ def test_progress_is_printed_as_plain_lines_when_not_a_terminal(env):
 
 
 def test_plain_progress_lines_say_what_how_far_and_eta():
-    from specbench.progress import progress
+    from specbench.cli.progress import progress
 
     buf = io.StringIO()
     with progress("train", 10, unit="step", interval=0, stream=buf) as bar:

@@ -5,12 +5,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from specbench import timing
 from specbench.errors import DecodeError
-from specbench.generate import autoregressive, speculative
-from specbench.gpt2 import GPT2Config
-from specbench.sampling import Warp, accept_reject, probs, residual, sample
-from specbench.stats import DecodeStats
+from specbench.measure import timing
+from specbench.model.generate import autoregressive, speculative
+from specbench.model.gpt2 import GPT2Config
+from specbench.model.sampling import Warp, accept_reject, probs, residual, sample
+from specbench.model.stats import DecodeStats
 
 from conftest import random_model
 from exactness import (
@@ -285,7 +285,7 @@ def _sorted_warp_reference(logits, warp):
 
 
 def test_fast_top_k_and_top_p_keep_the_same_sets_as_sorting_ties_included():
-    from specbench import sampling
+    from specbench.model import sampling
 
     rng = np.random.default_rng(0)
     paths = set()

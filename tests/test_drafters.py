@@ -5,9 +5,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from specbench import drafters, timing
-from specbench.generate import autoregressive, speculative
-from specbench.sampling import Warp, accept_reject
+from specbench.measure import timing
+from specbench.model import drafters
+from specbench.model.generate import autoregressive, speculative
+from specbench.model.sampling import Warp, accept_reject
 
 from conftest import random_model
 from exactness import (
@@ -168,7 +169,7 @@ def test_no_recompiles_whatever_the_draft_length(target, draft):
 
 def test_layerskip_reads_the_targets_own_weights(target):
     drafter = drafters.layerskip_drafter(target.config, 1)
-    from specbench.decoding import draft_params_for
+    from specbench.model.decoding import draft_params_for
 
     assert draft_params_for(drafter, None, target) is target.params  # no copy
     with pytest.raises(ValueError, match="1..1"):

@@ -3,9 +3,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from specbench import gpt2 as gpt2_module
-from specbench.gpt2 import GPT2Config, decode_layout, decode_pieces, gpt2, init_cache, step_jit
-from specbench.weights import Model
+from specbench.model import gpt2 as gpt2_module
+from specbench.model.gpt2 import GPT2Config, decode_layout, decode_pieces, gpt2, init_cache, step_jit
+from specbench.model.weights import Model
 
 from conftest import numpy_gpt2, random_model
 
@@ -98,7 +98,7 @@ def test_logits_at_one_row_equals_that_row_of_all():
 
 
 def test_the_decode_layout_reads_as_many_bytes_and_batches_use_the_hf_layout():
-    from specbench.gpt2 import batch_layout, param_bytes, resident_bytes
+    from specbench.model.gpt2 import batch_layout, param_bytes, resident_bytes
 
     params = random_model(CONFIGS[1], seed=1).params
     both = decode_layout(params)

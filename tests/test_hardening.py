@@ -13,7 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from specbench import export, tokenizer
+from specbench.model import tokenizer
+from specbench.results import export
 
 from conftest import assert_one_line_error, invoke
 
@@ -236,7 +237,7 @@ def test_fuzzed_command_lines_end_cleanly_and_write_nothing(env, tmp_path, args)
 
 
 def test_a_slower_speedup_carries_its_spread_through_the_inversion():
-    from specbench.render import verdict
+    from specbench.cli.render import verdict
 
     assert verdict({"speedup": 0.85, "speedup_std": 0.04, "repeats": 5}) == "1.18 ± 0.06 times slower"
     assert verdict({"speedup": 1.6, "speedup_std": 0.1, "repeats": 5}) == "1.60 ± 0.10 times faster"
@@ -244,7 +245,7 @@ def test_a_slower_speedup_carries_its_spread_through_the_inversion():
 
 
 def test_a_drafter_sweep_plots_a_series_per_drafter():
-    from specbench import results
+    from specbench.results import schema as results
 
     rows = json.loads((ROWS.parent / "cpu-sweep-drafters-bundled.json").read_text())
     assert {"draft", "drafter"} <= set(results.varying(rows, exclude=("K",)))

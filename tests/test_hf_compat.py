@@ -11,8 +11,8 @@ transformers = pytest.importorskip("transformers")
 
 import jax.numpy as jnp
 
-from specbench import hf_layout
-from specbench.gpt2 import GPT2Config, gpt2
+from specbench.model import hf_layout
+from specbench.model.gpt2 import GPT2Config, gpt2
 
 from conftest import random_model
 

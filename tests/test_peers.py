@@ -8,8 +8,9 @@ import sys
 import numpy as np
 import pytest
 
-from specbench import drafters, generate, peers, reference
-from specbench.sampling import Warp
+from specbench.measure import peers
+from specbench.model import drafters, generate, reference
+from specbench.model.sampling import Warp
 
 from conftest import TARGET as CLI_TARGET
 from conftest import assert_one_line_error, invoke, random_model
@@ -75,7 +76,7 @@ def test_numpy_peer_first_token_follows_the_target_at_T1(small_pair, monkeypatch
 
 
 def test_warp_equals_specbench_probs():
-    from specbench.sampling import probs_by_definition
+    from specbench.model.sampling import probs_by_definition
 
     logits = np.random.default_rng(0).normal(size=(3, 50)) * 3
     for warp in (Warp(0.0), Warp(1.0), Warp(0.7, top_k=5), Warp(1.3, top_p=0.8), Warp(1.0, 10, 0.5)):
@@ -180,7 +181,7 @@ def test_transformers_without_the_extra_is_one_line_naming_it(env, monkeypatch):
 def test_transformers_peer_gives_specbench_tokens_at_T0(env, model_dirs):
     pytest.importorskip("transformers")
     pytest.importorskip("torch")
-    from specbench import weights
+    from specbench.model import weights
 
     target = weights.load_model(str(model_dirs / "t"))
     draft = weights.load_model(str(model_dirs / "d"))

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from specbench import readings, report
+from specbench.cli import report
+from specbench.results import readings
 
 from conftest import assert_one_line_error, invoke
 

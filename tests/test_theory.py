@@ -1,6 +1,6 @@
 import pytest
 
-from specbench import theory
+from specbench.results import theory
 
 
 def test_seed_formula_at_the_seed_points():

@@ -7,8 +7,9 @@ import pytest
 
 pytest.importorskip("optax")
 
-from specbench import tokenizer, train, weights
-from specbench.gpt2 import GPT2Config
+from specbench import train
+from specbench.model import tokenizer, weights
+from specbench.model.gpt2 import GPT2Config
 
 TEXT = (
     "The little fox ran over the hill and into the wood, where the old owl sat in the oak tree. "
@@ -77,7 +78,7 @@ def test_target_then_distilled_draft_learn(data, tmp_path):
 def test_greedy_continuations_equal_argmax_of_the_uncached_forward():
     import jax.numpy as jnp
 
-    from specbench.gpt2 import gpt2, init_params
+    from specbench.model.gpt2 import gpt2, init_params
 
     config = GPT2Config(n_layer=2, n_head=2, n_embd=32, n_ctx=12, n_vocab=97)
     params = init_params(config, 3)

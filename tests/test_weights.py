@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
 
-from specbench import hf_layout, weights
-from specbench.gpt2 import GPT2Config, gpt2
-from specbench.hub import download
-from specbench.weights import WeightsError
+from specbench.model import hf_layout, weights
+from specbench.model.gpt2 import GPT2Config, gpt2
+from specbench.model.hub import download
+from specbench.model.weights import WeightsError
 
 from conftest import random_model
 
@@ -264,7 +264,7 @@ def test_download_with_server_down_fails_cleanly(tiny_hub):
 def test_models_download_command(tiny_hub, monkeypatch):
     from click.testing import CliRunner
 
-    from specbench.cli import cli
+    from specbench.cli.main import cli
 
     hub, _ = tiny_hub
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens there

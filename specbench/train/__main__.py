@@ -17,9 +17,9 @@ from pathlib import Path
 import click
 import numpy as np
 
-from specbench import tokenizer, weights
 from specbench.errors import SpecbenchError
-from specbench.gpt2 import GPT2Config
+from specbench.model import tokenizer, weights
+from specbench.model.gpt2 import GPT2Config
 from specbench.train.data import compress, greedy_continuations, load_tokens, prepare
 from specbench.train.loop import TrainConfig, require_optax, save_model, train
 

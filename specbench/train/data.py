@@ -14,11 +14,11 @@ from pathlib import Path
 
 import numpy as np
 
-from specbench import tokenizer
 from specbench.errors import TrainError
-from specbench.gpt2 import GPT2Config
-from specbench.sampling import Warp
-from specbench.weights import Model
+from specbench.model import tokenizer
+from specbench.model.gpt2 import GPT2Config
+from specbench.model.sampling import Warp
+from specbench.model.weights import Model
 
 
 def prepare(corpus: Path, out: Path, val_fraction: float = 0.02, seed: int = 0) -> dict:
@@ -131,7 +131,7 @@ def greedy_continuations(
 ) -> np.ndarray:
     """[n, P] prompt tokens -> [n, P + n_new]: each prefix continued greedily by the model, a
     batch at a time through the decoding front door (generate.autoregressive at T = 0)."""
-    from specbench import generate
+    from specbench.model import generate
 
     model = Model("teacher", config, params, "training")
     out = []

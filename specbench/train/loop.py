@@ -21,9 +21,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from specbench import hf_layout, weights
 from specbench.errors import TrainError
-from specbench.gpt2 import GPT2Config, init_params, transformer
+from specbench.model import hf_layout, weights
+from specbench.model.gpt2 import GPT2Config, init_params, transformer
 from specbench.train.data import frequent_tokens, sample_batch, sample_vocab
 
 SHARD_BYTES = 15 * 1024 * 1024
@@ -224,7 +224,7 @@ def train(
     [n, ctx + 1] array of the teacher's greedy text, mixed in at tc.greedy_fraction of each batch.
     """
     require_optax()
-    from specbench.progress import progress
+    from specbench.cli.progress import progress
 
     opt = make_optimizer(tc)
     update = make_update(config, tc, opt, teacher)

@@ -11,7 +11,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
-from specbench import results, theory
+from specbench.results import schema as results
+from specbench.results import theory
 
 
 def plot_rows(rows: list[dict], output: str) -> None:

@@ -7,10 +7,11 @@ import datetime
 import os
 from pathlib import Path
 
-from specbench import export, prompts
-from specbench.cli_options import NGRAM_MAX
-from specbench.console import BadInput, bad_input
+from specbench import prompts
+from specbench.cli.console import BadInput, bad_input
+from specbench.cli.options import NGRAM_MAX
 from specbench.errors import DecodeError, ExportError, WeightsError
+from specbench.results import export
 
 FORMATS = {"export_csv": "csv", "export_json": "json", "export_markdown": "markdown"}
 
@@ -23,7 +24,7 @@ def load_model(name: str, flag: str, dtype: str, cache: dict | None = None):
     """A model by registry name, alias or directory; BadInput naming `flag` if it cannot be had."""
     import jax.numpy as jnp
 
-    from specbench import weights
+    from specbench.model import weights
 
     cache = {} if cache is None else cache
     if (name, dtype) not in cache:
@@ -38,7 +39,7 @@ def load_model(name: str, flag: str, dtype: str, cache: dict | None = None):
 
 def load_pair(draft: str | None, target: str | None, dtype: str, need_draft: bool = True):
     """(draft, target) models; the draft is None when the drafter needs no draft model."""
-    from specbench import weights
+    from specbench.model import weights
 
     named = target and (draft or not need_draft)  # a named pair runs without the bundled one
     try:
@@ -60,8 +61,8 @@ def random_model(name: str, dtype: str):
     """Random weights of a registry shape (timing only)."""
     import jax.numpy as jnp
 
-    from specbench import weights
-    from specbench.gpt2 import decode_layout, init_params
+    from specbench.model import weights
+    from specbench.model.gpt2 import decode_layout, init_params
 
     try:
         spec = weights.resolve(name)
@@ -75,7 +76,7 @@ def random_model(name: str, dtype: str):
 
 def check_drafter_flags(kinds: list[str], f: dict) -> None:
     """The drafter flags, checked before any model is loaded."""
-    from specbench.drafters import KINDS
+    from specbench.model.drafters import KINDS
 
     for kind in kinds:
         if kind not in KINDS:
@@ -98,7 +99,7 @@ def check_drafter_flags(kinds: list[str], f: dict) -> None:
 
 def make_drafter(kind: str, draft, target, f: dict):
     """(Drafter, the name result rows give its draft)."""
-    from specbench import drafters
+    from specbench.model import drafters
 
     conf = f["draft_confidence"] if f["dynamic_K"] and kind != "lookup" else None
     if kind == "lookup":
@@ -118,7 +119,7 @@ def load_peers(names: list[str], drafter, draft, target, batch: int) -> tuple:
     """The --peer implementations, loaded and checked for these settings (peers.make_peers)."""
     if not names:
         return ()
-    from specbench import device, peers
+    from specbench.measure import device, peers
 
     try:
         return peers.make_peers(names, drafter, draft, target, batch, device.on_gpu())
@@ -152,7 +153,7 @@ def resolve_prompt(prompt: str, prompt_id: str | None) -> tuple[str, str]:
 
 def check_decodable(prompt_ids, n_tokens: int, K: int, models: list) -> None:
     """The prompt, N and K fit every model; else BadInput blaming the setting the DecodeError names."""
-    from specbench.decoding import validate
+    from specbench.model.decoding import validate
 
     try:
         validate(prompt_ids, n_tokens, K, models, None)
@@ -165,8 +166,9 @@ def check_batch(
 ) -> None:
     """A batch runs on the device loop, and its caches must fit the device. `encoded` are the
     batch's distinct prompts (the longest sets the cache length)."""
-    from specbench import batched, device, generate
-    from specbench.gpt2 import resident_bytes
+    from specbench.measure import device
+    from specbench.model import batched, generate
+    from specbench.model.gpt2 import resident_bytes
 
     if batch == 1:
         return
@@ -214,7 +216,7 @@ def results_dir(create: bool = True) -> Path:
         except OSError as e:
             raise BadInput("SPECBENCH_RESULTS_DIR", f"cannot create {named} ({e.strerror})") from None
         return Path(named)
-    checkout = Path(__file__).resolve().parent.parent
+    checkout = Path(__file__).resolve().parents[2]
     if (checkout / "pyproject.toml").is_file() and (checkout / "results").is_dir():
         return checkout / "results"
     return Path.cwd()
@@ -271,7 +273,7 @@ def check_resume_settings(rows: list[dict], fixed: dict, output: str) -> None:
 def check_grid_resume(rows: list[dict], keys: list[dict], output: str) -> None:
     """--resume completes the same sweep: every row already in the file must be one of this
     grid's (same draft, target, drafter settings, dtype, N, seed, warps, loop, prompts, batch)."""
-    from specbench import results
+    from specbench.results import schema as results
 
     grid = {results.sweep_key(k) for k in keys}
     foreign = [r for r in rows if results.sweep_key(r) not in grid]

@@ -6,7 +6,8 @@ import math
 
 import click
 
-from specbench import prompts, theory
+from specbench import prompts
+from specbench.results import theory
 
 METRICS_HELP = """\b
 Metrics (one generation of N new tokens; the first comes from the prefill in both AR and SD):
@@ -104,7 +105,7 @@ class ListParam(click.ParamType):
 
 def peer_list(ctx, param, values) -> list[str]:
     """--peer, repeatable or a comma list: each of peers.NAMES once, in the order given."""
-    from specbench.peers import NAMES
+    from specbench.measure.peers import NAMES
 
     out = []
     for value in values:

@@ -27,10 +27,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from specbench import decoding
-from specbench.decoding import ARState, SpecState, bucket
-from specbench.gpt2 import GPT2Config, batch_layout
-from specbench.sampling import accept_reject
+from specbench.model import decoding
+from specbench.model.decoding import ARState, SpecState, bucket
+from specbench.model.gpt2 import GPT2Config, batch_layout
+from specbench.model.sampling import accept_reject
 
 # ---------------------------------------------------------------------------------------------
 # Sizes

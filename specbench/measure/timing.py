@@ -17,11 +17,11 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from specbench import drafters, generate
-from specbench.decoding import draft_params_for
-from specbench.gpt2 import GPT2Config, batch_layout, init_cache, step
-from specbench.sampling import Warp, argmax
-from specbench.weights import Model
+from specbench.model import drafters, generate
+from specbench.model.decoding import draft_params_for
+from specbench.model.gpt2 import GPT2Config, batch_layout, init_cache, step
+from specbench.model.sampling import Warp, argmax
+from specbench.model.weights import Model
 
 
 class CompileCounter:

@@ -14,12 +14,13 @@ import time
 
 import numpy as np
 
-from specbench import generate, load, timing
-from specbench.drafters import Drafter
-from specbench.peers import PeerResult
-from specbench.sampling import Warp
-from specbench.stats import DecodeStats
-from specbench.weights import Model
+from specbench.measure import load, timing
+from specbench.measure.peers import PeerResult
+from specbench.model import generate
+from specbench.model.drafters import Drafter
+from specbench.model.sampling import Warp
+from specbench.model.stats import DecodeStats
+from specbench.model.weights import Model
 
 
 @dataclasses.dataclass(frozen=True)

@@ -17,10 +17,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from specbench import decoding, drafters
-from specbench.gpt2 import GPT2Config, gpt2, init_params
-from specbench.sampling import Warp, accept_reject, probs, sample
-from specbench.weights import Model
+from specbench.model import decoding, drafters
+from specbench.model.gpt2 import GPT2Config, gpt2, init_params
+from specbench.model.sampling import Warp, accept_reject, probs, sample
+from specbench.model.weights import Model
 
 SMALL_T = GPT2Config(n_layer=2, n_head=2, n_embd=16, n_ctx=16, n_vocab=12)
 SMALL_D = GPT2Config(n_layer=1, n_head=1, n_embd=8, n_ctx=16, n_vocab=12)

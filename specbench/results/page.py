@@ -13,7 +13,8 @@ from pathlib import Path
 
 import jinja2
 
-from specbench import export, readings, results
+from specbench.results import export, readings
+from specbench.results import schema as results
 
 COLUMNS = {  # section -> (header, field) of its table; cells are formatted by results.cell
     "common": [
@@ -95,7 +96,7 @@ def render(directory: Path, rows: list[dict], sections: dict, shows: dict, title
     """Write the plots and index.html into `directory`; returns the page's path.
     rows: the report's rows; sections: per section its load and extra results (report.measure);
     shows: section -> the job ids it shows; titles: section -> title; info: pair, battery, times."""
-    from specbench import plot
+    from specbench.results import plot
 
     by_job: dict[str, list[dict]] = {}
     for r in rows:
@@ -173,7 +174,7 @@ def render(directory: Path, rows: list[dict], sections: dict, shows: dict, title
         out.append(s)
     busy = [s["title"] for s in out if s["under_load"]]
     env = jinja2.Environment(
-        loader=jinja2.PackageLoader("specbench", "templates"),
+        loader=jinja2.PackageLoader("specbench.results", "templates"),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
     )

@@ -7,9 +7,8 @@ import dataclasses
 import itertools
 from pathlib import Path
 
-from specbench import export, prompts, results, tokenizer
-from specbench.bench import RunConfig
-from specbench.checks import (
+from specbench import prompts
+from specbench.cli.checks import (
     check_batch,
     check_decodable,
     check_drafter_flags,
@@ -27,9 +26,13 @@ from specbench.checks import (
     results_dir,
     stamp,
 )
-from specbench.console import BadInput
+from specbench.cli.console import BadInput
 from specbench.errors import ExportError, WeightsError
-from specbench.sampling import Warp
+from specbench.measure.bench import RunConfig
+from specbench.model import tokenizer
+from specbench.model.sampling import Warp
+from specbench.results import export
+from specbench.results import schema as results
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,7 +47,7 @@ class Job:
     encoded: list[list[int]]
 
     def row(self, res, dtype: str) -> dict:
-        from specbench import device
+        from specbench.measure import device
 
         B = len(self.ids)
         return results.result_row(
@@ -61,7 +64,7 @@ class Job:
     def rows(self, res, dtype: str) -> list[dict]:
         """specbench's row, then one row per peer (results.peer_row), with where a peer's T = 0
         tokens leave specbench's."""
-        from specbench import peers
+        from specbench.measure import peers
 
         row = self.row(res, dtype)
         out = [row]
@@ -268,7 +271,8 @@ def trace_plan(f: dict, given: set[str]) -> TracePlan:
 
 def roofline_plan(f: dict) -> tuple[list[tuple], dict[str, str | None]]:
     """`roofline`: ([(model, dtype)], {format: path}), every check before any timing."""
-    from specbench import device, weights
+    from specbench.measure import device
+    from specbench.model import weights
 
     exports = check_exports(f)
     dtypes = f["dtypes"] or (["float32", "bfloat16"] if device.on_gpu() else ["float32"])
@@ -304,8 +308,8 @@ def estimate_seconds(jobs: list[Job]) -> float:
     (roofline.step_bytes at the device's peak bandwidth, or CPU_GBPS); AR and SD each about N
     steps a repeat (the warm-up too), and as much again for their parts (bench.py), and the step
     timers about 35 target steps a repeat; and COMPILE_S for each distinct program set."""
-    from specbench import device
-    from specbench.roofline import step_bytes
+    from specbench.measure import device
+    from specbench.measure.roofline import step_bytes
 
     gbps = device.peak_gbps() or CPU_GBPS
     total, programs = 0.0, set()

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-from specbench import gpt2, hf_layout, reference
 from specbench.errors import SpecbenchError
-from specbench.weights import Model
+from specbench.model import gpt2, hf_layout, reference
+from specbench.model.weights import Model
 
 NAMES = ("transformers", "numpy")
 PEERS_EXTRA = "pip install torch==2.13.0 && pip install -e '.[peers]'"  # the CPU build of torch first

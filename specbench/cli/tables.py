@@ -5,8 +5,9 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from specbench import prompts, theory
-from specbench.render import fmt_time, plural
+from specbench import prompts
+from specbench.cli.render import fmt_time, plural
+from specbench.results import theory
 
 
 def theory_report(rows: list[tuple], c: float, r, alpha, t_verify, K_search: int, console: Console) -> None:
@@ -121,7 +122,7 @@ def roofline_table(rows: list[dict], context: int, console: Console) -> None:
 
 def dry_run(console: Console, jobs: list, n_programs: int, seconds: float, writes) -> None:
     """What a command would do: its configurations, programs to compile, a rough time, its file."""
-    from specbench.progress import fmt_duration
+    from specbench.cli.progress import fmt_duration
 
     sets = plural(n_programs, "program set")
     console.print(

@@ -9,8 +9,8 @@ import shutil
 from pathlib import Path
 
 from specbench.errors import WeightsError
-from specbench.hf_layout import CONFIG_FILE, SAFETENSORS_FILE, is_model_dir, load_dir
-from specbench.weights import REGISTRY, ModelSpec, local_path, resolve, weights_dir
+from specbench.model.hf_layout import CONFIG_FILE, SAFETENSORS_FILE, is_model_dir, load_dir
+from specbench.model.weights import REGISTRY, ModelSpec, local_path, resolve, weights_dir
 
 
 def download(name: str, endpoint: str | None = None, progress: bool = True) -> Path:

@@ -74,7 +74,7 @@ def argmax(x):
 
 def probs(logits, warp: Warp):
     """[..., V] logits -> [..., V] float32 probabilities: probs_by_definition, without a sort of
-    the vocabulary (a full sort of 50,257 logits is slow on the CPU; README, performance notes)."""
+    the vocabulary (a full sort of 50,257 logits is slow on the CPU; docs/performance.md)."""
     logits = logits.astype(jnp.float32)
     n_vocab = logits.shape[-1]
     if warp.temperature == 0:

@@ -37,8 +37,8 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from specbench.gpt2 import GPT2Config, init_cache, step
-from specbench.sampling import Warp, draw
+from specbench.model.gpt2 import GPT2Config, init_cache, step
+from specbench.model.sampling import Warp, draw
 
 KINDS = ("model", "lookup", "layerskip")
 

@@ -15,8 +15,8 @@ import jax
 import jax.numpy as jnp
 
 from specbench.errors import WeightsError
-from specbench.gpt2 import GPT2Config, decode_layout, init_params
-from specbench.hf_layout import CONFIG_FILE, config_from_hf, is_model_dir, load_dir
+from specbench.model.gpt2 import GPT2Config, decode_layout, init_params
+from specbench.model.hf_layout import CONFIG_FILE, config_from_hf, is_model_dir, load_dir
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,7 +78,7 @@ def weights_dir() -> Path:
                 f"SPECBENCH_WEIGHTS_DIR={named} {what}: name a folder of models", "weights_dir"
             )
         return Path(named)
-    beside_package = Path(__file__).resolve().parent.parent / "gpt2_weights"
+    beside_package = Path(__file__).resolve().parents[2] / "gpt2_weights"
     return beside_package if beside_package.is_dir() else Path.cwd() / "gpt2_weights"
 
 

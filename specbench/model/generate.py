@@ -18,13 +18,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from specbench import batched, decoding, drafters
-from specbench.decoding import plan_max_len, validate
-from specbench.drafters import Drafter
 from specbench.errors import DecodeError
-from specbench.sampling import Warp
-from specbench.stats import DecodeStats
-from specbench.weights import Model
+from specbench.model import batched, decoding, drafters
+from specbench.model.decoding import plan_max_len, validate
+from specbench.model.drafters import Drafter
+from specbench.model.sampling import Warp
+from specbench.model.stats import DecodeStats
+from specbench.model.weights import Model
 
 
 def as_batch(prompts) -> tuple[list[list[int]], bool]:

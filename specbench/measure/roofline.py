@@ -12,9 +12,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from specbench import device, timing
-from specbench.gpt2 import param_bytes
-from specbench.weights import Model
+from specbench.measure import device, timing
+from specbench.model.gpt2 import param_bytes
+from specbench.model.weights import Model
 
 
 def step_bytes(model: Model, max_len: int) -> int:

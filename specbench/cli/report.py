@@ -14,14 +14,17 @@ import dataclasses
 import json
 from pathlib import Path
 
-from specbench import export, load, prompts, tokenizer
-from specbench.bench import RunConfig
-from specbench.checks import check_batch, check_decodable, load_pair, load_peers, make_drafter
-from specbench.console import BadInput
+from specbench import prompts
+from specbench.cli.checks import check_batch, check_decodable, load_pair, load_peers, make_drafter
+from specbench.cli.console import BadInput
+from specbench.cli.plan import Job
+from specbench.cli.render import plural
 from specbench.errors import ExportError
-from specbench.plan import Job
-from specbench.render import plural
-from specbench.sampling import Warp
+from specbench.measure import load
+from specbench.measure.bench import RunConfig
+from specbench.model import tokenizer
+from specbench.model.sampling import Warp
+from specbench.results import export
 
 STATE_FILE = "report.json"  # the settings and the sections' load; marks a directory as a report
 K_DEFAULT = 4
@@ -211,7 +214,7 @@ def save_state(plan: ReportPlan, sections: dict) -> None:
 def measure(plan: ReportPlan, on_progress) -> tuple[list[dict], dict]:
     """Measure the jobs not yet done, section by section, saving rows as they finish; then the
     roofline and the self-test. Returns (rows, sections' load and extra results)."""
-    from specbench import device, roofline, selftest
+    from specbench.measure import device, roofline, selftest
 
     plan.directory.mkdir(parents=True, exist_ok=True)
     rows = list(plan.done)
@@ -268,7 +271,7 @@ def measure(plan: ReportPlan, on_progress) -> tuple[list[dict], dict]:
 
 def bench_run(job: Job):
     """One job measured (bench.run_benchmark)."""
-    from specbench import bench
+    from specbench.measure import bench
 
     return bench.run_benchmark(job.config, job.encoded)
 
@@ -282,7 +285,7 @@ def page_info(plan: ReportPlan, sections: dict) -> dict:
     """What the page's header and its device section say."""
     import jax
 
-    from specbench import device
+    from specbench.measure import device
 
     describe = lambda m: f"{m.name} ({m.config.n_layer}x{m.config.n_embd}, {m.config.n_params / 1e6:.1f}M)"
     memory = device.memory_bytes()

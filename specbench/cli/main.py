@@ -13,11 +13,12 @@ from pathlib import Path
 
 import click
 
-from specbench import cli_options as opt
-from specbench import export, render, tables, theory
-from specbench.console import BadInput, SpecbenchGroup, interrupt_message, make_console
+from specbench.cli import options as opt
+from specbench.cli import render, tables
+from specbench.cli.console import BadInput, SpecbenchGroup, interrupt_message, make_console
+from specbench.cli.progress import progress as progress_bar
 from specbench.errors import ExportError
-from specbench.progress import progress as progress_bar
+from specbench.results import export, theory
 
 K_SEARCH = 64  # theory --alpha looks for the optimal K in 1..K_SEARCH
 
@@ -46,7 +47,8 @@ def given() -> set[str]:
 @opt.dry_run
 def run(**flags):
     """One configuration: autoregressive against speculative decoding, side by side."""
-    from specbench import bench, plan
+    from specbench.cli import plan
+    from specbench.measure import bench
 
     p = plan.run_plan(flags, given())
     console = make_console(*p.exports.values())
@@ -79,8 +81,9 @@ def run(**flags):
 def sweep(**flags):
     """A grid over drafters, K, temperature, top-p and prompts (or batch sizes); every finished row
     is saved at once."""
-    from specbench import bench, plan
-    from specbench.results import sweep_key
+    from specbench.cli import plan
+    from specbench.measure import bench
+    from specbench.results.schema import sweep_key
 
     p = plan.sweep_plan(flags, given())
     console = make_console(*p.exports.values())
@@ -129,7 +132,8 @@ def sweep(**flags):
 def trace(**flags):
     """One generation shown round by round: accepted drafts, the rejected draft (struck
     through), and the resampled or bonus token."""
-    from specbench import generate, plan, tokenizer
+    from specbench.cli import plan
+    from specbench.model import generate, tokenizer
 
     p = plan.trace_plan(flags, given())
     tokens, st = generate.speculative(
@@ -176,7 +180,7 @@ def models(ctx):
 @models.command("list")
 def models_list():
     """Every model specbench knows, whether it is here, and its size."""
-    from specbench import weights
+    from specbench.model import weights
 
     tables.models_table(weights.list_models(), weights.weights_dir(), make_console())
 
@@ -185,8 +189,8 @@ def models_list():
 @click.argument("name")
 def models_download(name):
     """Download an HF GPT-2 checkpoint into gpt2_weights/NAME (honours HF_ENDPOINT)."""
-    from specbench import hub
     from specbench.errors import WeightsError
+    from specbench.model import hub
 
     try:
         path = hub.download(name)
@@ -209,10 +213,10 @@ def prompts_cmd():
 def plot(file, output, force, budget):
     """Speedup and tokens/round against K from a JSON results file, with the theory curve; speedup
     and throughput against batch size when the file varies it (sweep --batch)."""
-    from specbench.results import missing_for_plot
+    from specbench.results.schema import missing_for_plot
 
     try:
-        from specbench import plot as plotting
+        from specbench.results import plot as plotting
     except ImportError:
         raise BadInput("plot", "needs matplotlib: pip install -e '.[plot]'") from None
     try:
@@ -252,7 +256,8 @@ def roofline_cmd(**flags):
     Steps are timed as device-side loops; "plain step" is the same 1-token step dispatched from
     Python one call per token, the usual way, and plain/loop what the device loop saves.
     """
-    from specbench import device, plan, roofline
+    from specbench.cli import plan
+    from specbench.measure import device, roofline
 
     runs, exports = plan.roofline_plan(flags)
     console = make_console(*exports.values())
@@ -296,8 +301,8 @@ def report(**flags):
         raise BadInput(
             "report", f"needs the report extra ({e.name} is missing): pip install -e '.[report]'"
         ) from None
-    from specbench import page
-    from specbench import report as battery
+    from specbench.cli import report as battery
+    from specbench.results import page
 
     p = battery.report_plan(flags)
     console = make_console()

@@ -37,12 +37,12 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from specbench import drafters
-from specbench.drafters import Drafter
 from specbench.errors import DecodeError
-from specbench.gpt2 import GPT2Config, init_cache, step
-from specbench.sampling import Warp, accept_reject, draw, probs
-from specbench.weights import Model
+from specbench.model import drafters
+from specbench.model.drafters import Drafter
+from specbench.model.gpt2 import GPT2Config, init_cache, step
+from specbench.model.sampling import Warp, accept_reject, draw, probs
+from specbench.model.weights import Model
 
 # ---------------------------------------------------------------------------------------------
 # State: typed pytrees. Shapes are for one sequence; a batch (batched.py) adds a leading [B].

@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from specbench.errors import WeightsError
-from specbench.gpt2 import GPT2Config
+from specbench.model.gpt2 import GPT2Config
 
 CONFIG_FILE = "config.json"
 SAFETENSORS_FILE = "model.safetensors"

@@ -4,7 +4,7 @@ predicted from the same run's parts."""
 
 from __future__ import annotations
 
-from specbench import theory
+from specbench.results import theory
 
 
 def x(value: float) -> str:

@@ -21,7 +21,7 @@ from pathlib import Path
 from tabulate import tabulate
 
 from specbench.errors import ExportError
-from specbench.results import CSV_COLUMNS, MARKDOWN_COLUMNS
+from specbench.results.schema import CSV_COLUMNS, MARKDOWN_COLUMNS
 
 # Which file names each format may be written to: the extension must agree with the format.
 EXTENSIONS = {"csv": (".csv",), "json": (".json",), "markdown": (".md", ".markdown")}

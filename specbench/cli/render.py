@@ -7,7 +7,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from specbench import results, theory
+from specbench.results import schema as results
+from specbench.results import theory
 
 
 def plural(n: int, word: str) -> str:

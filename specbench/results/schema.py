@@ -14,8 +14,8 @@ import dataclasses
 
 import numpy as np
 
-from specbench import theory
 from specbench.prompts import prompt_hash
+from specbench.results import theory
 
 
 @dataclasses.dataclass(frozen=True)
