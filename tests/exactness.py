@@ -5,6 +5,7 @@ broken sampler live in specbench/selftest.py, which `specbench report` runs too.
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from specbench.measure.selftest import (  # noqa: F401  (re-exported for the test modules)
     N_SAMPLES,
@@ -16,12 +17,20 @@ from specbench.measure.selftest import (  # noqa: F401  (re-exported for the tes
     sampled_tokens,
     target_marginals,
 )
-from specbench.model.gpt2 import GPT2Config
+from specbench.model import kernels
+from specbench.model.gpt2 import GPT2Config, kernel_layout
 from specbench.model.sampling import accept_reject, sample
 from specbench.model.weights import Model
 
 TARGET = GPT2Config(n_layer=2, n_head=2, n_embd=32, n_ctx=128, n_vocab=97)
 DRAFT = GPT2Config(n_layer=1, n_head=2, n_embd=16, n_ctx=128, n_vocab=97)
+
+
+def with_kernel(*models: Model) -> tuple[Model, ...]:
+    """The models in the CPU kernel's layout (gpt2.kernel_layout), or a skip where it cannot run."""
+    if kernels.unavailable():
+        pytest.skip(f"the CPU kernel cannot run here: {kernels.unavailable()}")
+    return tuple(Model(m.name, m.config, kernel_layout(m.params), m.source) for m in models)
 
 
 def noisy_copy(model: Model, noise: float, seed: int) -> Model:

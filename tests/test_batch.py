@@ -23,6 +23,7 @@ from exactness import (
     chi_square_p,
     noisy_copy,
     target_marginals,
+    with_kernel,
 )
 
 # prompts of different lengths (1 to 13 tokens: two prompt buckets' worth of padding)
@@ -45,8 +46,10 @@ def alone(target):
     return [autoregressive(target, p, 20, max_len=64)[0] for p in PROMPTS]
 
 
-@pytest.mark.parametrize("B", [2, 3, 8])
+@pytest.mark.parametrize("B", [2, 3, 8, "8-kernel"])
 def test_each_sequence_equals_the_same_prompt_decoded_alone(target, draft, alone, B):
+    if B == "8-kernel":  # the batch's rows through the CPU kernel, each sequence alone through XLA
+        B, (draft, target) = 8, with_kernel(draft, target)
     tokens, st = generate.speculative(draft, target, PROMPTS[:B], 20, 4, max_len=64)
     for i in range(B):
         np.testing.assert_array_equal(tokens[i], alone[i], err_msg=f"sequence {i} of {B}")

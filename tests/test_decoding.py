@@ -23,6 +23,7 @@ from exactness import (
     noisy_copy,
     sampled_tokens,
     target_marginals,
+    with_kernel,
     wrong_bonus_accept_reject,
 )
 
@@ -40,9 +41,11 @@ def pairs(target):
 PROMPTS = [list(np.random.default_rng(i).integers(0, 97, 1 + i % 9)) for i in range(12)]
 
 
-@pytest.mark.parametrize("pair", ["poor", "agreeing"])
+@pytest.mark.parametrize("pair", ["poor", "agreeing", "agreeing-kernel"])
 def test_greedy_speculative_equals_autoregressive(target, pairs, pair):
-    draft = pairs[pair]
+    draft = pairs[pair.removesuffix("-kernel")]
+    if pair.endswith("-kernel"):  # every step through the CPU kernel: 1-token, verify and prefill rows
+        draft, target = with_kernel(draft, target)
     alphas = []
     for prompt in PROMPTS:
         ar, _ = autoregressive(target, prompt, 24, max_len=64)
@@ -53,7 +56,7 @@ def test_greedy_speculative_equals_autoregressive(target, pairs, pair):
     host, _ = speculative(draft, target, PROMPTS[0], 24, 4, max_len=64, device_loop=False)
     np.testing.assert_array_equal(host, autoregressive(target, PROMPTS[0], 24, max_len=64)[0])
     # the two pairs really are different kinds of draft
-    if pair == "poor":
+    if pair.startswith("poor"):
         assert np.mean(alphas) < 0.5
     else:
         assert np.mean(alphas) > 0.6
@@ -200,10 +203,12 @@ def test_nothing_recompiles_after_warmup(target, pairs):
 
 
 @pytest.mark.parametrize(
-    "warp", [Warp(1.0), Warp(0.8, top_k=5), Warp(1.2, top_p=0.85)], ids=["T1", "T0.8-topk5", "T1.2-topp0.85"]
+    "warp, layout",
+    [(Warp(1.0), "hf"), (Warp(0.8, top_k=5), "hf"), (Warp(1.2, top_p=0.85), "hf"), (Warp(1.0), "kernel")],
+    ids=["T1", "T0.8-topk5", "T1.2-topp0.85", "T1-kernel"],
 )
-def test_speculative_sampling_follows_target_distribution(small_pair, warp, record_property):
-    draft, target = small_pair
+def test_speculative_sampling_follows_target_distribution(small_pair, warp, layout, record_property):
+    draft, target = small_pair if layout == "hf" else with_kernel(*small_pair)
     prompt = [3, 7, 1]
     exact = target_marginals(target, prompt, warp, 3)
     tokens = sampled_tokens(draft, target, prompt, warp, K=2, verdict=accept_reject)
@@ -214,8 +219,9 @@ def test_speculative_sampling_follows_target_distribution(small_pair, warp, reco
     assert min(p_values) > P_THRESHOLD
 
 
-def test_broken_sampler_is_detected(small_pair, record_property):
-    draft, target = small_pair
+@pytest.mark.parametrize("layout", ["hf", "kernel"])
+def test_broken_sampler_is_detected(small_pair, layout, record_property):
+    draft, target = small_pair if layout == "hf" else with_kernel(*small_pair)
     prompt, warp = [3, 7, 1], Warp(1.0)
     exact = target_marginals(target, prompt, warp, 3)
     tokens = sampled_tokens(draft, target, prompt, warp, K=2, verdict=broken_accept_reject)

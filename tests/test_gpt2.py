@@ -4,7 +4,16 @@ import numpy as np
 import pytest
 
 from specbench.model import gpt2 as gpt2_module
-from specbench.model.gpt2 import GPT2Config, decode_layout, decode_pieces, gpt2, init_cache, step_jit
+from specbench.model import kernels
+from specbench.model.gpt2 import (
+    GPT2Config,
+    decode_layout,
+    decode_pieces,
+    gpt2,
+    init_cache,
+    kernel_layout,
+    step_jit,
+)
 from specbench.model.weights import Model
 
 from conftest import numpy_gpt2, random_model
@@ -16,16 +25,20 @@ CONFIGS = [
 ]
 
 
-@pytest.mark.parametrize("layout", ["hf", "decode", "decode-pieces"])
+@pytest.mark.parametrize("layout", ["hf", "decode", "decode-pieces", "kernel"])
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda c: f"{c.n_layer}x{c.n_embd}h{c.n_head}v{c.n_vocab}")
 def test_cached_logits_match_full_forward(config, layout, monkeypatch):
     if layout == "decode-pieces":  # cut every n_in into pieces of under 8 floats, as 4,096 and wider are
         monkeypatch.setattr(gpt2_module, "FUSED_VECTOR_BYTES", 32)
+    if layout == "kernel" and kernels.unavailable():
+        pytest.skip(f"the CPU kernel cannot run here: {kernels.unavailable()}")
     model = random_model(config, seed=config.n_embd)
     rng = np.random.default_rng(config.n_vocab)
     tokens = jnp.asarray(rng.integers(0, config.n_vocab, 30), jnp.int32)
     full = np.asarray(gpt2(model.params, tokens, config))  # uncached, in the HF layout
-    if layout != "hf":  # every step shape below, 1-token steps through the [n_out, n_in] copies
+    if layout == "kernel":  # every step shape below (up to 16 rows) through the CPU kernel
+        model = Model(model.name, config, kernel_layout(model.params), model.source)
+    elif layout != "hf":  # every step shape below, 1-token steps through the [n_out, n_in] copies
         model = Model(model.name, config, decode_layout(model.params), model.source)
         _, pieces, n_out, piece = model.params["blocks"]["mlp"]["c_proj"]["weight_t"].shape
         assert (n_out, pieces * piece) == (config.n_embd, 4 * config.n_embd)
@@ -36,17 +49,21 @@ def test_cached_logits_match_full_forward(config, layout, monkeypatch):
     logits, cache = step_jit(model.params, cache, padded, jnp.int32(0), config=config)
     np.testing.assert_allclose(logits[:7], full[:7], atol=1e-5, rtol=1e-5)
     pos = 7
-    for n in [1, 5, 1, 3, 4, 1]:
+    for n in [1, 5, 1, 3, 4, 1, 2]:
         logits, cache = step_jit(model.params, cache, tokens[pos : pos + n], jnp.int32(pos), config=config)
         np.testing.assert_allclose(logits, full[pos : pos + n], atol=1e-5, rtol=1e-5)
         pos += n
 
 
+@pytest.mark.parametrize("layout", ["decode", "kernel"])
 @pytest.mark.parametrize("n_after", [4, 1])  # 1: the 1-token attention, stale entries right after pos
-def test_rollback_then_overwrite_matches_full_forward(n_after):
+def test_rollback_then_overwrite_matches_full_forward(n_after, layout):
+    if layout == "kernel" and kernels.unavailable():
+        pytest.skip(f"the CPU kernel cannot run here: {kernels.unavailable()}")
     config = CONFIGS[1]
     model = random_model(config, seed=3)
-    model = Model(model.name, config, decode_layout(model.params), model.source)
+    to_layout = kernel_layout if layout == "kernel" else decode_layout
+    model = Model(model.name, config, to_layout(model.params), model.source)
     rng = np.random.default_rng(1)
     a = jnp.asarray(rng.integers(0, config.n_vocab, 20), jnp.int32)
     b = jnp.asarray(rng.integers(0, config.n_vocab, 20), jnp.int32)

@@ -94,6 +94,7 @@ def test_resume_refuses_a_file_of_another_draft(env, tmp_path):
     out.write_text(json.dumps(rows))
     r = rows[0]  # the same target and settings as the file's rows, another draft
     args = ["sweep", "--draft", env[1], "--target", "tiny-target", "-o", out, "--resume", "--K", r["K"]]
+    args += ["--kernels", "xla"]  # as the file's rows were measured (before the CPU kernel)
     args += ["-n", r["n_tokens"], "--repeats", r["repeats"], "--prompts", r["prompt_id"], "--dry-run"]
     assert_one_line_error(invoke(*args), "--resume", "another sweep", "draft tiny-draft there")
 

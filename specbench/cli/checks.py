@@ -20,24 +20,32 @@ FORMATS = {"export_csv": "csv", "export_json": "json", "export_markdown": "markd
 # Models and drafters
 
 
-def load_model(name: str, flag: str, dtype: str, cache: dict | None = None):
-    """A model by registry name, alias or directory; BadInput naming `flag` if it cannot be had."""
+def load_model(name: str, flag: str, dtype: str, kernels: str = "auto", cache: dict | None = None):
+    """A model by registry name, alias or directory, in the layout decoding reads (--kernels);
+    BadInput naming `flag` if it cannot be had."""
     import jax.numpy as jnp
 
+    from specbench.errors import SpecbenchError
     from specbench.model import weights
 
     cache = {} if cache is None else cache
-    if (name, dtype) not in cache:
+    if (name, dtype, kernels) not in cache:
         try:
-            cache[name, dtype] = weights.load_model(
-                name, jnp.bfloat16 if dtype == "bfloat16" else jnp.float32
+            model = weights.load_model(
+                name, jnp.bfloat16 if dtype == "bfloat16" else jnp.float32, decoding=False
             )
         except WeightsError as e:
             raise bad_input(e, flag) from None
-    return cache[name, dtype]
+        try:
+            cache[name, dtype, kernels] = weights.for_decoding_model(model, kernels)
+        except SpecbenchError as e:
+            raise bad_input(e, "--kernels") from None
+    return cache[name, dtype, kernels]
 
 
-def load_pair(draft: str | None, target: str | None, dtype: str, need_draft: bool = True):
+def load_pair(
+    draft: str | None, target: str | None, dtype: str, need_draft: bool = True, kernels: str = "auto"
+):
     """(draft, target) models; the draft is None when the drafter needs no draft model."""
     from specbench.model import weights
 
@@ -46,8 +54,8 @@ def load_pair(draft: str | None, target: str | None, dtype: str, need_draft: boo
         default_draft, default_target = (draft, target) if named else weights.default_pair()
     except WeightsError as e:
         raise bad_input(e, "--target") from None
-    d = load_model(draft or default_draft, "--draft", dtype) if need_draft else None
-    t = load_model(target or default_target, "--target", dtype)
+    d = load_model(draft or default_draft, "--draft", dtype, kernels) if need_draft else None
+    t = load_model(target or default_target, "--target", dtype, kernels)
     if d is not None and d.config.n_vocab != t.config.n_vocab:
         raise BadInput(
             "--draft/--target",
@@ -57,12 +65,13 @@ def load_pair(draft: str | None, target: str | None, dtype: str, need_draft: boo
     return d, t
 
 
-def random_model(name: str, dtype: str):
-    """Random weights of a registry shape (timing only)."""
+def random_model(name: str, dtype: str, kernels: str = "auto"):
+    """Random weights of a registry shape (timing only), in the layout decoding reads (--kernels)."""
     import jax.numpy as jnp
 
+    from specbench.errors import SpecbenchError
     from specbench.model import weights
-    from specbench.model.gpt2 import decode_layout, init_params
+    from specbench.model.gpt2 import init_params
 
     try:
         spec = weights.resolve(name)
@@ -71,7 +80,11 @@ def random_model(name: str, dtype: str):
     if not isinstance(spec, weights.ModelSpec):
         raise BadInput("--random-init", "needs registry names (a directory has weights already)")
     jdtype = jnp.bfloat16 if dtype == "bfloat16" else jnp.float32
-    return weights.Model(spec.name, spec.config, decode_layout(init_params(spec.config, 0, jdtype)), "random")
+    model = weights.Model(spec.name, spec.config, init_params(spec.config, 0, jdtype), "random")
+    try:
+        return weights.for_decoding_model(model, kernels)
+    except SpecbenchError as e:
+        raise bad_input(e, "--kernels") from None
 
 
 def check_drafter_flags(kinds: list[str], f: dict) -> None:
@@ -255,10 +268,14 @@ def check_save_path(path: Path, flag: str = "--save") -> None:
 
 
 def check_resume_settings(rows: list[dict], fixed: dict, output: str) -> None:
-    """--resume adds rows only to a file of the same settings: refuse, naming each that differs."""
+    """--resume adds rows only to a file of the same settings: refuse, naming each that differs (a
+    setting that rows of an older version lack reads as its `old` value)."""
+    from specbench.results.schema import BY_NAME
+
     differing = []
     for name, value in fixed.items():
-        before = {r.get(name) for r in rows}
+        old = BY_NAME[name].old if name in BY_NAME else None
+        before = {r.get(name, old) for r in rows}
         if before and before != {value}:
             shown = ", ".join(str(v) for v in sorted(before, key=str))
             differing.append(f"{name} {shown} there, {value} now")

@@ -53,6 +53,8 @@ def run(**flags):
     p = plan.run_plan(flags, given())
     console = make_console(*p.exports.values())
     console.print(render.run_header(p.job, p.job.config.draft, p.job.config.target))
+    for line in render.kernel_lines(p.job.config.models, flags["kernels"]):
+        console.print(line)
     if flags["dry_run"]:
         tables.dry_run(
             console, [p.job], plan.program_sets([p.job]), plan.estimate_seconds([p.job]), p.save_path
@@ -249,43 +251,59 @@ def plot(file, output, force, budget):
 @cli.command("roofline")
 @opt.apply(opt.roofline + opt.exports)
 def roofline_cmd(**flags):
-    """Decode-step time against the memory-bandwidth bound, for steps of 1 to K+1 tokens.
+    """Decode-step time against its two roofs, for steps of 1 to K+1 tokens.
 
-    A step must read every weight once whatever the number of tokens, so while the step is
-    memory-bound, t(K+1)/t(1) stays near 1: that is why verifying K drafts is nearly free.
-    Steps are timed as device-side loops; "plain step" is the same 1-token step dispatched from
-    Python one call per token, the usual way, and plain/loop what the device loop saves.
+    A step must read every weight once whatever the number of tokens, and does 2 FLOPs per weight
+    per token: its limit is max(bytes / read bandwidth, FLOPs / matrix-product rate), both measured
+    here. While the memory roof is the higher, t(K+1)/t(1) can stay near 1: that is why verifying K
+    drafts can be nearly free. Steps are timed as device-side loops; "plain step" is the same
+    1-token step dispatched from Python one call per token, the usual way, and plain/loop what the
+    device loop saves. --kernels cpu,xla measures each model with specbench's CPU kernel and with
+    XLA's products, side by side.
     """
     from specbench.cli import plan
     from specbench.measure import device, roofline
+    from specbench.model.kernels import used_by
+    from specbench.results.schema import ROOFLINE_COLUMNS
 
+    kernels_name = lambda model: used_by(model.params)
     runs, exports = plan.roofline_plan(flags)
     console = make_console(*exports.values())
+    for line in render.kernel_lines(
+        [model for model, _ in runs], "xla" if flags["kernels"] == ["xla"] else "auto"
+    ):
+        console.print(line)
     K, context, rows = flags["K"], flags["context"], []
-    with progress_bar("roofline", 1 + len(runs) * (K + 2), unit="timing") as bar:
+    groups = {}  # one network in each --kernels layout, timed alternately
+    for model, dtype in runs:
+        groups.setdefault((model.name, dtype), []).append(model)
+    with progress_bar("roofline", 2 + len(runs) * (K + 2), unit="timing") as bar:
         bar.update(what="read bandwidth (XLA sum over 512 MB)")
         gbps = roofline.read_gbps()  # once, before the steps it bounds
+        bar.update(advance=1, what="matrix-product rate (XLA, 2048² float32)")
+        gflops = {"float32": roofline.matmul_gflops()}
         bar.update(advance=1)
-        for model, dtype in runs:
-            bar.update(what=f"timing {model.name} {dtype}")
-            tick = lambda: bar.update(advance=1)
+        for (name, dtype), models in groups.items():
+            bar.update(what=f"timing {name} {dtype} ({', '.join(map(kernels_name, models))})")
+            if dtype not in gflops:
+                gflops[dtype] = roofline.matmul_gflops(dtype=models[0].params["wte"].dtype)
+            tick = lambda: bar.update(advance=len(models))
             measured = roofline.roofline(
-                model, K + 1, context, flags["iters"], on_timing=tick, measured_gbps=gbps
+                models,
+                K + 1,
+                context,
+                flags["iters"],
+                on_timing=tick,
+                measured_gbps=gbps,
+                measured_gflops=gflops[dtype],
             )
-            weights = "random (timing only)" if model.source == "random" else model.source
+            weights = "random (timing only)" if models[0].source == "random" else models[0].source
             rows += [
-                {
-                    **device.context(),
-                    "model": model.name,
-                    "weights": weights,
-                    "dtype": dtype,
-                    "context": context,
-                    **r,
-                }
+                {**device.context(), "weights": weights, "dtype": dtype, "context": context, **r}
                 for r in measured
             ]
     tables.roofline_table(rows, context, console)
-    export.write_all(rows, exports, columns=list(rows[0]))
+    export.write_all(rows, exports, columns=ROOFLINE_COLUMNS)
 
 
 @cli.command()

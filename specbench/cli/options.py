@@ -38,6 +38,13 @@ DRAFT_CONFIDENCE = (
 )
 
 
+KERNELS = ("auto", "cpu", "xla")  # model/kernels.py's CHOICES, without importing JAX here
+KERNELS_HELP = (
+    "Matrix products of the decode steps: cpu = specbench's CPU kernel (reads each weight once for all "
+    "the rows of a step), xla = XLA's own, auto = the kernel where it can run (float32 on a CPU, built "
+    "at install), else XLA."
+)
+
 K_MAX = 128  # the largest K accepted anywhere: checked before a range like 1-100000000 is expanded
 BATCH_MAX = 65536
 NGRAM_MAX = 16  # lookup's matching is unrolled per n-gram length at trace time
@@ -137,6 +144,13 @@ model = [
     ),
     click.option("--target", default=None, help="Target model [default: bundled pair]."),
     click.option("--dtype", type=click.Choice(["float32", "bfloat16"]), default="float32", show_default=True),
+    click.option(
+        "--kernels",
+        type=click.Choice(KERNELS),
+        default="auto",
+        show_default=True,
+        help=KERNELS_HELP,
+    ),
 ]
 decode = [
     click.option(
@@ -395,6 +409,14 @@ roofline = [
         default=4,
         show_default=True,
         help="Measure steps of 1 .. K+1 tokens.",
+    ),
+    click.option(
+        "--kernels",
+        "kernels",
+        type=ListParam(str, click.Choice(KERNELS)),
+        default="auto",
+        show_default=True,
+        help="Comma list of auto, cpu, xla: each model is measured with each (see run --help).",
     ),
     click.option(
         "--context", type=click.IntRange(min=8), default=128, show_default=True, help="Cache length."

@@ -108,7 +108,7 @@ def run_plan(f: dict, given: set[str]) -> RunPlan:
     if batch > 1 and not chose_prompt:
         prompt_id = "all"
     check_drafter_flags([f["drafter"]], f)
-    d, t = load_pair(f["draft"], f["target"], f["dtype"], need_draft=f["drafter"] == "model")
+    d, t = load_pair(f["draft"], f["target"], f["dtype"], f["drafter"] == "model", f["kernels"])
     drafter, draft_name = make_drafter(f["drafter"], d, t, f)
     by_id = {pid: tokenizer.encode(text) for pid, text in chosen.items()}
     for ids in by_id.values():
@@ -165,7 +165,7 @@ def sweep_plan(f: dict, given: set[str]) -> SweepPlan:
             rows = export.read_json(output)
         except ExportError as e:
             raise BadInput("--resume", str(e)) from None
-    d, t = load_pair(f["draft"], f["target"], f["dtype"], need_draft="model" in kinds)
+    d, t = load_pair(f["draft"], f["target"], f["dtype"], "model" in kinds, f["kernels"])
     drafters_ = {kind: make_drafter(kind, d, t, f) for kind in kinds}
     peers = {
         kind: load_peers(f["peers"], drafters_[kind][0], d, t, max(f["batches"] or [1])) for kind in kinds
@@ -194,7 +194,10 @@ def sweep_plan(f: dict, given: set[str]) -> SweepPlan:
         else [(pid, [pid]) for pid in chosen]
     )
     loop = "host" if f["host_loop"] else "device"
+    from specbench.model.kernels import used_by
+
     fixed = {k: f[k] for k in ("dtype", "top_k", "n_tokens", "seed")} | {"target": t.name, "loop": loop}
+    fixed["kernels"] = used_by(t.params)
     check_resume_settings(rows, {**fixed, "repeats": f["repeats"], "warmup": f["warmup"]}, output)
     done = {results.sweep_key(r) for r in rows}
     keys = []
@@ -251,7 +254,7 @@ def trace_plan(f: dict, given: set[str]) -> TracePlan:
     check_no_effect(f, given, [f["drafter"]], [f["temperature"]])
     prompt, _ = resolve_prompt(f["prompt"], f["prompt_id"])
     check_drafter_flags([f["drafter"]], f)
-    d, t = load_pair(f["draft"], f["target"], f["dtype"], need_draft=f["drafter"] == "model")
+    d, t = load_pair(f["draft"], f["target"], f["dtype"], f["drafter"] == "model", f["kernels"])
     drafter, draft_name = make_drafter(f["drafter"], d, t, f)
     ids = tokenizer.encode(prompt)
     check_decodable(ids, f["n_tokens"], f["K"], [m for m in (d, t) if m is not None])
@@ -282,8 +285,8 @@ def roofline_plan(f: dict) -> tuple[list[tuple], dict[str, str | None]]:
         names = list(f["model_names"]) or list(weights.default_pair()[::-1])
     except WeightsError as e:
         raise BadInput("--model", str(e)) from None
-    load = random_model if f["random_init"] else lambda name, dtype: load_model(name, "--model", dtype)
-    runs = [(load(name, dtype), dtype) for name in names for dtype in dtypes]
+    load = random_model if f["random_init"] else lambda *a: load_model(a[0], "--model", *a[1:])
+    runs = [(load(n, dtype, k), dtype) for n in names for dtype in dtypes for k in f["kernels"]]
     for model, _ in runs:
         if f["context"] > model.config.n_ctx:
             raise BadInput(

@@ -38,6 +38,27 @@ def fmt_overhead(row: dict) -> str:
     return f"{ms(row['t_overhead_s'])} ± {ms(row.get('t_overhead_err_s') or 0.0)} ms"
 
 
+def kernel_lines(models, choice: str = "auto") -> list[str]:
+    """A line for each model whose decode steps run XLA's products on a CPU although the kernel
+    was not ruled out by --kernels xla: what runs instead of specbench's kernel, and why."""
+    import jax
+
+    from specbench.model import kernels
+
+    if choice == "xla" or jax.default_backend() != "cpu":
+        return []
+    lines = []
+    for m in models:
+        if m is not None and kernels.used_by(m.params) == "xla":
+            dtype = m.params["wte"].dtype
+            why = kernels.unavailable() or f"it multiplies float32 weights, and {m.name} is {dtype}"
+            lines.append(
+                f"[yellow]{m.name}: XLA's matrix products, not specbench's CPU kernel ({why}): a step of "
+                f"several tokens costs 2-3x a 1-token step[/yellow]"
+            )
+    return lines
+
+
 # ---------------------------------------------------------------------------------------------
 # run
 

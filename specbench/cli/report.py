@@ -116,7 +116,7 @@ def report_plan(f: dict) -> ReportPlan:
         "peers": list(f["peers"]),
     }
     done = check_directory(directory, settings, f["resume"], f["force"])
-    d, t = load_pair(f["draft"], f["target"], f["dtype"])
+    d, t = load_pair(f["draft"], f["target"], f["dtype"], kernels=f["kernels"])
     options = {"ngram": 3, "draft_layers": None, "draft_confidence": 0.2}
     everything = prompts.all_prompts()
     encoded = {pid: tokenizer.encode(text) for pid, text in everything.items()}
@@ -241,11 +241,17 @@ def measure(plan: ReportPlan, on_progress) -> tuple[list[dict], dict]:
             if name == "roofline":
                 gbps = roofline.read_gbps()
                 context = min(ROOFLINE_CONTEXT, plan.target.config.n_ctx, plan.draft.config.n_ctx)
+                gflops = roofline.matmul_gflops(dtype=plan.target.params["wte"].dtype)
                 extra["rows"] = [
-                    {"model": m.name, **r}
+                    r
                     for m in (plan.target, plan.draft)
                     for r in roofline.roofline(
-                        m, K_DEFAULT + 1, context, plan.battery.roofline_iters, measured_gbps=gbps
+                        [m],
+                        K_DEFAULT + 1,
+                        context,
+                        plan.battery.roofline_iters,
+                        measured_gbps=gbps,
+                        measured_gflops=gflops,
                     )
                 ]
                 extra["context"] = device.context()

@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from specbench import prompts
-from specbench.cli.render import fmt_time, plural
+from specbench.cli.render import plural
 from specbench.results import theory
 
 
@@ -76,47 +76,27 @@ def prompts_table(console: Console) -> None:
 
 
 def roofline_table(rows: list[dict], context: int, console: Console) -> None:
+    """The roofline rows, one per model, kernels and step size: time against both roofs."""
+    from specbench.results.schema import ROOFLINE_BY_NAME, ROOFLINE_TABLE, cell
+
     random_note = (
         " · random weights: timing only" if any(r["weights"].startswith("random") for r in rows) else ""
     )
     first = rows[0]
     peak = f"datasheet peak {first['peak_gbps']:.0f} GB/s · " if first["peak_gbps"] else ""
-    bound = f"bound at {first['bound_gbps']:.1f} GB/s ({first['bound_source']})"
+    memory = f"memory roof at {first['bound_gbps']:.1f} GB/s ({first['bound_source']})"
     measured = f"measured read {first['measured_gbps']:.1f} GB/s (XLA sum over 512 MB, median of 7)"
+    compute = f"compute roof at {first['matmul_gflops']:.0f} GFLOP/s (XLA product of two 2048² matrices)"
     table = Table(
         title=f"decode-step roofline · {first['device']} · cache {context} · {peak}{measured} · "
-        f"{bound}{random_note}"
+        f"{memory} · {compute}{random_note}",
+        caption="limit = max(memory roof, compute roof); +MB: what the kernels' weight layout "
+        "costs beyond the weights (xla: a copy of every block matrix; cpu: a copy of the output head)",
     )
-    for col in (
-        "model",
-        "dtype",
-        "tok/step",
-        "t_step",
-        "bound",
-        "t/bound",
-        "of bound",
-        "MB/step",
-        "GB/s",
-        "t(n)/t(1)",
-        "plain",
-        "plain/loop",
-    ):
-        table.add_column(col, justify="left" if col in ("model", "dtype") else "right")
+    for f in ROOFLINE_TABLE:
+        table.add_column(f.header, justify="left" if f.kind is str else "right")
     for r in rows:
-        table.add_row(
-            r["model"],
-            r["dtype"],
-            str(r["n_tokens_per_step"]),
-            fmt_time(r["t_step_s"]),
-            fmt_time(r["bound_s"]),
-            f"{r['t_step_s'] / r['bound_s']:.2f}",
-            f"{r['fraction_of_bound']:.0%}",
-            f"{r['bytes_per_step'] / 1e6:.1f}",
-            f"{r['achieved_gbps']:.1f}",
-            f"{r['t_over_t1']:.2f}",
-            fmt_time(r["t_plain_step_s"]) if r["t_plain_step_s"] else "",
-            f"{r['plain_over_loop']:.2f}" if r["plain_over_loop"] else "",
-        )
+        table.add_row(*[cell(f.name, r.get(f.name), ROOFLINE_BY_NAME) for f in ROOFLINE_TABLE])
     console.print(table)
 
 

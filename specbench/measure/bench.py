@@ -16,7 +16,7 @@ import numpy as np
 
 from specbench.measure import load, timing
 from specbench.measure.peers import PeerResult
-from specbench.model import generate
+from specbench.model import generate, kernels
 from specbench.model.drafters import Drafter
 from specbench.model.sampling import Warp
 from specbench.model.stats import DecodeStats
@@ -72,6 +72,7 @@ class BenchmarkResult:
     load: dict = dataclasses.field(default_factory=dict)  # load.others() over the whole measurement
     # the budget's parts as sampled in each repeat: {"ar_start", "ar_token", "sd_start", "round": [repeats]}
     part_samples: dict = dataclasses.field(default_factory=dict)
+    kernels: str = "xla"  # what multiplied the weights: "cpu" (specbench's kernel) or "xla" (kernels.used_by)
 
 
 def run_benchmark(config: RunConfig, prompts: list[list[int]], on_progress=None) -> BenchmarkResult:
@@ -212,4 +213,5 @@ def run_benchmark(config: RunConfig, prompts: list[list[int]], on_progress=None)
         ],
         load=machine,
         part_samples={name: steps[name].tolist() for name in ar_parts | sd_parts},
+        kernels=kernels.used_by(c.target.params),
     )

@@ -110,9 +110,12 @@ def step_seconds(
 _plain_step = jax.jit(_chained_step, static_argnames=("config",), donate_argnames=("cache",))
 
 
-def plain_step_seconds(model: Model, max_len: int, iters: int = 20, repeats: int = 5) -> np.ndarray:
+def plain_step_seconds(
+    model: Model, max_len: int, iters: int = 20, repeats: int = 5, warm: bool = True
+) -> np.ndarray:
     """Seconds per token of the plain way, one per repeat: one jitted 1-token step per Python call
-    (no sync until the end), the baseline that the device loops are compared with."""
+    (no sync until the end), the baseline that the device loops are compared with (warm:
+    seconds_per_iter)."""
     pos = jnp.int32(max(0, max_len // 2 - 1))
 
     def loop(state):
@@ -121,7 +124,7 @@ def plain_step_seconds(model: Model, max_len: int, iters: int = 20, repeats: int
         return state
 
     cache = init_cache(model.config, max_len, model.params["wte"].dtype)
-    return seconds_per_iter(loop, (cache, jnp.zeros(1, jnp.int32)), iters, repeats)
+    return seconds_per_iter(loop, (cache, jnp.zeros(1, jnp.int32)), iters, repeats, warm)
 
 
 # ---------------------------------------------------------------------------------------------

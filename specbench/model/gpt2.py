@@ -32,6 +32,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from specbench.model import kernels
+
 
 @dataclasses.dataclass(frozen=True)
 class GPT2Config:
@@ -67,7 +69,7 @@ class GPT2Config:
 def gelu(x):
     # GPT-2's tanh approximation 0.5 x (1 + tanh u), u = sqrt(2/pi) (x + 0.044715 x^3), written
     # as x / (1 + exp(-2u)), the same function: ending in a division, it is computed once, not
-    # fused into the next 1-row product, which recomputes it per row (README, performance notes)
+    # fused into the next 1-row product, which recomputes it per row (docs/performance.md)
     return x / (1.0 + jnp.exp(-2.0 * math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
 
 
@@ -78,12 +80,17 @@ def layer_norm(x, weight, bias, eps: float = 1e-5):
     return ((x32 - mean) * lax.rsqrt(var + eps)).astype(x.dtype) * weight + bias
 
 
-def linear(x, bias, weight, weight_t=None):
+def linear(x, bias, weight, weight_t=None, layer=None):
     """[n_seq, n_in] -> [n_seq, n_out]: x @ weight + bias, weight [n_in, n_out] in HF's Conv1D
-    orientation. A 1-row step uses weight_t where decode_layout added it: weight.T [n_out, n_in]
-    cut along n_in into [n_pieces, n_out, n_in / n_pieces], one product per piece. On the CPU
-    such a product streams its weight at the memory bound, and [n_in, n_out] serves several rows
-    better (README, performance notes)."""
+    orientation. In kernel_layout the weight and bias are every layer's, stacked, and `layer` says
+    which: a step of up to kernels.ROWS_MAX rows runs the CPU kernel, which reads the stacked
+    weight in place. In decode_layout a 1-row step uses weight_t: weight.T [n_out, n_in] cut along
+    n_in into [n_pieces, n_out, n_in / n_pieces], one product per piece, which XLA streams at the
+    memory bound (docs/performance.md)."""
+    if layer is not None:
+        if x.shape[0] <= kernels.ROWS_MAX and weight.dtype == jnp.float32:
+            return kernels.matmul(x, weight, bias, layer)
+        return x @ weight[layer] + bias[layer]
     if weight_t is None or x.shape[0] != 1:
         return x @ weight + bias
     if weight_t.shape[0] == 1:
@@ -110,9 +117,11 @@ def cached_attention(q, k, v, k_cache, v_cache, pos):
     """
     n_seq, max_len = q.shape[0], v_cache.shape[0]
     scale = 1.0 / math.sqrt(q.shape[-1])
-    if n_seq == 1:
+    if max_len and n_seq == 1:
         return one_token_attention(q, k, v, k_cache, v_cache, pos, scale)
-    # several tokens: batched products over heads (the keys are cached head-major already)
+    if max_len and n_seq <= kernels.ROWS_MAX:
+        return few_token_attention(q, k, v, k_cache, v_cache, pos, scale)
+    # a prefill, or the uncached forward: batched products over heads (the keys are cached head-major)
     v_heads = jnp.swapaxes(v_cache, 0, 1)  # [n_head, max_len, hd]
     q_heads = jnp.swapaxes(q, 0, 1)  # [n_head, n_seq, hd]
     old = jnp.einsum("hqd,hdk->hqk", q_heads, k_cache).astype(jnp.float32) * scale  # [n_head, n_seq, max_len]
@@ -128,7 +137,7 @@ def cached_attention(q, k, v, k_cache, v_cache, pos):
 def one_token_attention(q, k, v, k_cache, v_cache, pos, scale):
     """cached_attention for one new token, as multiply-and-sum over the cache in its stored order:
     no transposed copy of the cache, and the output comes out of a reduction over the values with
-    the new one appended, which the next product reads as it is (README, performance notes)."""
+    the new one appended, which the next product reads as it is (docs/performance.md)."""
     f32 = lambda a: a.astype(jnp.float32)  # sums in float32 whatever the cache's dtype
     q = f32(q[0])  # [n_head, hd]
     old = (f32(k_cache) * q[:, :, None]).sum(1) * scale  # [n_head, max_len]
@@ -137,6 +146,24 @@ def one_token_attention(q, k, v, k_cache, v_cache, pos, scale):
     weights = jax.nn.softmax(jnp.concatenate([old, new], axis=1), axis=1).T  # [max_len + 1, n_head]
     values = jnp.concatenate([v_cache, v])  # [max_len + 1, n_head, hd]
     return (weights[:, :, None] * f32(values)).sum(0, keepdims=True).astype(v.dtype)  # [1, n_head, hd]
+
+
+def few_token_attention(q, k, v, k_cache, v_cache, pos, scale):
+    """cached_attention for a few new tokens (a verify step, a draft's 2-token step), as multiply-and-sum
+    over the cache in its stored order: no transposed copy of the cache and no small batched
+    product per head, and the output comes out of one reduction over the values with the new ones
+    appended (docs/performance.md)."""
+    n_seq, max_len = q.shape[0], v_cache.shape[0]
+    f32 = lambda a: a.astype(jnp.float32)  # sums in float32 whatever the cache's dtype
+    q = f32(q)  # [n_seq, n_head, hd]
+    old = (f32(k_cache)[None] * q[..., None]).sum(2) * scale  # [n_seq, n_head, max_len]
+    old = jnp.where(jnp.arange(max_len) < pos, old, -jnp.inf)
+    new = (q[:, None] * f32(k)[None]).sum(-1) * scale  # [n_seq (query), n_seq (key), n_head]
+    new = jnp.where(jnp.tril(jnp.ones((n_seq, n_seq), bool))[..., None], new, -jnp.inf)
+    weights = jax.nn.softmax(jnp.concatenate([old, jnp.swapaxes(new, 1, 2)], axis=2), axis=2)
+    values = f32(jnp.concatenate([v_cache, v]))  # [max_len + n_seq, n_head, hd]
+    out = (jnp.swapaxes(weights, 1, 2)[..., None] * values[None]).sum(1)  # [n_seq, n_head, hd]
+    return out.astype(v.dtype)
 
 
 def mha(x, c_attn, c_proj, k_cache, v_cache, pos, n_head):
@@ -185,8 +212,16 @@ def step(params, cache, tokens, pos, config: GPT2Config, logits_at=None):
     if logits_at is not None:
         x = lax.dynamic_slice_in_dim(x, logits_at, 1)  # [1, n_embd]
     x = layer_norm(x, **params["ln_f"], eps=config.layer_norm_epsilon)
-    logits = (x @ params["wte"].T).astype(jnp.float32)  # output head tied to the embedding
-    return logits, {"k": k, "v": v}
+    return head(params, x), {"k": k, "v": v}
+
+
+def head(params, x):
+    """The output head, tied to the embedding: [n_seq, n_embd] -> [n_seq, n_vocab] float32 logits.
+    In kernel_layout a step of up to kernels.ROWS_MAX rows reads the head's [n_embd, n_vocab] copy
+    with the CPU kernel."""
+    if "head" in params and x.shape[0] <= kernels.ROWS_MAX and params["head"]["weight"].dtype == jnp.float32:
+        return kernels.matmul(x, params["head"]["weight"])
+    return (x @ params["wte"].T).astype(jnp.float32)
 
 
 def blocks(params, x, cache, pos, config: GPT2Config):
@@ -195,11 +230,27 @@ def blocks(params, x, cache, pos, config: GPT2Config):
 
     def layer(x, layer_in):
         i, k_cache, v_cache = layer_in
-        p = jax.tree_util.tree_map(lambda a: a[i], params["blocks"])  # block i, read in place
+        p = layer_params(params, i)
         x, k, v = block(x, p["ln_1"], p["attn"], p["ln_2"], p["mlp"], k_cache, v_cache, pos, config)
         return x, (k, v)
 
     return lax.scan(layer, x, (jnp.arange(cache["k"].shape[0]), cache["k"], cache["v"]))
+
+
+def layer_params(params, i):
+    """Block i's parameters, sliced out of the stacked ones. In kernel_layout the four matrices stay
+    stacked and carry their layer index instead, for the kernel to read in place."""
+    take = lambda tree: jax.tree_util.tree_map(lambda a: a[i], tree)
+    blocks = params["blocks"]
+    if "head" not in params:
+        return take(blocks)
+    stacked = lambda group: {name: {**m, "layer": i} for name, m in group.items()}
+    return {
+        "ln_1": take(blocks["ln_1"]),
+        "attn": stacked(blocks["attn"]),
+        "ln_2": take(blocks["ln_2"]),
+        "mlp": stacked(blocks["mlp"]),
+    }
 
 
 def init_cache(config: GPT2Config, max_len: int, dtype=jnp.float32):
@@ -232,8 +283,9 @@ def transformer(params, tokens, config: GPT2Config):
     """gpt2() without the output head: [n_seq] -> final hidden states [n_seq, n_embd] after ln_f.
 
     The same blocks as the cached step, over an empty cache: attention is then causal over the
-    tokens themselves.
+    tokens themselves. Whatever layout params are in, it multiplies the weights as loaded with XLA.
     """
+    params = as_loaded(params)  # XLA's products in the HF layout: the plain path, the tests' oracle
     n_seq = tokens.shape[-1]
     x = params["wte"][tokens] + params["wpe"][jnp.arange(n_seq)]
     x, _ = blocks(params, x, empty_cache(config, 0, x.dtype), 0, config)
@@ -276,7 +328,7 @@ MATRICES = (("attn", "c_attn"), ("attn", "c_proj"), ("mlp", "c_fc"), ("mlp", "c_
 FUSED_VECTOR_BYTES = 16 * 1024
 """XLA:CPU computes a matrix-vector product in one pass over an [n_out, n_in] matrix only while
 the vector is smaller than this (its CPU fusion pass's threshold); a longer one first copies the
-matrix transposed, every call (README, performance notes)."""
+matrix transposed, every call (docs/performance.md)."""
 
 
 def decode_pieces(n_in: int, itemsize: int) -> int:
@@ -289,8 +341,7 @@ def decode_layout(params):
     """The same weights with a second copy of every block matrix for 1-token steps (`weight_t`):
     stored [n_out, n_in], cut along n_in into decode_pieces() pieces, [n_layer, n_pieces, n_out,
     n_in / n_pieces]; linear() reads it. Made once at load, on the CPU only (other devices keep
-    params unchanged). It costs the block matrices' size again in memory (README, performance
-    notes)."""
+    params unchanged). It costs the block matrices' size again in memory (docs/performance.md)."""
     attn = params["blocks"]["attn"]["c_attn"]
     if jax.devices()[0].platform != "cpu" or "weight_t" in attn:
         return params
@@ -304,26 +355,60 @@ def decode_layout(params):
     return {**params, "blocks": blocks}
 
 
+def kernel_layout(params):
+    """The same weights for the CPU kernel (kernels.py): the block matrices as loaded (stacked, HF
+    orientation), which the kernel reads in place at every step size, and a copy of the output head
+    in its orientation, head.weight = wte.T [n_embd, n_vocab]. It costs wte's size again in memory
+    (docs/performance.md)."""
+    if "head" in params:
+        return params
+    return {**params, "head": {"weight": jnp.asarray(params["wte"].T)}}
+
+
+def for_decoding(params, kernel: bool):
+    """The layout decoding reads: kernel_layout where the CPU kernel runs, else decode_layout."""
+    return kernel_layout(params) if kernel else decode_layout(params)
+
+
+def layout(params) -> str:
+    """Which layout params are in: "kernel", "decode" or "hf" (as loaded)."""
+    if "head" in params:
+        return "kernel"
+    return "decode" if "weight_t" in params.get("blocks", {}).get("attn", {}).get("c_attn", {}) else "hf"
+
+
 def batch_layout(params):
     """params without decode_layout's [n_out, n_in] copies: under vmap a batch's 1-token steps are
-    B-row products, which the HF layout serves better (README, performance notes)."""
+    B-row products, which the HF layout serves better (docs/performance.md). kernel_layout's head
+    stays: the kernel serves a batch's rows together."""
+    return _without(params, ("weight_t",))
+
+
+def as_loaded(params):
+    """params without any layout's second copies: the weights as loaded (the HF layout)."""
+    return _without(params, ("weight_t", "head"))
+
+
+def _without(params, keys: tuple[str, ...]):
     if "blocks" not in params:  # a drafter with no network (lookup)
         return params
-    drop = lambda layer: {k: v for k, v in layer.items() if k != "weight_t"}
+    drop = lambda layer: {k: v for k, v in layer.items() if k not in keys}
     blocks = {
         part: {name: drop(layer) for name, layer in group.items()} if part in ("attn", "mlp") else group
         for part, group in params["blocks"].items()
     }
-    return {**params, "blocks": blocks}
+    return {k: v for k, v in params.items() if k not in keys} | {"blocks": blocks}
 
 
 def param_bytes(params) -> int:
-    """Bytes of the weights one decode step must read from memory: every weight once (the
-    decode layout's second copy of a matrix is read instead of the first, not as well)."""
+    """Bytes of the weights one decode step must read from memory: every weight once. Where a
+    layout keeps a second copy (decode_layout's weight_t, kernel_layout's head), the step reads the
+    copy instead of the original, not as well, so the copy is not counted."""
     leaves = jax.tree_util.tree_leaves_with_path(params)
-    return sum(x.size * x.dtype.itemsize for path, x in leaves if path[-1].key != "weight_t")
+    second_copy = lambda path: path[-1].key == "weight_t" or path[0].key == "head"
+    return sum(x.size * x.dtype.itemsize for path, x in leaves if not second_copy(path))
 
 
 def resident_bytes(params) -> int:
-    """Bytes the weights hold in memory, the decode layout's copies included."""
+    """Bytes the weights hold in memory, a layout's second copies included."""
     return sum(x.size * x.dtype.itemsize for x in jax.tree_util.tree_leaves(params))

@@ -15,7 +15,8 @@ import jax
 import jax.numpy as jnp
 
 from specbench.errors import WeightsError
-from specbench.model.gpt2 import GPT2Config, decode_layout, init_params
+from specbench.model import kernels
+from specbench.model.gpt2 import GPT2Config, for_decoding, init_params
 from specbench.model.hf_layout import CONFIG_FILE, config_from_hf, is_model_dir, load_dir
 
 
@@ -122,13 +123,18 @@ def random_model_params(spec: ModelSpec, dtype=jnp.float32) -> dict:
     return init_params(spec.config, spec.random_seed, dtype)
 
 
-def load_model(name: str, dtype=jnp.float32, for_decoding: bool = True) -> Model:
+def load_model(name: str, dtype=jnp.float32, decoding: bool = True, kernels_choice: str = "auto") -> Model:
     """Load by registry name, alias or directory path; clear WeightsError if it is not here.
-    for_decoding adds gpt2.decode_layout's copies (on the CPU), which training does without."""
+    decoding puts the weights in the layout decoding reads (gpt2.for_decoding: the CPU kernel's,
+    as kernels_choice asks, else XLA's), which training does without."""
     model = _load(name, dtype)
-    if for_decoding:
-        model = dataclasses.replace(model, params=decode_layout(model.params))
-    return model
+    return for_decoding_model(model, kernels_choice) if decoding else model
+
+
+def for_decoding_model(model: Model, kernels_choice: str = "auto") -> Model:
+    """The model with its weights in the layout decoding reads (gpt2.for_decoding)."""
+    kernel = kernels.wanted(model.params, kernels_choice)
+    return dataclasses.replace(model, params=for_decoding(model.params, kernel))
 
 
 def _load(name: str, dtype) -> Model:

@@ -48,25 +48,16 @@ PEER_COLUMNS = [
     ("speedup", "speedup"),
     ("same tokens", "same_as_specbench"),
 ]
-ROOFLINE_COLUMNS = [
-    ("model", "model"),
-    ("tokens/step", "n_tokens_per_step"),
-    ("t(n)", "t_step_s"),
-    ("t(n)/t(1)", "t_over_t1"),
-    ("GB/s", "achieved_gbps"),
-    ("bound GB/s", "bound_gbps"),
-    ("of the bound", "fraction_of_bound"),
-]
 
 
 def cell(field: str, value) -> str:
-    if field in ("ar_mean_s", "sd_mean_s", "t_step_s") and isinstance(value, float):
+    if field in ("ar_mean_s", "sd_mean_s") and isinstance(value, float):
         return f"{value * 1e3:.2f} ms" if value < 1 else f"{value:.2f} s"
-    if field == "fraction_of_bound" and isinstance(value, float):
-        return f"{value:.0%}"
-    if field in ("achieved_gbps", "bound_gbps", "t_over_t1") and isinstance(value, float):
-        return f"{value:.2f}" if field == "t_over_t1" else f"{value:.1f}"
-    return results.cell(field, value) if field in results.BY_NAME else str(value if value is not None else "")
+    fields = results.ROOFLINE_BY_NAME if field in results.ROOFLINE_BY_NAME else results.BY_NAME
+    return results.cell(field, value, fields) if field in fields else str(value if value is not None else "")
+
+
+ROOFLINE_COLUMNS = [(f.header, f.name) for f in results.ROOFLINE_TABLE]
 
 
 def table(rows: list[dict], columns: list[tuple[str, str]]) -> dict:

@@ -209,20 +209,31 @@ def plot_bars(rows: list[dict], labels: list[str], output: str, title: str) -> N
 
 
 def plot_roofline(rows: list[dict], output: str) -> None:
-    """Per model: step time t(n) over t(1) against tokens per step, and the fraction of the
-    memory bound each step reaches."""
-    fig, (ax_t, ax_b) = plt.subplots(1, 2, figsize=(10, 3.8))
-    for model in dict.fromkeys(r["model"] for r in rows):
-        mine = [r for r in rows if r["model"] == model]
+    """Per model: step time t(n) against tokens per step, with its two roofs (memory: bytes over the
+    read bandwidth, flat in n; compute: FLOPs over the product rate, growing with n) and the step's
+    time over its limit, max of the two."""
+    fig, (ax_t, ax_l) = plt.subplots(1, 2, figsize=(10, 3.8))
+    for model in dict.fromkeys((r["model"], r.get("kernels", "xla")) for r in rows):
+        mine = [r for r in rows if (r["model"], r.get("kernels", "xla")) == model]
+        label = f"{model[0]} ({model[1]})"
         n = [r["n_tokens_per_step"] for r in mine]
-        line = ax_t.plot(n, [r["t_over_t1"] for r in mine], "o-", label=model)[0]
-        ax_b.plot(n, [r["fraction_of_bound"] for r in mine], "o-", color=line.get_color(), label=model)
-    ax_t.axhline(1.0, color="grey", lw=0.8)
-    ax_t.set(xlabel="tokens per step", ylabel="t(n) / t(1)", title="step time against a 1-token step")
-    ax_b.set(
-        xlabel="tokens per step", ylabel="bound / t", title="fraction of the memory bound", ylim=(0, 1.05)
+        line = ax_t.plot(n, [r["t_step_s"] * 1e3 for r in mine], "o-", label=label)[0]
+        color = line.get_color()
+        ax_t.plot(n, [r["bound_s"] * 1e3 for r in mine], "--", color=color, lw=0.8)
+        if mine[0].get("compute_s") is not None:
+            ax_t.plot(n, [r["compute_s"] * 1e3 for r in mine], ":", color=color, lw=0.8)
+            ax_l.plot(n, [r["t_over_limit"] for r in mine], "o-", color=color, label=label)
+    ax_t.set(
+        xlabel="tokens per step",
+        ylabel="ms",
+        title="step time; dashed: memory roof, dotted: compute roof",
+        ylim=(0, None),
     )
-    for ax in (ax_t, ax_b):
+    ax_l.axhline(1.0, color="grey", lw=0.8)
+    ax_l.set(
+        xlabel="tokens per step", ylabel="t / max(roofs)", title="step time over its limit", ylim=(0, None)
+    )
+    for ax in (ax_t, ax_l):
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     fig.tight_layout()

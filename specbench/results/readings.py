@@ -99,16 +99,20 @@ def roofline(rows: list[dict], K: int) -> str:
     for model in dict.fromkeys(r["model"] for r in rows):
         mine = {r["n_tokens_per_step"]: r for r in rows if r["model"] == model}
         one, verify = mine[1], mine.get(K + 1)
-        out.append(
+        text = (
             f"{model}: a 1-token step takes {one['t_step_s'] * 1e3:.2f} ms, "
-            f"{one['fraction_of_bound']:.0%} of the memory bound ({one['bound_gbps']:.0f} GB/s, "
+            f"{one['fraction_of_bound']:.0%} of the memory roof ({one['bound_gbps']:.0f} GB/s, "
             f"{one['bound_source']})"
-            + (
-                f"; verifying {K + 1} tokens costs {verify['t_over_t1']:.2f}× a 1-token step"
-                if verify
-                else ""
-            )
         )
+        if verify:
+            text += f"; verifying {K + 1} tokens costs {verify['t_over_t1']:.2f}x a 1-token step"
+            if verify.get("t_over_limit") is not None:
+                compute = f"{verify['compute_s'] * 1e3:.2f} ms at {verify['matmul_gflops']:.0f} GFLOP/s"
+                text += (
+                    f", {verify['t_over_limit']:.2f}x its limit (the {verify['limited_by']} roof; "
+                    f"the compute roof is {compute})"
+                )
+        out.append(text)
     return ". ".join(out) + "."
 
 

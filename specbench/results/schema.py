@@ -43,6 +43,7 @@ FIELDS = [
     F("implementation", str, md=1, table=1, header="implementation", key=True, old="specbench"),
     F("implementation_version", str),
     F("dtype", str, key=True),
+    F("kernels", str, key=True, old="xla"),
     F("draft", str, md=3, table=2, header="drafter", key=True),
     F("target", str, md=4, key=True),
     F("drafter", str, md=2, key=True, old="model"),
@@ -130,6 +131,44 @@ FIELDS = [
     F("sd_text", object, csv=False),
 ]
 BY_NAME = {f.name: f for f in FIELDS}
+
+# A roofline row (measure/roofline.py, `specbench roofline`, the report's roofline section): one
+# step shape of one model, against both roofs. `table` places a column in the command's table and
+# the report's.
+CONTEXT = FIELDS[:5]
+ROOFLINE_FIELDS = [
+    *CONTEXT,
+    F("model", str, table=1, header="model"),
+    F("weights", str),
+    F("dtype", str, table=2, header="dtype"),
+    F("kernels", str, table=3, header="kernels"),
+    F("layout", str),
+    F("layout_extra_bytes", int, table=4, header="+MB", fmt="MB"),
+    F("context", int),
+    F("n_tokens_per_step", int, table=5, header="tokens"),
+    F("t_step_s", table=6, header="t_step", fmt="ms"),
+    F("bound_s", table=7, header="memory roof", fmt="ms"),
+    F("compute_s", table=8, header="compute roof", fmt="ms"),
+    F("limit_s", fmt="ms"),
+    F("limited_by", str),
+    F("t_over_limit", table=9, header="t/limit"),
+    F("fraction_of_bound", fmt="%"),
+    F("t_over_t1", table=10, header="t(n)/t(1)"),
+    F("bytes_per_step", int, fmt="MB"),
+    F("flops_per_step", fmt="G"),
+    F("achieved_gbps", table=11, header="GB/s", fmt=".1f"),
+    F("achieved_gflops", fmt=".1f"),
+    F("peak_gbps", fmt=".0f"),
+    F("measured_gbps", fmt=".1f"),
+    F("bound_gbps", fmt=".1f"),
+    F("bound_source", str),
+    F("matmul_gflops", fmt=".0f"),
+    F("t_plain_step_s", fmt="ms"),
+    F("plain_over_loop", table=12, header="plain/loop"),
+]
+ROOFLINE_BY_NAME = {f.name: f for f in ROOFLINE_FIELDS}
+ROOFLINE_COLUMNS = [f.name for f in ROOFLINE_FIELDS]
+ROOFLINE_TABLE = [f for f in sorted((f for f in ROOFLINE_FIELDS if f.table), key=lambda f: f.table)]
 CSV_COLUMNS = [f.name for f in FIELDS if f.csv]
 MARKDOWN_COLUMNS = [f.name for f in sorted((f for f in FIELDS if f.md), key=lambda f: f.md)]
 TABLE_COLUMNS = [f.name for f in sorted((f for f in FIELDS if f.table), key=lambda f: f.table)]
@@ -150,17 +189,27 @@ def varying(rows: list[dict], exclude: tuple[str, ...] = ()) -> list[str]:
     ]
 
 
-def cell(column: str, value) -> str:
-    """A table cell with the decimals its column deserves (tokens/s 1, speedups 2, alpha 3)."""
+def cell(column: str, value, fields: dict | None = None) -> str:
+    """A table cell with the decimals its column deserves (tokens/s 1, speedups 2, alpha 3), its
+    Field found in `fields` (default: the result row's)."""
     if value is None:
         return ""
-    if isinstance(value, bool) or not isinstance(value, float):
+    field = (BY_NAME if fields is None else fields).get(column)
+    fmt = field.fmt if field else ".2f"
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or (isinstance(value, int) and fmt != "MB")
+    ):
         return str(value)
-    fmt = BY_NAME[column].fmt if column in BY_NAME else ".2f"
     if fmt == "ms":
         return f"{value * 1e3:.2f} ms"
     if fmt == "%":
         return f"{value:.0%}"
+    if fmt == "MB":
+        return f"{value / 1e6:.1f}"
+    if fmt == "G":
+        return f"{value / 1e9:.2f}"
     return format(value, fmt)
 
 
@@ -228,6 +277,7 @@ def result_row(
         "implementation": "specbench",
         "implementation_version": context.get("specbench_version"),
         "dtype": dtype,
+        "kernels": res.kernels,
         "draft": draft,
         "target": c.target.name,
         **drafter_settings(c.drafter),

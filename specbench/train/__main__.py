@@ -223,7 +223,7 @@ def target_cmd(**kw):
 )
 def draft_cmd(teacher, **kw):
     """Train the draft, distilled from the target's soft predictions."""
-    _run(**kw, teacher=weights.load_model(teacher, for_decoding=False))
+    _run(**kw, teacher=weights.load_model(teacher, decoding=False))
 
 
 def cli_main():

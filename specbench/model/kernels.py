@@ -1,0 +1,116 @@
+"""specbench's CPU kernel for the decode step's matrix products, and whether it can run here.
+
+    matmul(x, w, b, layer) = x @ w[layer] + b[layer]      x [..., n_in], w [L, n_in, n_out], b [L, n_out]
+
+A decode step of n rows (1 token, K+1 verified tokens, B sequences) must read every weight once,
+so on a memory-bound machine it should cost about what one row costs (the roofline: DESIGN.md §15,
+docs/performance.md). XLA:CPU's products read a weight once per row, or copy it per call; the kernel
+(cpu_kernels.cc, built by `pip install` through setup.py and registered here with jax.ffi) reads
+it once and applies every row to each element it loads. It reads the stacked weights of every
+layer in place, given the layer's index, so a `lax.scan` over the layers copies nothing.
+
+Where the kernel cannot run (not built, not a CPU, or its self-check fails), `unavailable()` says
+why in one line and gpt2.py keeps XLA's products: the pure-JAX path, which is also the tests'
+oracle.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import importlib.machinery
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from specbench.errors import SpecbenchError
+
+CHOICES = ("auto", "cpu", "xla")
+"""--kernels: auto (the CPU kernel where it can run, else XLA), cpu (the kernel, or an error saying
+why it cannot run), xla (XLA's own products everywhere: the pure-JAX path)."""
+TARGET = "specbench_matmul"
+LIBRARY = "_cpu_kernels"  # setup.py's extension: specbench/model/_cpu_kernels<suffix>
+ROWS_MAX = 16
+"""Steps of up to this many rows use the kernel; a longer prefill uses XLA's GEMM, which reuses
+each loaded weight across many rows better than one pass per 16 rows."""
+
+
+def library_path() -> Path | None:
+    """The built kernel library beside this module, or None."""
+    here = Path(__file__).resolve().parent
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        if (here / (LIBRARY + suffix)).is_file():
+            return here / (LIBRARY + suffix)
+    return None
+
+
+@functools.cache
+def registration_error() -> str | None:
+    """Load the built library and register its handler with XLA, once; None on success, else why not."""
+    if jax.default_backend() != "cpu":
+        return f"the device is {jax.default_backend()}, and the kernel is for the CPU"
+    path = library_path()
+    if path is None:
+        return "its library was not built at install (pip install -e . needs g++ and jaxlib's FFI headers)"
+    try:
+        library = ctypes.cdll.LoadLibrary(str(path))
+        jax.ffi.register_ffi_target(TARGET, jax.ffi.pycapsule(library.specbench_matmul), platform="cpu")
+    except (OSError, AttributeError) as e:
+        return f"it could not be loaded ({path.name}: {str(e).splitlines()[0]})"
+    return None
+
+
+@functools.cache
+def unavailable() -> str | None:
+    """None when the kernel is registered and checked; else one line saying why it cannot run.
+
+    The check multiplies odd shapes (a column tail, a k tail, two layers, 3 rows, a batch under
+    vmap) and compares with NumPy, so a library built against another jaxlib's FFI fails here,
+    not in a measurement."""
+    error = registration_error()
+    if error:
+        return error
+    rng = np.random.default_rng(0)
+    x, w, b = (rng.standard_normal(s).astype(np.float32) for s in [(2, 3, 37), (2, 37, 83), (2, 83)])
+    try:
+        got = np.asarray(jax.jit(jax.vmap(lambda x: matmul(x, w, b, 1)))(x))
+    except Exception as e:  # noqa: BLE001 -- any failure of the library means: do not use it
+        return f"its self-check failed ({str(e).splitlines()[0]})"
+    if not np.allclose(got, x @ w[1] + b[1], rtol=1e-4, atol=1e-4):
+        return "its self-check gave wrong products"
+    return None
+
+
+def matmul(x, w, b=None, layer=0):
+    """x [..., n_in] @ w[layer] + b[layer] in float32: w [L, n_in, n_out] or [n_in, n_out], b [L, n_out]
+    or [n_out] or None, layer an int32 index (may be traced). Under vmap the batch's rows join the
+    product's rows, so a batch reads each weight once too."""
+    error = registration_error()
+    if error:
+        raise RuntimeError(f"specbench's CPU kernel cannot run: {error}")
+    out = jax.ShapeDtypeStruct(x.shape[:-1] + (w.shape[-1],), jnp.float32)
+    bias = jnp.zeros((0,), jnp.float32) if b is None else b
+    call = jax.ffi.ffi_call(TARGET, out, vmap_method="expand_dims")
+    return call(x, w, bias, jnp.asarray(layer, jnp.int32))
+
+
+def wanted(params, choice: str = "auto") -> bool:
+    """Whether decoding these weights uses the CPU kernel, as `choice` (one of CHOICES) asks:
+    `auto` where it can run, `cpu` or a SpecbenchError naming --kernels, `xla` never."""
+    if choice not in CHOICES:
+        raise SpecbenchError(f"must be one of {', '.join(CHOICES)} (got {choice!r})", "kernels")
+    if choice == "xla":
+        return False
+    dtype = jnp.dtype(params["wte"].dtype)
+    why = unavailable() or (None if dtype == jnp.float32 else f"it multiplies float32 weights, not {dtype}")
+    if why and choice == "cpu":
+        raise SpecbenchError(f"specbench's CPU kernel cannot run: {why}", "kernels")
+    return why is None
+
+
+def used_by(params) -> str:
+    """What multiplies these weights in a decode step: "cpu" (the kernel's layout, gpt2.kernel_layout)
+    or "xla"."""
+    return "cpu" if "head" in params else "xla"

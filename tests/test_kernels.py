@@ -1,0 +1,95 @@
+"""specbench's CPU kernel (model/kernels.py, model/cpu_kernels.cc): the products XLA gives for every
+shape and split it serves, row by row the same whatever the number of rows, and a one-line reason
+where it cannot run. The step's logits in its layout are tested in test_gpt2.py, decoding in
+test_decoding.py and test_batch.py."""
+
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from specbench.errors import SpecbenchError
+from specbench.model import gpt2, kernels
+
+from conftest import TINY, assert_one_line_error, invoke, random_model
+
+REQUIRED = os.environ.get("SPECBENCH_REQUIRE_KERNEL") == "1"  # CI: a kernel that did not build fails
+
+
+@pytest.fixture(scope="module")
+def kernel():
+    why = kernels.unavailable()
+    if why:
+        if REQUIRED:
+            pytest.fail(f"the CPU kernel must run here (SPECBENCH_REQUIRE_KERNEL=1): {why}")
+        pytest.skip(f"the CPU kernel cannot run here: {why}")
+
+
+# rows, n_in, n_out: one thread (under 256 KB); the rows of w split between threads (k-split); the
+# columns split (n_out >= 8,192); more than 16 rows (two passes); k and column tails
+SHAPES = [(1, 64, 192), (5, 768, 96), (17, 37, 33), (3, 37, 8200), (16, 257, 1030), (2, 300, 1)]
+
+
+@pytest.mark.parametrize("rows, n_in, n_out", SHAPES, ids=[f"{r}x{i}x{o}" for r, i, o in SHAPES])
+def test_kernel_products_equal_numpy_for_every_shape(kernel, rows, n_in, n_out):
+    rng = np.random.default_rng(rows + n_in + n_out)
+    x = rng.standard_normal((rows, n_in)).astype(np.float32)
+    w = rng.standard_normal((3, n_in, n_out)).astype(np.float32)  # three layers, stacked
+    b = rng.standard_normal((3, n_out)).astype(np.float32)
+    want = x.astype(np.float64) @ w[2] + b[2]
+    scale = np.sqrt(n_in) * 1e-5
+    np.testing.assert_allclose(kernels.matmul(x, w, b, 2), want, rtol=1e-5, atol=scale)
+    np.testing.assert_allclose(kernels.matmul(x, w[1]), x.astype(np.float64) @ w[1], rtol=1e-5, atol=scale)
+    # a traced layer index inside jit, and a batch under vmap (its rows join the product's rows)
+    traced = jax.jit(lambda x, i: kernels.matmul(x, w, b, i))(x, jnp.int32(2))
+    np.testing.assert_allclose(traced, want, rtol=1e-5, atol=scale)
+    batch = np.stack([x, 2 * x])
+    vmapped = jax.jit(jax.vmap(lambda x: kernels.matmul(x, w, b, 2)))(batch)
+    np.testing.assert_allclose(vmapped[1], 2 * x.astype(np.float64) @ w[2] + b[2], rtol=1e-5, atol=2 * scale)
+
+
+def test_a_row_comes_out_the_same_whatever_the_number_of_rows(kernel):
+    # every row is summed in the same order however many rows share the pass: a 1-token step and a
+    # verify step give bit-identical logits for the same token, so T = 0 cannot tell them apart
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((16, 768)).astype(np.float32)
+    w = rng.standard_normal((768, 3072)).astype(np.float32)
+    alone = np.asarray(kernels.matmul(x[3:4], w))
+    for rows in (5, 16):
+        np.testing.assert_array_equal(np.asarray(kernels.matmul(x[:rows], w))[3:4], alone)
+
+
+def test_the_kernel_layout_adds_only_a_transposed_head(kernel):
+    params = random_model(TINY, 1).params
+    kernel_params = gpt2.kernel_layout(params)
+    np.testing.assert_array_equal(kernel_params["head"]["weight"], np.asarray(params["wte"]).T)
+    assert gpt2.param_bytes(kernel_params) == gpt2.param_bytes(params)
+    assert gpt2.resident_bytes(kernel_params) - gpt2.resident_bytes(params) == params["wte"].size * 4
+    assert gpt2.layout(kernel_params) == "kernel" and kernels.used_by(kernel_params) == "cpu"
+    assert jax.tree_util.tree_structure(gpt2.as_loaded(kernel_params)) == jax.tree_util.tree_structure(params)
+
+
+def test_where_the_kernel_cannot_run_auto_falls_back_and_cpu_says_why(monkeypatch, env):
+    params = random_model(TINY, 1).params
+    monkeypatch.setattr(kernels, "unavailable", lambda: "its library was not built at install (test)")
+    assert kernels.wanted(params, "auto") is False and kernels.wanted(params, "xla") is False
+    with pytest.raises(SpecbenchError, match="was not built") as e:
+        kernels.wanted(params, "cpu")
+    assert e.value.setting == "kernels"
+    assert_one_line_error(invoke("run", *env, "--kernels", "cpu", "--dry-run"), "--kernels", "not built")
+    result = invoke("run", *env, "--dry-run")  # auto: XLA's products, and one line saying why
+    assert result.exit_code == 0, result.output
+    assert "XLA's matrix products, not specbench's CPU kernel (its library was not built" in result.output
+
+
+def test_bfloat16_weights_use_xla_and_a_missing_library_is_named():
+    params16 = jax.tree_util.tree_map(lambda a: a.astype(jnp.bfloat16), random_model(TINY, 1).params)
+    assert kernels.wanted(params16, "auto") is False
+    with pytest.raises(SpecbenchError, match="float32"):
+        kernels.wanted(params16, "cpu")
+    with pytest.MonkeyPatch.context() as m:  # the loader itself (not its cached answer), no library beside it
+        m.setattr(kernels, "library_path", lambda: None)
+        why = kernels.registration_error.__wrapped__()
+    assert "was not built at install" in why
