@@ -40,9 +40,9 @@ def noisy_copy(model: Model, noise: float, seed: int) -> Model:
     return Model("noisy", model.config, jax.tree_util.tree_map(noisy, model.params), "random")
 
 
-def wrong_bonus_accept_reject(key, draft_tokens, p, q, greedy=False, n_drafted=None):
+def wrong_bonus_accept_reject(key, draft_tokens, p, q, n_drafted=None):
     """Negative control: when every draft is accepted, the bonus token comes from q[K-1], the last
     draft's row, instead of q[K]. Positions 1..K are untouched; only the bonus position shows it."""
-    n_accepted, emitted = accept_reject(key, draft_tokens, p, q, greedy, n_drafted)
+    n_accepted, emitted = accept_reject(key, draft_tokens, p, q, n_drafted)
     K = draft_tokens.shape[0]
     return n_accepted, jnp.where(n_accepted == K, sample(jax.random.fold_in(key, 2), q[K - 1]), emitted)

@@ -9,7 +9,7 @@ from specbench.errors import DecodeError
 from specbench.measure import timing
 from specbench.model.generate import autoregressive, speculative
 from specbench.model.gpt2 import GPT2Config
-from specbench.model.sampling import Warp, accept_reject, probs, residual, sample
+from specbench.model.sampling import Warp, accept_reject, greedy_verdict, probs, residual, sample
 from specbench.model.stats import DecodeStats
 
 from conftest import random_model
@@ -127,6 +127,21 @@ def test_metrics_on_a_hand_built_record():
     assert st.alpha == 7 / (7 + 3)  # 7 accepted, 3 rejections; drafts after a rejection not counted
     assert st.accept_rate_drafted == 7 / 16
     assert st.per_position == [3 / 4, 2 / 3, 1 / 2, 1 / 1]
+
+
+def test_the_greedy_verdict_is_accept_reject_on_one_hot_distributions():
+    # T = 0 verifies on token ids (sampling.greedy_verdict); on one-hot p and q, accept_reject must
+    # give the same count and token under every key, whatever the drafts, argmaxes and n_drafted
+    rng, V, K = np.random.default_rng(0), 7, 4
+    keys = jax.random.split(jax.random.PRNGKey(0), 16)
+    for _ in range(40):
+        target = jnp.asarray(rng.integers(0, V, K + 1), jnp.int32)
+        drafts = jnp.where(rng.random(K) < 0.6, target[:K], jnp.asarray(rng.integers(0, V, K), jnp.int32))
+        n_drafted = jnp.int32(rng.integers(0, K + 1))
+        p = jnp.where(jnp.arange(K)[:, None] < n_drafted, jax.nn.one_hot(drafts, V), 0.0)
+        want = greedy_verdict(drafts, target, n_drafted)
+        got = jax.vmap(lambda k: accept_reject(k, drafts, p, jax.nn.one_hot(target, V), n_drafted))(keys)
+        assert set(map(int, got[0])) == {int(want[0])} and set(map(int, got[1])) == {int(want[1])}
 
 
 def test_worked_example_from_seed_004():

@@ -28,9 +28,9 @@ N_SAMPLES = 20000
 P_THRESHOLD = 1e-3  # a correct sampler fails this at most 0.1% of the time per test (fixed keys: never flaky)
 
 
-def broken_accept_reject(key, draft_tokens, p, q, greedy=False, n_drafted=None):
+def broken_accept_reject(key, draft_tokens, p, q, n_drafted=None):
     """Negative control: on rejection, resample from q instead of the residual."""
-    n_accepted, _ = accept_reject(key, draft_tokens, p, q, greedy, n_drafted)
+    n_accepted, _ = accept_reject(key, draft_tokens, p, q, n_drafted)
     return n_accepted, sample(jax.random.fold_in(key, 1), q[n_accepted])
 
 

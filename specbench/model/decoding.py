@@ -41,7 +41,7 @@ from specbench.errors import DecodeError
 from specbench.model import drafters
 from specbench.model.drafters import Drafter
 from specbench.model.gpt2 import GPT2Config, init_cache, step
-from specbench.model.sampling import Warp, accept_reject, draw, probs
+from specbench.model.sampling import Warp, accept_reject, argmax, draw, greedy_verdict, probs
 from specbench.model.weights import Model
 
 # ---------------------------------------------------------------------------------------------
@@ -212,10 +212,13 @@ def spec_round(
     # 2. the target scores all K+1 positions at once
     verify_in = jnp.concatenate([lax.dynamic_slice(tokens, (n - 1,), (1,)), drafts])
     logits, target_cache = step(target_params, state.target_cache, verify_in, n - 1, target_config)
-    q = probs(logits, warp)  # [K+1, V]
 
-    # 3. accept / reject, 4. commit a + 1 tokens (the rest of the write is overwritten later)
-    n_accepted, emitted = verdict(k_verdict, drafts, p, q, greedy=warp.temperature == 0, n_drafted=n_drafted)
+    # 3. accept / reject (at T = 0 on token ids: every verdict's greedy case), 4. commit a + 1 tokens
+    # (the rest of the cache write is overwritten later)
+    if warp.temperature == 0:
+        n_accepted, emitted = greedy_verdict(drafts, argmax(logits), n_drafted)
+    else:
+        n_accepted, emitted = verdict(k_verdict, drafts, p, probs(logits, warp), n_drafted)
     idx = jnp.arange(K + 1)
     out = jnp.where(idx < n_accepted, jnp.concatenate([drafts, drafts[:1]]), emitted)
     tokens = lax.dynamic_update_slice(tokens, out, (n,))

@@ -7,10 +7,10 @@ Every drafter has the same two pure functions, which the round in decoding.py ca
         -> dstate, drafts [K] int32, p [K, V] float32, n_drafted int32 scalar
 
 `tokens[0 .. n-1]` are committed (tokens[n-1] pending, as decoding.py explains). `p` holds the
-distribution each draft was drawn from; rows at and after `n_drafted` are zero and their tokens
-are not proposed, so the target's own distribution decides those positions
-(sampling.accept_reject). The accept/reject rule is the same for every drafter, which is what
-keeps each of them exact.
+distribution each draft was drawn from (at T = 0 it has no columns: p_width); rows at and after
+`n_drafted` are zero and their tokens are not proposed, so the target's own distribution decides
+those positions (sampling.accept_reject). The accept/reject rule is the same for every drafter,
+which is what keeps each of them exact.
 
   * model     a separate draft model with its own cache (Leviathan et al. 2023; Chen et al. 2023).
   * layerskip the target's first L blocks, then its final layer norm and head, reading the
@@ -101,9 +101,15 @@ def propose(drafter: Drafter, params, dstate, tokens, n, key, warp: Warp, K: int
     """Up to K draft tokens for positions n .. n+K-1, with the distributions they came from."""
     if drafter.kind == "lookup":
         drafts, n_drafted = lookup(tokens, n, K, drafter.ngram)
-        p = jax.nn.one_hot(drafts, n_vocab, dtype=jnp.float32)
+        p = jax.nn.one_hot(drafts, p_width(warp, n_vocab), dtype=jnp.float32)
         return dstate, drafts, _zero_after(p, n_drafted), n_drafted
     return _network_propose(drafter, params, dstate, tokens, n, key, warp, K)
+
+
+def p_width(warp: Warp, n_vocab: int) -> int:
+    """Columns of the p a drafter returns: the vocabulary, or none at T = 0, where the verdict reads
+    the draft tokens alone (sampling.greedy_verdict) and p would be one-hot rows never read."""
+    return 0 if warp.temperature == 0 else n_vocab
 
 
 def _zero_after(p, n_drafted):
@@ -121,7 +127,7 @@ def _network_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: War
     logits, cache = step(
         params, dstate["cache"], lax.dynamic_slice(tokens, (n - 2,), (2,)), n - 2, config, logits_at=1
     )
-    V = logits.shape[-1]
+    V = p_width(warp, logits.shape[-1])
 
     def confident(logits):
         return (
@@ -132,7 +138,7 @@ def _network_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: War
     def body(carry):
         i, cache, logits, drafts, p, _ = carry
         x, p_i = draw(keys[i], logits[0], warp)
-        drafts, p = drafts.at[i].set(x), p.at[i].set(p_i)
+        drafts, p = drafts.at[i].set(x), p.at[i].set(p_i[:V])
         go_on = confident(logits[0]) if drafter.confidence is not None else jnp.bool_(True)
         # the next draft's logits; after the K-th draft there is none to compute
         logits, cache = lax.cond(

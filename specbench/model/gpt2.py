@@ -207,8 +207,7 @@ def step(params, cache, tokens, pos, config: GPT2Config, logits_at=None):
     x, (k_new, v_new) = blocks(params, x, cache, pos, config)
     # the scan only reads the cache; every layer's new entries [L, n_seq, n_head, hd] are written
     # in one update here (inside the scan, a batch's per-sequence write copied the whole cache)
-    k = lax.dynamic_update_slice(cache["k"], jnp.transpose(k_new, (0, 2, 3, 1)), (0, 0, 0, pos))
-    v = lax.dynamic_update_slice(cache["v"], v_new, (0, pos, 0, 0))
+    k, v = write_cache(cache["k"], cache["v"], jnp.transpose(k_new, (0, 2, 3, 1)), v_new, pos)
     if logits_at is not None:
         x = lax.dynamic_slice_in_dim(x, logits_at, 1)  # [1, n_embd]
     x = layer_norm(x, **params["ln_f"], eps=config.layer_norm_epsilon)
@@ -224,17 +223,44 @@ def head(params, x):
     return (x @ params["wte"].T).astype(jnp.float32)
 
 
+@jax.custom_batching.custom_vmap
+def write_cache(k_cache, v_cache, k_new, v_new, pos):
+    """The step's new keys [L, n_head, hd, n_seq] and values [L, n_seq, n_head, hd] written into
+    the cache at pos, in place. Under vmap (a batch, each sequence at its own pos) the write is a
+    loop of the same in-place updates, one per sequence: the scatter vmap would make of it copied
+    the whole cache every step (docs/performance.md)."""
+    k = lax.dynamic_update_slice(k_cache, k_new, (0, 0, 0, pos))
+    v = lax.dynamic_update_slice(v_cache, v_new, (0, pos, 0, 0))
+    return k, v
+
+
+@write_cache.def_vmap
+def _write_cache_batched(axis_size, in_batched, k_cache, v_cache, k_new, v_new, pos):
+    batched = lambda x, b: x if b else jnp.broadcast_to(jnp.asarray(x), (axis_size,) + jnp.shape(x))
+    k_cache, v_cache, k_new, v_new, pos = map(batched, (k_cache, v_cache, k_new, v_new, pos), in_batched)
+
+    def one(b, kv):
+        k, v = kv
+        k = lax.dynamic_update_slice(k, k_new[b][None], (b, 0, 0, 0, pos[b]))
+        v = lax.dynamic_update_slice(v, v_new[b][None], (b, 0, pos[b], 0, 0))
+        return k, v
+
+    return lax.fori_loop(0, axis_size, one, (k_cache, v_cache)), (True, True)
+
+
 def blocks(params, x, cache, pos, config: GPT2Config):
     """The transformer blocks over x [n_seq, n_embd] at positions pos..: as many as the cache has
     layers. Returns (x, (k, v)), the new keys and values [L, n_seq, n_head, hd] of every layer."""
 
-    def layer(x, layer_in):
-        i, k_cache, v_cache = layer_in
+    def layer(x, i):
         p = layer_params(params, i)
+        # layer i's cache, sliced here rather than scanned over: under vmap the cache is [B, L, ...],
+        # and scanning its second axis copied the whole cache every step (docs/performance.md)
+        k_cache, v_cache = cache["k"][i], cache["v"][i]
         x, k, v = block(x, p["ln_1"], p["attn"], p["ln_2"], p["mlp"], k_cache, v_cache, pos, config)
         return x, (k, v)
 
-    return lax.scan(layer, x, (jnp.arange(cache["k"].shape[0]), cache["k"], cache["v"]))
+    return lax.scan(layer, x, jnp.arange(cache["k"].shape[0]))
 
 
 def layer_params(params, i):

@@ -187,13 +187,13 @@ def residual(q, p):
     return jnp.where(total > 0, r / jnp.where(total > 0, total, 1.0), q)
 
 
-def accept_reject(key, draft_tokens, p, q, greedy: bool = False, n_drafted=None):
-    """One round's verdict.
+def accept_reject(key, draft_tokens, p, q, n_drafted=None):
+    """One round's verdict, token by token (Leviathan et al. 2023, Algorithm 1; Chen et al. 2023,
+    Algorithm 2).
 
     draft_tokens [K] were drawn from p [K, V]; q [K+1, V] is the target at the same positions
     plus one. Returns (n_accepted in 0..K, the emitted token: resampled from the residual at the
-    first rejection, or the bonus token from q[K] if all K were accepted). greedy=True (one-hot
-    p and q) takes the one-hot residual's index directly instead of sampling it.
+    first rejection, or the bonus token from q[K] if all K were accepted).
 
     n_drafted (default K): only the first n_drafted drafts were proposed; the rows of p after
     them must be zero, so at position n_drafted the residual is q itself: the target's own draw.
@@ -209,6 +209,19 @@ def accept_reject(key, draft_tokens, p, q, greedy: bool = False, n_drafted=None)
     n_accepted = jnp.sum(jnp.cumprod(accepted.astype(jnp.int32)))  # accepted before the first rejection
     # p padded with a zero row: at n_accepted == K the residual of q[K] against 0 is q[K] itself
     p_pad = jnp.concatenate([p, jnp.zeros_like(p[:1])], axis=0)
-    dist = residual(q[n_accepted], p_pad[n_accepted])
-    emitted = argmax(dist) if greedy else sample(k_emit, dist)
+    emitted = sample(k_emit, residual(q[n_accepted], p_pad[n_accepted]))
     return n_accepted.astype(jnp.int32), emitted
+
+
+def greedy_verdict(draft_tokens, target_tokens, n_drafted=None):
+    """accept_reject at temperature 0, on token ids: with one-hot p = [x] and q = [y], draft x is
+    accepted iff u < q(x) / p(x) = [x == y], so iff x == y, and the residual max(q - p, 0) of a
+    rejection is [y]: the drafts are accepted up to the first that is not the target's argmax, then
+    the argmax is emitted. target_tokens [K+1]: the argmax of each row of the target's logits.
+    Every exact verification method reduces to this at T = 0."""
+    n_draft = draft_tokens.shape[0]
+    accepted = draft_tokens == target_tokens[:n_draft]
+    if n_drafted is not None:
+        accepted &= jnp.arange(n_draft) < n_drafted
+    n_accepted = jnp.sum(jnp.cumprod(accepted.astype(jnp.int32))).astype(jnp.int32)
+    return n_accepted, target_tokens[n_accepted]
