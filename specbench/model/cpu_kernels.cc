@@ -35,6 +35,7 @@ constexpr int64_t kMaxRows = 16;           // rows of x applied per pass over w
 constexpr int64_t kAccumulatorBytes = 32 << 10;  // a column block's accumulators, all rows: L1-sized
 constexpr int64_t kSplitColumns = 16384;   // from this many columns per thread, tasks split columns
 constexpr int64_t kMinTaskRows = 64;       // rows of w in the smallest k slice a task takes
+constexpr int64_t kChunkRows = 64;         // rows of w that more than kMaxRows rows of x share in cache
 constexpr int64_t kSmallBytes = 256 << 10; // below this, one thread: a wake-up costs more
 
 typedef float vec __attribute__((vector_size(kLanes * sizeof(float))));
@@ -83,23 +84,35 @@ Accumulate accumulate_for(int64_t rows) {
   return pick<P>(rows, std::make_integer_sequence<int, kMaxRows>{});
 }
 
-// A task's share: y[:, j0:j1] += x[:, k0:k1] w[k0:k1, j0:j1], every row, column block by block.
+// A task's share: y[:, j0:j1] += x[:, k0:k1] w[k0:k1, j0:j1], every row. Up to kMaxRows rows take
+// one pass over w, column block by block. More rows (a batch's verify step) take groups of kMaxRows
+// over each chunk of kChunkRows rows of w and block of columns while that piece of w is still in
+// cache, so w is read from memory once for every group. Each output sums over k in the same order
+// either way.
 void product_part(const float* x, int64_t rows, int64_t n_in, const float* w, int64_t n_out, float* y,
                   int64_t j0, int64_t j1, int64_t k0, int64_t k1) {
   int64_t vec_end = j0 + (j1 - j0) / kLanes * kLanes;  // columns past it: the scalar tail below
   int64_t panel_end = k0 + (k1 - k0) / kPanel * kPanel;
+  // a block of columns whose accumulators (M rows of them) stay in L1 while a panel runs over them
+  int64_t M_max = std::min(kMaxRows, rows);
+  int64_t block = std::max<int64_t>(256, kAccumulatorBytes / int64_t(sizeof(float) * M_max) / kLanes * kLanes);
+  int64_t chunk = rows <= kMaxRows ? panel_end - k0 : kChunkRows;
+  for (int64_t kc = k0; kc < panel_end; kc += chunk) {
+    int64_t kc1 = std::min(panel_end, kc + chunk);
+    for (int64_t c0 = j0; c0 < vec_end; c0 += block)
+      for (int64_t m0 = 0; m0 < rows; m0 += kMaxRows) {
+        int64_t M = std::min(kMaxRows, rows - m0);
+        accumulate_for<kPanel>(M)(x + m0 * n_in, n_in, w, n_out, y + m0 * n_out, n_out, c0,
+                                  std::min(vec_end, c0 + block), kc, kc1);
+      }
+  }
   for (int64_t m0 = 0; m0 < rows; m0 += kMaxRows) {
     int64_t M = std::min(kMaxRows, rows - m0);
     const float* xm = x + m0 * n_in;
     float* ym = y + m0 * n_out;
-    // a block of columns whose accumulators (M rows of them) stay in L1 while a panel runs over them
-    int64_t block = std::max<int64_t>(256, kAccumulatorBytes / int64_t(sizeof(float) * M) / kLanes * kLanes);
-    for (int64_t c0 = j0; c0 < vec_end; c0 += block) {
-      int64_t c1 = std::min(vec_end, c0 + block);
-      accumulate_for<kPanel>(M)(xm, n_in, w, n_out, ym, n_out, c0, c1, k0, panel_end);
-      accumulate_for<1>(M)(xm, n_in, w, n_out, ym, n_out, c0, c1, panel_end, k1);
-    }
-    for (int64_t m = 0; m < M; ++m)
+    for (int64_t c0 = j0; c0 < vec_end; c0 += block)  // the rows of w past the last whole panel
+      accumulate_for<1>(M)(xm, n_in, w, n_out, ym, n_out, c0, std::min(vec_end, c0 + block), panel_end, k1);
+    for (int64_t m = 0; m < M; ++m)  // the columns past the last whole vector
       for (int64_t j = vec_end; j < j1; ++j) {
         float s = 0.0f;
         for (int64_t k = k0; k < k1; ++k) s += xm[m * n_in + k] * w[k * n_out + j];
