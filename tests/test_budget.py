@@ -154,7 +154,7 @@ def test_the_spread_of_measured_over_accounted_resamples_each_wall_with_its_own_
 
     import numpy as np
 
-    from specbench.results import schema as results
+    from specbench.results import budget
 
     rng = np.random.default_rng(1)
     N, rounds, R = 40, 9, 15
@@ -169,8 +169,50 @@ def test_the_spread_of_measured_over_accounted_resamples_each_wall_with_its_own_
     )
     ar, sd = 5.0 + (N - 1) * token, 6.0 + rounds * t_round
     # every wall time equal to its own repeat's parts: the ratio is 1 in every resample
-    assert results.measured_over_accounted_err(res(ar, sd)) == pytest.approx(0.0, abs=1e-12)
+    assert budget.measured_over_accounted_err(res(ar, sd)) == pytest.approx(0.0, abs=1e-12)
     # walls that do not follow their parts: a spread
-    assert results.measured_over_accounted_err(res(ar * rng.uniform(0.8, 1.2, R), sd)) > 0.01
+    assert budget.measured_over_accounted_err(res(ar * rng.uniform(0.8, 1.2, R), sd)) > 0.01
     one = {k: v[:1] for k, v in parts.items()}
-    assert results.measured_over_accounted_err(res(ar[:1], sd[:1], one)) is None
+    assert budget.measured_over_accounted_err(res(ar[:1], sd[:1], one)) is None
+
+
+def budget_row(ar_residual: float, sd_residual: float, ratio: float) -> dict:
+    return {
+        "ar_median_s": 0.1,
+        "sd_median_s": 0.05,
+        "ar_residual_s": ar_residual,
+        "sd_residual_s": sd_residual,
+        "measured_over_accounted": ratio,
+        "measured_over_accounted_err": 0.03,
+        "repeats": 5,
+        "other_load": 0.01,
+    }
+
+
+def test_an_account_that_closes_says_nothing_and_one_that_does_not_names_its_gap():
+    from specbench.cli.render import budget_warning
+    from specbench.results.budget import budget_gap, closes
+
+    closing = budget_row(0.004, -0.003, 1.03)
+    assert closes(closing) is True and budget_gap(closing) is None and budget_warning(closing) is None
+    sd_open = budget_row(0.004, 0.008, 1.02)  # SD's residual: 16% of its wall time
+    assert closes(sd_open) is False and budget_gap(sd_open) == "SD's residual is +16% of its wall time"
+    ratio_open = budget_row(0.0, 0.0, 1.14)
+    assert budget_gap(ratio_open) == "measured / accounted 1.14"
+    line = budget_warning(sd_open)
+    assert "does not close: SD's residual is +16%" in line and "± 0.03 at 5 repeats" in line
+    assert closes({"speedup": 1.0}) is None  # a row with no budget (a peer's) neither closes nor fails
+
+
+def test_a_generation_slowed_on_purpose_opens_the_account_the_run_warns_and_the_row_says_so(env, monkeypatch):
+    import time
+
+    from specbench.model import generate
+
+    real = generate.autoregressive
+    monkeypatch.setattr(generate, "autoregressive", lambda *a, **k: (time.sleep(0.15), real(*a, **k))[1])
+    result = invoke("run", *env, "-n", 8, "--repeats", 2, "--no-save", "--export-json", "r.json")
+    assert result.exit_code == 0, result.output
+    (row,) = json.load(open("r.json"))
+    assert row["budget_closed"] is False and row["ar_residual_s"] > 0.1
+    assert "the time account does not close: AR's residual is +" in result.output.replace("\n", " ")

@@ -205,3 +205,35 @@ def test_run_with_the_transformers_peer(env):
     assert {k: theirs[k] for k in ("device", "dtype", "K", "n_tokens")} == {
         k: ours[k] for k in ("device", "dtype", "K", "n_tokens")
     }
+
+
+# ---------------------------------------------------------------------------------------------
+# A peer in a process of its own: nothing of it runs in specbench's process or while it times
+
+
+def test_a_peer_runs_in_its_own_process_and_is_idle_when_its_call_returns(pair):
+    import os
+    import time
+
+    from specbench.measure.load import process_cpu_seconds
+
+    draft, target = pair
+    (worker,) = peers.make_peers(["numpy"], drafters.model_drafter(draft.config), draft, target, 1, False)
+    try:
+        assert worker.pid != os.getpid() and worker._process.is_alive()
+        tokens, accepted, seconds = worker.speculative([5, 17, 3], 24, 3, Warp(), 0)
+        ar, _ = generate.autoregressive(target, [5, 17, 3], 24, Warp(), 0)
+        assert tokens == ar.tolist() and len(accepted) > 0 and seconds > 0
+        before = process_cpu_seconds(worker.pid)
+        time.sleep(0.1)  # settled: in the tenth of a second after a call, the worker uses no CPU
+        assert process_cpu_seconds(worker.pid) - before < 0.02
+    finally:
+        worker.close()
+    assert not worker._process.is_alive()
+
+
+def test_a_peer_that_fails_in_its_worker_is_one_error_naming_it(pair):
+    draft, target = pair
+    with pytest.raises(peers.PeerError, match="numpy could not start") as e:
+        peers.PeerProcess("numpy", {"draft": None})  # a spec its worker cannot build a peer from
+    assert e.value.setting == "peer"

@@ -120,6 +120,8 @@ def sweep(**flags):
         sys.exit(130)
     export.write_all(rows, {fmt: path for fmt, path in p.exports.items() if path == "-"})
     render.sweep_table(rows, p.output, p.repeats, console)
+    for line in render.budget_warnings(rows):
+        console.print(line)
     if any(r.get("implementation", "specbench") != "specbench" for r in rows):
         render.peers_report(rows, console)
     for line in render.best_K_lines(rows):
@@ -350,6 +352,8 @@ def report(**flags):
     console.print(
         f"wrote {index} ({render.plural(len(rows), 'row')} in rows.json, rows.csv) · open it in a browser"
     )
+    for line in render.budget_warnings(rows):
+        console.print(line)
 
 
 def main():

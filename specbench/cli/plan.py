@@ -33,6 +33,7 @@ from specbench.model import tokenizer
 from specbench.model.sampling import Warp
 from specbench.results import export
 from specbench.results import schema as results
+from specbench.results.rows import drafter_settings, peer_row, result_row
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,7 +51,7 @@ class Job:
         from specbench.measure import device
 
         B = len(self.ids)
-        return results.result_row(
+        return result_row(
             res,
             draft=self.draft_name,
             dtype=dtype,
@@ -62,7 +63,7 @@ class Job:
         )
 
     def rows(self, res, dtype: str) -> list[dict]:
-        """specbench's row, then one row per peer (results.peer_row), with where a peer's T = 0
+        """specbench's row, then one row per peer (peer_row), with where a peer's T = 0
         tokens leave specbench's."""
         from specbench.measure import peers
 
@@ -76,7 +77,7 @@ class Job:
                 for method, tokens in (("AR", p.ar_tokens), ("SD", p.sd_tokens))
             ]
             note = "; ".join(n for n in notes if n) if row["temperature"] == 0 else None
-            out.append(results.peer_row(row, p, tokenizer.decode, note or None))
+            out.append(peer_row(row, p, tokenizer.decode, note or None))
         return out
 
 
@@ -207,7 +208,7 @@ def sweep_plan(f: dict, given: set[str]) -> SweepPlan:
     for kind, (pid, ids), temp, p, k in grid:
         drafter, name = drafters_[kind]
         varied = {"K": k, "temperature": temp, "top_p": p, "prompt_id": pid, "batch": len(ids)}
-        key = {**fixed, **varied, "draft": name, **results.drafter_settings(drafter)}
+        key = {**fixed, **varied, "draft": name, **drafter_settings(drafter)}
         # the cell's rows: specbench's and each peer's, measured together; done when all are there
         cell_keys = [{**key, "implementation": i} for i in ["specbench", *f["peers"]]]
         keys += cell_keys

@@ -207,6 +207,38 @@ def budget_lines(row: dict) -> list[str]:
     return lines
 
 
+def budget_warning(row: dict) -> str | None:
+    """One line where the row's time account does not close (budget.budget_gap), naming the
+    method, the size of the gap and what usually causes it; None where it closes."""
+    from specbench.results.budget import budget_gap
+
+    gap = budget_gap(row)
+    if gap is None:
+        return None
+    load = row.get("other_load")
+    load_text = f"other processes used {load:.2f} cores" if load is not None else "other load"
+    err = row.get("measured_over_accounted_err")
+    spread = f" (± {err:.2f} at {row['repeats']} repeats)" if err is not None else ""
+    return (
+        f"[yellow]the time account does not close: {gap}{spread}. The speedup above is not "
+        f"explained by its parts; likely causes: {load_text}, a part disturbed while it was timed, "
+        f"or too few repeats (a budget within 5% on a noisy host needs about 40)[/yellow]"
+    )
+
+
+def budget_warnings(rows: list[dict]) -> list[str]:
+    """budget_warning for each of specbench's rows whose account does not close, naming the row."""
+    out = []
+    for r in rows:
+        warning = budget_warning(r) if r.get("implementation", "specbench") == "specbench" else None
+        if warning:
+            label = f"{r['drafter']} K={r['K']} T={r['temperature']:g} {r['prompt_id']}" + (
+                f" batch {r['batch']}" if r.get("batch", 1) > 1 else ""
+            )
+            out.append(warning.replace("[yellow]", f"[yellow]{label}: ", 1))
+    return out
+
+
 def verdict(row: dict) -> str:
     """'1.60 ± 0.08 times faster', or for a speedup s < 1 '1/s ± σ/s² times slower' (the σ carried
     through the inversion to first order)."""
@@ -228,6 +260,9 @@ def run_report(row: dict, res, console: Console) -> None:
         console.print(batch_line(row))
     for line in budget_lines(row):
         console.print(line)
+    warning = budget_warning(row)
+    if warning:
+        console.print(warning)
     console.print(
         f"[bold]speculative[/bold] ran [bold]{verdict(row)}[/bold] than autoregressive · "
         f"compile (excluded): {res.compile_s:.1f} s, {res.n_compiles} programs"

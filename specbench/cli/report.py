@@ -225,6 +225,7 @@ def measure(plan: ReportPlan, on_progress) -> tuple[list[dict], dict]:
     sections = state.get("sections", {})
     save_state(plan, sections)
     files = {"json": str(plan.directory / "rows.json"), "csv": str(plan.directory / "rows.csv")}
+    helpers = tuple({p.pid for job in plan.jobs.values() for p in job.config.peers})  # the peers' workers
     step = 0
     for section, ids in plan.shows.items():
         todo = [i for i in ids if i not in have]
@@ -234,7 +235,7 @@ def measure(plan: ReportPlan, on_progress) -> tuple[list[dict], dict]:
             todo = ["selftest"]
         if not todo:
             continue
-        start = load.snapshot()
+        start = load.snapshot(helpers)
         extra = {}
         for name in todo:
             on_progress(step, f"{SECTIONS[section]}: {name}", rows)
@@ -263,7 +264,7 @@ def measure(plan: ReportPlan, on_progress) -> tuple[list[dict], dict]:
                 have.add(name)
                 export.write_all(rows, files)
             step += 1
-        end = load.snapshot()
+        end = load.snapshot(helpers)
         seconds = sections.get(section, {}).get("seconds", 0.0) + end.wall - start.wall
         sections[section] = {
             **sections.get(section, {}),

@@ -37,7 +37,7 @@ class RunConfig:
     repeats: int = 5
     warmup: int = 1
     device_loop: bool = True
-    peers: tuple = ()  # peers.NumpyPeer / TransformersPeer, timed alternately with specbench's own
+    peers: tuple = ()  # peers.PeerProcess, timed alternately with specbench's own
 
     @property
     def models(self) -> list[Model]:
@@ -101,7 +101,8 @@ def run_benchmark(config: RunConfig, prompts: list[list[int]], on_progress=None)
         device_loop=c.device_loop,
         drafter=c.drafter,
     )
-    # each peer's AR and SD: () -> (tokens, drafts accepted per round or None)
+    # each peer's AR and SD, in its own process: () -> (tokens, drafts accepted per round or None,
+    # seconds of the call timed there); each returns once the peer's process has gone idle
     peer_calls = [
         (
             lambda p=p: p.autoregressive(prompts[0], c.n_tokens, c.warp, c.seed),
@@ -137,8 +138,8 @@ def run_benchmark(config: RunConfig, prompts: list[list[int]], on_progress=None)
     timers = ar_parts | sd_parts | step_timers
     total = c.total_steps
     progress = on_progress or (lambda *a: None)
-    before = load.snapshot()
-    timed = lambda f: (time.perf_counter(), f(), time.perf_counter())
+    helpers = tuple(p.pid for p in c.peers)  # the peers' worker processes: their CPU time is ours
+    before = load.snapshot(helpers)
     with timing.CompileCounter() as compiles:
         t0 = time.perf_counter()
         for _ in range(max(c.warmup, 1)):
@@ -168,13 +169,15 @@ def run_benchmark(config: RunConfig, prompts: list[list[int]], on_progress=None)
             for p, out, calls in zip(c.peers, peer_out, peer_calls):
                 progress(c.warmup + i, total, f"timing {p.name}")
                 for method, call in zip(("ar", "sd"), calls):
-                    start, result, end = timed(call)
-                    out[method].append(end - start)
+                    *result, seconds = call()
+                    out[method].append(seconds)
                     out[method + "_result"] = result
+            if c.peers:  # a peer's run leaves the caches full of its own copy of the weights: the next
+                ar(), sd()  # repeat starts, as without peers, after specbench's own work (untimed)
             progress(c.warmup + i + 1, total, "timing AR, SD and the parts")
         progress(total, total, "done")
     steps = {name: np.concatenate(s, axis=-1) for name, s in steps.items()}
-    machine = load.others(before, load.snapshot())
+    machine = load.others(before, load.snapshot(helpers))
     median = {name: float(np.median(s)) for name, s in steps.items()}
     # the overhead is a difference of separately timed medians: carry its uncertainty with it
     sd_of = lambda x: float(np.std(x, ddof=1)) if len(x) > 1 else 0.0

@@ -2,7 +2,8 @@
 took, in cores, beside the load average. A timing taken while others ran is marked, not hidden.
 
 On Linux the machine's busy time comes from /proc/stat and ours from time.process_time(), which
-counts every thread of this process (XLA's included); elsewhere only the load average is known.
+counts every thread of this process (XLA's included), plus the CPU time of our helper processes
+(the peers' workers, peers.py) from /proc/PID/stat; elsewhere only the load average is known.
 """
 
 from __future__ import annotations
@@ -34,12 +35,24 @@ def machine_busy_seconds() -> float | None:
     return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
 
 
-def snapshot() -> Snapshot:
+def process_cpu_seconds(pid: int) -> float:
+    """CPU time another process has used, all its threads (Linux's /proc; 0 where unknown)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def snapshot(helpers: tuple[int, ...] = ()) -> Snapshot:
+    """The clocks now; `helpers`: pids of processes working for this one, whose CPU time is ours."""
     try:
         load = os.getloadavg()[0]
     except OSError:
         load = None
-    return Snapshot(time.perf_counter(), time.process_time(), machine_busy_seconds(), load)
+    own = time.process_time() + sum(process_cpu_seconds(pid) for pid in helpers)
+    return Snapshot(time.perf_counter(), own, machine_busy_seconds(), load)
 
 
 def others(start: Snapshot, end: Snapshot) -> dict:

@@ -5,25 +5,39 @@
   threshold (with --dynamic-K: transformers' own heuristic schedule and threshold).
 - `numpy`: the papers' algorithm with no cache (reference.py).
 
-Each peer decodes one prompt and returns host token ids; bench.py alternates it with specbench's
-AR and SD. Peers draft with a network: the draft model, or the target's first layers (layer-skip)
-as a model of their own. Prompt lookup has no peer here.
+Each peer runs in a process of its own that lives for the run (PeerProcess; peer_worker.py runs
+the peer there). A peer's thread pools (OpenBLAS's, torch's OpenMP) keep spinning after a call
+returns; inside specbench's process they slowed its next AR by up to 75% and inflated its speedup.
+Apart, they cannot run in specbench's threads, and after each call specbench waits until the
+worker's CPU time stops growing, so nothing of the peer runs while specbench times itself. Each
+peer decodes one prompt; bench.py alternates it with specbench's AR and SD. Peers draft with a
+network: the draft model, or the target's first layers (layer-skip) as a model of their own.
+Prompt lookup has no peer here.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
+import multiprocessing
+import os
+import shutil
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
 
 from specbench.errors import SpecbenchError
+from specbench.measure import peer_worker
+from specbench.measure.load import process_cpu_seconds
 from specbench.model import gpt2, hf_layout, reference
 from specbench.model.weights import Model
 
 NAMES = ("transformers", "numpy")
-PEERS_EXTRA = "pip install torch==2.13.0 && pip install -e '.[peers]'"  # the CPU build of torch first
+PEERS_EXTRA = peer_worker.PEERS_EXTRA
+QUIET_TICKS = 3  # a worker whose CPU time (counted in clock ticks) grew by nothing for 3 ticks is idle
+SETTLE_MAX_S = 2.0  # ...and one that never settles is waited for no longer than this
 
 
 class PeerError(SpecbenchError):
@@ -50,89 +64,76 @@ def draft_model(drafter, draft: Model | None, target: Model) -> Model:
         raise PeerError(f"peers draft with a network; the {drafter.kind} drafter has no peer", "peer")
     L = drafter.config.n_layer
     first = lambda node: {k: first(v) for k, v in node.items()} if isinstance(node, dict) else node[:L]
-    params = {**target.params, "blocks": first(target.params["blocks"])}
+    params = gpt2.as_loaded(target.params)
+    params = {**params, "blocks": first(params["blocks"])}
     return Model(f"{target.name}[:{L}]", drafter.config, params, "random")
 
 
-class NumpyPeer:
-    """reference.py's no-cache AR and SD, on float32 copies of the weights."""
+class PeerProcess:
+    """A peer in a worker process of its own, living for the run (peer_worker.serve). Its
+    autoregressive() and speculative() return (tokens, drafts accepted per round or None, seconds
+    of the call timed in the worker), once the worker has gone idle."""
 
-    name = "numpy"
+    def __init__(self, name: str, spec: dict, scratch: str | None = None):
+        """scratch: a folder of weights saved for the worker, removed when it closes."""
+        self._scratch = scratch
+        # a fresh interpreter, not a fork of this one and its XLA threads
+        context = multiprocessing.get_context("spawn")
+        self.name, self._conn = name, None
+        self._conn, child = context.Pipe()
+        self._process = context.Process(target=peer_worker.serve, args=(child, name, spec), daemon=True)
+        self._process.start()
+        child.close()
+        self.pid = self._process.pid
+        status, self.version = self._receive()
+        if status != "ready":
+            self.close()
+            raise PeerError(f"{name} could not start: {self.version}", "peer")
 
-    def __init__(self, draft: Model, target: Model, dynamic_K: bool):
-        if dynamic_K:
-            raise PeerError("numpy runs the papers' constant K; leave out --dynamic-K", "peer")
-        if target.params["wte"].dtype != np.float32:
-            raise PeerError("numpy has no bfloat16: use --dtype float32", "peer")
-        self.version = np.__version__
-        self.draft = (reference.as_numpy(draft.params), draft.config)
-        self.target = (reference.as_numpy(target.params), target.config)
-
-    def autoregressive(self, prompt, n_tokens, warp, seed):
-        rng = np.random.default_rng(seed)
-        return reference.autoregressive(self.target, prompt, n_tokens, rng, *astuple(warp)), None
-
-    def speculative(self, prompt, n_tokens, K, warp, seed):
-        rng = np.random.default_rng(seed)
-        return reference.speculative(self.draft, self.target, prompt, n_tokens, K, rng, *astuple(warp))
-
-
-class TransformersPeer:
-    """Hugging Face transformers on the same weights: `generate`, and assisted generation."""
-
-    name = "transformers"
-
-    def __init__(self, draft: Model, target: Model, dynamic_K: bool, on_gpu: bool):
+    def _receive(self):
         try:
-            import torch
-            import transformers
-        except ImportError:
-            raise PeerError(f"transformers needs the peers extra: {PEERS_EXTRA}", "peer") from None
-        transformers.logging.set_verbosity_error()
-        transformers.utils.logging.disable_progress_bar()
-        self.torch = torch
-        self.device = "cuda" if on_gpu and torch.cuda.is_available() else "cpu"
-        self.version = f"{transformers.__version__} (torch {torch.__version__}, {self.device})"
-        dtype = torch.bfloat16 if str(target.params["wte"].dtype) == "bfloat16" else torch.float32
-        with tempfile.TemporaryDirectory(prefix="specbench-peer-") as tmp:
-            load = lambda m, i: transformers.GPT2LMHeadModel.from_pretrained(
-                hf_directory(m, f"{tmp}/{i}"), dtype=dtype
-            ).to(self.device)
-            self.target, self.draft = load(target, 0).eval(), load(draft, 1).eval()
-        g = self.draft.generation_config  # the assistant's schedule is read from its own config
-        g.num_assistant_tokens_schedule = "heuristic" if dynamic_K else "constant"
-        if not dynamic_K:
-            g.assistant_confidence_threshold = 0.0  # else transformers stops drafting below 0.4
+            return self._conn.recv()
+        except EOFError:
+            return "error", f"its worker process ended (exit code {self._process.exitcode})"
 
-    def generate(self, prompt, n_tokens, warp, seed, **assist):
-        torch = self.torch
-        torch.manual_seed(seed)
-        x = torch.tensor([prompt], device=self.device)
-        sampled = warp.temperature > 0
-        options = dict(
-            do_sample=sampled,
-            temperature=warp.temperature if sampled else None,
-            top_k=(warp.top_k or 0) if sampled else None,  # 0: off (transformers' default is 50)
-            top_p=(warp.top_p or 1.0) if sampled else None,
-        )
-        with torch.inference_mode():
-            out = self.target.generate(
-                x,
-                attention_mask=torch.ones_like(x),
-                max_new_tokens=n_tokens,
-                eos_token_id=None,  # specbench never stops early: N tokens, always
-                pad_token_id=0,
-                **options,
-                **assist,
-            )
-        return out[0, len(prompt) :].tolist()
+    def _call(self, method: str, *args):
+        self._conn.send((method, args))
+        reply = self._receive()
+        if reply[0] != "ok":
+            raise PeerError(f"{self.name} failed: {reply[1]}", "peer")
+        self.settle()
+        return tuple(reply[1:])
+
+    def settle(self) -> None:
+        """Wait until the worker's CPU time stops growing: its thread pools have gone to sleep.
+        Without /proc, wait a fixed 0.2 s instead."""
+        used, start = process_cpu_seconds(self.pid), time.perf_counter()
+        if not Path(f"/proc/{self.pid}").exists():
+            time.sleep(0.2)
+            return
+        quiet, tick = time.perf_counter(), 1 / os.sysconf("SC_CLK_TCK")  # /proc counts whole ticks
+        while time.perf_counter() - start < SETTLE_MAX_S:
+            time.sleep(tick / 4)
+            now = process_cpu_seconds(self.pid)
+            if now != used:
+                used, quiet = now, time.perf_counter()
+            elif time.perf_counter() - quiet >= QUIET_TICKS * tick:
+                return
 
     def autoregressive(self, prompt, n_tokens, warp, seed):
-        return self.generate(prompt, n_tokens, warp, seed), None
+        return self._call("autoregressive", list(map(int, prompt)), n_tokens, astuple(warp), seed)
 
     def speculative(self, prompt, n_tokens, K, warp, seed):
-        self.draft.generation_config.num_assistant_tokens = K
-        return self.generate(prompt, n_tokens, warp, seed, assistant_model=self.draft), None
+        return self._call("speculative", list(map(int, prompt)), n_tokens, K, astuple(warp), seed)
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+        self._process.join(timeout=5)
+        if self._process.is_alive():
+            self._process.kill()
+        if self._scratch:
+            shutil.rmtree(self._scratch, ignore_errors=True)
 
 
 def astuple(warp) -> tuple:
@@ -148,19 +149,45 @@ def hf_directory(model: Model, scratch: str) -> str:
     return scratch
 
 
+def installed(*modules: str) -> bool:
+    """Whether every module can be imported here, found without importing it."""
+    try:
+        return all(importlib.util.find_spec(m) is not None for m in modules)
+    except (ImportError, ValueError):
+        return False
+
+
 def make_peers(names, drafter, draft: Model | None, target: Model, batch: int, on_gpu: bool) -> tuple:
-    """The peers asked for, loaded and checked for these settings (PeerError otherwise)."""
+    """The peers asked for, each started in its worker process and checked for these settings
+    (PeerError otherwise)."""
     if not names:
         return ()
     if batch != 1:
         raise PeerError("peers decode one sequence at a time: use --batch 1", "peer")
     network = draft_model(drafter, draft, target)
     dynamic = drafter.confidence is not None
-    make = {
-        "numpy": lambda: NumpyPeer(network, target, dynamic),
-        "transformers": lambda: TransformersPeer(network, target, dynamic, on_gpu),
-    }
-    return tuple(make[name]() for name in names)
+    dtype = str(target.params["wte"].dtype)
+    specs, scratch = {}, {}
+    for name in names:
+        if name == "numpy":
+            if dynamic:
+                raise PeerError("numpy runs the papers' constant K; leave out --dynamic-K", "peer")
+            if dtype != "float32":
+                raise PeerError("numpy has no bfloat16: use --dtype float32", "peer")
+            as_np = lambda m: (reference.as_numpy(gpt2.as_loaded(m.params)), m.config)
+            specs[name] = {"draft": as_np(network), "target": as_np(target)}
+        else:
+            if not installed("torch", "transformers"):
+                raise PeerError(f"transformers needs the peers extra: {PEERS_EXTRA}", "peer")
+            scratch[name] = tempfile.mkdtemp(prefix="specbench-peer-")  # random or layer-skip weights
+            specs[name] = {
+                "draft_dir": hf_directory(network, f"{scratch[name]}/draft"),
+                "target_dir": hf_directory(target, f"{scratch[name]}/target"),
+                "dtype": dtype,
+                "dynamic_K": dynamic,
+                "on_gpu": on_gpu,
+            }
+    return tuple(PeerProcess(name, specs[name], scratch.get(name)) for name in names)
 
 
 def first_difference(ours: list[int], theirs: list[int]) -> int | None:

@@ -15,6 +15,7 @@ import jinja2
 
 from specbench.results import export, readings
 from specbench.results import schema as results
+from specbench.results.budget import budget_gap
 
 COLUMNS = {  # section -> (header, field) of its table; cells are formatted by results.cell
     "common": [
@@ -29,6 +30,7 @@ COLUMNS = {  # section -> (header, field) of its table; cells are formatted by r
         ("accounted", "accounted_speedup"),
         ("measured ÷ accounted", "measured_over_accounted"),
         ("±", "measured_over_accounted_err"),
+        ("account closes", "budget_closed"),
         ("other load", "other_load"),
     ],
     "categories": [("prompt", "prompt_id")],
@@ -164,6 +166,11 @@ def render(directory: Path, rows: list[dict], sections: dict, shows: dict, title
         s["load_text"] = load_text(sections.get(sid, {}), s["under_load"])
         out.append(s)
     busy = [s["title"] for s in out if s["under_load"]]
+    unclosed = [
+        f"{r.get('report_job')}: {budget_gap(r)}"
+        for r in rows
+        if r.get("implementation", "specbench") == "specbench" and budget_gap(r)
+    ]
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("specbench.results", "templates"),
         autoescape=True,
@@ -172,6 +179,7 @@ def render(directory: Path, rows: list[dict], sections: dict, shows: dict, title
     html = env.get_template("report.html.j2").render(
         sections=out,
         busy=busy,
+        unclosed=unclosed,
         info=info,
         made=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
     )

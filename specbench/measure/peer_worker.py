@@ -1,0 +1,126 @@
+"""The peers themselves, run in a process of their own (peers.PeerProcess starts it): the papers'
+algorithm in NumPy, and Hugging Face transformers. No JAX here: the worker imports only what its
+peer needs.
+
+`serve` builds one peer, answers "ready" with its version, then runs each call it is sent and
+answers with the tokens, the drafts accepted per round (where the peer tells) and the seconds the
+call took, timed here around the call alone.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import numpy as np
+
+from specbench.model import reference
+
+PEERS_EXTRA = "pip install torch==2.13.0 && pip install -e '.[peers]'"  # the CPU build of torch first
+
+
+class NumpyPeer:
+    """reference.py's no-cache AR and SD, on float32 copies of the weights."""
+
+    name = "numpy"
+
+    def __init__(self, draft, target):
+        """draft, target: (params as NumPy arrays, GPT2Config)."""
+        self.version = np.__version__
+        self.draft, self.target = draft, target
+
+    def autoregressive(self, prompt, n_tokens, warp, seed):
+        rng = np.random.default_rng(seed)
+        return reference.autoregressive(self.target, prompt, n_tokens, rng, *warp), None
+
+    def speculative(self, prompt, n_tokens, K, warp, seed):
+        rng = np.random.default_rng(seed)
+        return reference.speculative(self.draft, self.target, prompt, n_tokens, K, rng, *warp)
+
+
+class TransformersPeer:
+    """Hugging Face transformers on the same weights: `generate`, and assisted generation with a
+    constant K and no confidence threshold (with dynamic K: transformers' own heuristic schedule)."""
+
+    name = "transformers"
+
+    def __init__(self, draft_dir: str, target_dir: str, dtype: str, dynamic_K: bool, on_gpu: bool):
+        import torch
+        import transformers
+
+        transformers.logging.set_verbosity_error()
+        transformers.utils.logging.disable_progress_bar()
+        self.torch = torch
+        self.device = "cuda" if on_gpu and torch.cuda.is_available() else "cpu"
+        self.version = f"{transformers.__version__} (torch {torch.__version__}, {self.device})"
+        torch_dtype = torch.bfloat16 if dtype == "bfloat16" else torch.float32
+        load = lambda d: transformers.GPT2LMHeadModel.from_pretrained(d, dtype=torch_dtype).to(self.device)
+        self.target, self.draft = load(target_dir).eval(), load(draft_dir).eval()
+        g = self.draft.generation_config  # the assistant's schedule is read from its own config
+        g.num_assistant_tokens_schedule = "heuristic" if dynamic_K else "constant"
+        if not dynamic_K:
+            g.assistant_confidence_threshold = 0.0  # else transformers stops drafting below 0.4
+
+    def generate(self, prompt, n_tokens, warp, seed, **assist):
+        torch = self.torch
+        torch.manual_seed(seed)
+        x = torch.tensor([prompt], device=self.device)
+        temperature, top_k, top_p = warp
+        sampled = temperature > 0
+        options = dict(
+            do_sample=sampled,
+            temperature=temperature if sampled else None,
+            top_k=(top_k or 0) if sampled else None,  # 0: off (transformers' default is 50)
+            top_p=(top_p or 1.0) if sampled else None,
+        )
+        with torch.inference_mode():
+            out = self.target.generate(
+                x,
+                attention_mask=torch.ones_like(x),
+                max_new_tokens=n_tokens,
+                eos_token_id=None,  # specbench never stops early: N tokens, always
+                pad_token_id=0,
+                **options,
+                **assist,
+            )
+        return out[0, len(prompt) :].tolist()
+
+    def autoregressive(self, prompt, n_tokens, warp, seed):
+        return self.generate(prompt, n_tokens, warp, seed), None
+
+    def speculative(self, prompt, n_tokens, K, warp, seed):
+        self.draft.generation_config.num_assistant_tokens = K
+        return self.generate(prompt, n_tokens, warp, seed, assistant_model=self.draft), None
+
+
+def make(name: str, spec: dict):
+    """The peer `name` from what the parent sent (peers.PeerProcess)."""
+    if name == "numpy":
+        return NumpyPeer(spec["draft"], spec["target"])
+    keys = ("draft_dir", "target_dir", "dtype", "dynamic_K", "on_gpu")
+    return TransformersPeer(*(spec[k] for k in keys))
+
+
+def serve(conn, name: str, spec: dict) -> None:
+    """The worker's loop: build the peer, then answer calls until the parent closes the pipe.
+    Ctrl-C is the parent's to handle: the worker ends when its pipe does."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        peer = make(name, spec)
+        conn.send(("ready", peer.version))
+    except Exception as e:  # noqa: BLE001 -- the parent reports it as one line
+        conn.send(("error", f"{type(e).__name__}: {e}".splitlines()[0]))
+        return
+    while True:
+        try:
+            method, args = conn.recv()
+        except (EOFError, OSError, TypeError):  # the parent closed the pipe, or sent None: done
+            return
+        try:
+            t0 = time.perf_counter()
+            tokens, accepted = getattr(peer, method)(*args)
+            seconds = time.perf_counter() - t0
+            accepted = None if accepted is None else list(map(int, accepted))
+            conn.send(("ok", list(map(int, tokens)), accepted, seconds))
+        except Exception as e:  # noqa: BLE001
+            conn.send(("error", f"{type(e).__name__}: {e}".splitlines()[0]))

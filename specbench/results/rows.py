@@ -1,0 +1,200 @@
+"""A measurement as a row: one flat dict in FIELDS' order (schema.py) from a benchmark result,
+with the theory and the time budget computed from the same measurements; and a peer's row beside
+it. No JAX here."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from specbench.prompts import prompt_hash
+from specbench.results import theory
+from specbench.results.budget import (
+    best_K_predicted,
+    budget,
+    budget_ar,
+    budget_sd,
+    closes,
+    measured_over_accounted_err,
+)
+from specbench.results.schema import FIELDS, SETTINGS
+
+
+def drafter_settings(drafter) -> dict:
+    """The drafter's settings as row fields (drafters.Drafter, read by attribute)."""
+    if drafter is None:
+        return {
+            "drafter": "model",
+            "ngram": None,
+            "draft_layers": None,
+            "dynamic_K": False,
+            "draft_confidence": None,
+        }
+    return {
+        "drafter": drafter.kind,
+        "ngram": drafter.ngram if drafter.kind == "lookup" else None,
+        "draft_layers": drafter.config.n_layer if drafter.kind == "layerskip" else None,
+        "dynamic_K": drafter.confidence is not None,
+        "draft_confidence": drafter.confidence,
+    }
+
+
+def summarize(times: list[float]) -> dict[str, float]:
+    """mean, σ (0 for one value), min, max and median of per-repeat seconds."""
+    t = np.asarray(times)
+    return {
+        "mean_s": float(t.mean()),
+        "std_s": float(t.std(ddof=1)) if len(t) > 1 else 0.0,
+        "min_s": float(t.min()),
+        "max_s": float(t.max()),
+        "median_s": float(np.median(t)),
+    }
+
+
+def result_row(
+    res,
+    *,
+    draft: str,
+    dtype: str,
+    prompt_id: str,
+    prompt: str | list[str],
+    context: dict,
+    decode=None,
+    batch_prompt_ids: list[str] | None = None,
+) -> dict:
+    """One flat row, in FIELDS' order: the context, the measurements, and the theory from the same
+    measurements. `res` is a bench.BenchmarkResult.
+
+    For a batch (res.batch = B > 1) `prompt` is the list of the B prompts, and the JSON-only
+    prompt, token id and text fields are lists with one entry per sequence; tokens/s count all
+    B x N tokens, and every step time is the batch's.
+    """
+    c, st, B = res.config, res.stats, res.batch
+    K, warp, N = c.K, c.warp, c.n_tokens
+    ar, sd = summarize(res.ar_times_s), summarize(res.sd_times_s)
+    speedups = np.asarray(res.ar_times_s) / np.asarray(res.sd_times_s)
+    speedup = float(speedups.mean())
+    seed_theory = theory.speedup_from_r(st.r, K, res.t_draft_s, res.t_target_s)
+    # a batch waits for its slowest sequence: what it yields per round it runs (one sequence: tokens/round)
+    refined = theory.refined_speedup(
+        st.tokens_per_batch_round, K, res.t_draft_s, res.t_target_s, res.t_verify_s
+    )
+    values = {
+        **context,
+        "implementation": "specbench",
+        "implementation_version": context.get("specbench_version"),
+        "dtype": dtype,
+        "kernels": res.kernels,
+        "draft": draft,
+        "target": c.target.name,
+        **drafter_settings(c.drafter),
+        "K": K,
+        "temperature": warp.temperature,
+        "top_k": warp.top_k,
+        "top_p": warp.top_p,
+        "seed": c.seed,
+        "prompt_id": prompt_id,
+        "prompt_sha": prompt_hash(prompt if isinstance(prompt, str) else "\n".join(prompt)),
+        "n_tokens": N,
+        "repeats": c.repeats,
+        "warmup": c.warmup,
+        "loop": "device" if c.device_loop else "host",
+        "batch": B,
+        **{f"ar_{k}": v for k, v in ar.items()},
+        **{f"sd_{k}": v for k, v in sd.items()},
+        "ar_tokens_per_s": B * N / ar["mean_s"],
+        "sd_tokens_per_s": B * N / sd["mean_s"],
+        "speedup": speedup,
+        "speedup_std": float(speedups.std(ddof=1)) if len(speedups) > 1 else 0.0,
+        "n_rounds": st.n_rounds,
+        "tokens_per_round": st.tokens_per_round,
+        "r": st.r,
+        "alpha": st.alpha,
+        "batch_rounds": st.rounds_run,
+        "tokens_per_batch_round": st.tokens_per_batch_round,
+        "idle_fraction": st.idle_fraction,
+        "accept_rate_drafted": st.accept_rate_drafted,
+        "t_draft_s": res.t_draft_s,
+        "t_target_s": res.t_target_s,
+        "t_verify_s": res.t_verify_s,
+        "t_round_s": res.t_round_s,
+        "t_overhead_s": res.t_round_s - K * res.t_draft_s - res.t_verify_s,
+        "t_overhead_err_s": res.t_overhead_err_s,
+        "t_ar_token_s": res.t_ar_token_s,
+        "theory_speedup": seed_theory,
+        "refined_speedup": refined,
+        # stragglers hold a batch back: the rounds it runs, not each sequence's own, cost time
+        "round_model_speedup": st.tokens_per_batch_round * res.t_ar_token_s / res.t_round_s,
+        "measured_over_theory": speedup / seed_theory,
+        "measured_over_refined": speedup / refined,
+        **budget(res, ar["median_s"], sd["median_s"]),
+        # medians on both sides, as the residuals have them: one slow repeat moves neither
+        "measured_over_accounted": (ar["median_s"] / sd["median_s"]) / (budget_ar(res) / budget_sd(res)),
+        "measured_over_accounted_err": measured_over_accounted_err(res),
+        "tokens_per_round_iid": theory.expected_tokens(st.alpha, K) if st.alpha == st.alpha else None,
+        "tokens_per_round_positional": theory.expected_tokens_positional(st.per_position),
+        "best_K_predicted": best_K_predicted(res, st.alpha),
+        "compile_s": res.compile_s,
+        "other_load": res.load.get("other_load"),
+        "under_load": res.load.get("under_load"),
+        "identical": (res.ar_tokens == res.sd_tokens) if warp.temperature == 0 else None,
+        "prompt": prompt,
+        "ar_times_s": res.ar_times_s,
+        "sd_times_s": res.sd_times_s,
+        "accepted_hist": st.accepted_hist.tolist(),
+        "per_position_acceptance": st.per_position,
+        "drafted_hist": st.drafted_hist.tolist() if st.drafted_hist is not None else None,
+        "mean_drafted": float(np.dot(np.arange(K + 1), st.drafted_hist) / max(1, st.n_rounds))
+        if st.drafted_hist is not None
+        else float(K),
+        "ar_token_ids": res.ar_tokens,
+        "sd_token_ids": res.sd_tokens,
+    }
+    values["budget_closed"] = closes(values)
+    if B > 1:
+        values["batch_prompt_ids"] = batch_prompt_ids
+    if decode is not None:
+        text = decode if B == 1 else (lambda seqs: [decode(ids) for ids in seqs])
+        values["ar_text"], values["sd_text"] = text(res.ar_tokens), text(res.sd_tokens)
+    return {f.name: values[f.name] for f in FIELDS if f.name in values}
+
+
+def peer_row(row: dict, peer, decode=None, difference: str | None = None) -> dict:
+    """A peer's row (peers.PeerResult) beside specbench's `row` of the same run: the same context
+    and settings, the peer's own times, tokens and (where it tells) acceptance, and its times over
+    specbench's on the same method. `difference`: where its T = 0 tokens leave specbench's."""
+    ar, sd = summarize(peer.ar_times_s), summarize(peer.sd_times_s)
+    speedups = np.asarray(peer.ar_times_s) / np.asarray(peer.sd_times_s)
+    N, greedy = row["n_tokens"], row["temperature"] == 0
+    values = {
+        **{k: row[k] for k in SETTINGS if k in row},
+        "implementation": peer.name,
+        "implementation_version": peer.version,
+        **{f"ar_{k}": v for k, v in ar.items()},
+        **{f"sd_{k}": v for k, v in sd.items()},
+        "ar_tokens_per_s": N / ar["mean_s"],
+        "sd_tokens_per_s": N / sd["mean_s"],
+        "speedup": float(speedups.mean()),
+        "speedup_std": float(speedups.std(ddof=1)) if len(speedups) > 1 else 0.0,
+        "ar_over_specbench": ar["mean_s"] / row["ar_mean_s"],
+        "sd_over_specbench": sd["mean_s"] / row["sd_mean_s"],
+        "identical": peer.ar_tokens == peer.sd_tokens if greedy else None,
+        "same_as_specbench": peer.ar_tokens == peer.sd_tokens == row["ar_token_ids"] if greedy else None,
+        "first_difference": difference,
+        "other_load": row.get("other_load"),  # measured in the same window as specbench's row
+        "under_load": row.get("under_load"),
+        "prompt": row["prompt"],
+        "ar_times_s": peer.ar_times_s,
+        "sd_times_s": peer.sd_times_s,
+        "ar_token_ids": peer.ar_tokens,
+        "sd_token_ids": peer.sd_tokens,
+    }
+    if peer.accepted:  # the drafts each round kept: tested ones are those kept plus one rejection
+        K, kept = row["K"], np.asarray(peer.accepted)
+        values |= {
+            "n_rounds": len(kept),
+            "tokens_per_round": float((kept + 1).mean()),
+            "alpha": float(kept.sum() / np.minimum(kept + 1, K).sum()),
+        }
+    if decode is not None:
+        values["ar_text"], values["sd_text"] = decode(peer.ar_tokens), decode(peer.sd_tokens)
+    return {f.name: values[f.name] for f in FIELDS if f.name in values}
