@@ -323,7 +323,7 @@ def test_invalid_config_json_is_named(env, model_dirs, tmp_path):
     shutil.copytree(model_dirs / "t", broken)
     (broken / "config.json").write_text("{not json")
     assert_one_line_error(
-        invoke("run", "--draft", model_dirs / "d", "--target", broken), "config.json", "not a valid config"
+        invoke("run", "--draft", model_dirs / "d", "--target", broken), "config.json", "is not JSON"
     )
 
 

@@ -61,6 +61,19 @@ CASES = [
         "--t-verify",
         "one K",
     ),
+    # every count has a bound that can be met, and a number that is not one is said so
+    (["roofline", "--iters", "1000000000000"], "--iters", "range"),
+    (["roofline", "--iters", "1e12"], "--iters", "not a whole number"),
+    (["run", "--warmup", "1000000000"], "--warmup", "range"),
+    (["run", "--repeats", "100000"], "--repeats", "range"),
+    (["run", "--K", "2,2"], "--K", "2 is listed twice"),
+    (
+        ["run", "--prompt", "the " * 600],
+        "--prompt",
+        "with n-tokens 40 and K 4, a context of 128 allows at most 84",
+    ),
+    (["report", "-o", "a/missing/deep/rep"], "--output", "a/missing/deep does not exist"),
+    (["roofline", "--kernels", "fast"], "--kernels", "'fast'"),
     # click's own checks in the same form
     (["run", "--K", "0"], "--K", "range"),
     (["run", "--bogus"], "--bogus", "no such option"),
@@ -112,12 +125,85 @@ def test_weights_come_from_a_folder_that_exists_and_never_silently_at_random(env
     assert result.exit_code == 0, result.output  # random weights run when named
 
 
-def test_an_unreadable_model_folder_is_one_line(env, tmp_path):
-    broken = tmp_path / "gpt2_weights" / "broken"
-    broken.mkdir()
-    (broken / "config.json").write_text("{not json")
-    (broken / "model.safetensors").write_text("")
-    assert_one_line_error(invoke("models", "list"), "SPECBENCH_WEIGHTS_DIR", "config.json")
+def test_an_unusable_model_folder_is_listed_with_its_reason_and_named_with_the_same(env, tmp_path):
+    for name, config in (("broken", "{not json"), ("half", '{"n_layer": 2}')):
+        folder = tmp_path / "gpt2_weights" / name
+        folder.mkdir()
+        (folder / "config.json").write_text(config)
+        (folder / "model.safetensors").write_text("")
+    listed = invoke("models", "list")
+    assert listed.exit_code == 0, listed.output
+    text = " ".join(listed.output.split())
+    assert "broken cannot be used:" in text and "broken/config.json is not JSON" in text
+    assert "half cannot be used:" in text and "half/config.json is not a GPT-2 config" in text
+    named = invoke("run", "--draft", "half", "--target", "half", "--dry-run")
+    assert_one_line_error(named, "--draft", "half/config.json is not a GPT-2 config")
+
+
+def test_a_weights_folder_that_cannot_be_read_is_one_line(env, tmp_path, monkeypatch):
+    # as an ordinary user without read permission on SPECBENCH_WEIGHTS_DIR: the permission error
+    # itself, raised where the OS would raise it (root, which CI runs as, is never refused)
+    import pathlib
+
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    monkeypatch.setenv("SPECBENCH_WEIGHTS_DIR", str(locked))
+    real = pathlib.Path.is_file
+
+    def refused(path):
+        if str(path).startswith(str(locked)):
+            raise PermissionError(13, "Permission denied")
+        return real(path)
+
+    monkeypatch.setattr(pathlib.Path, "is_file", refused)
+    monkeypatch.setattr(
+        pathlib.Path, "iterdir", lambda path: (_ for _ in ()).throw(PermissionError(13, "Permission denied"))
+    )
+    for args in (["models", "list"], ["run", "--dry-run"]):
+        assert_one_line_error(invoke(*args), "SPECBENCH_WEIGHTS_DIR", "Permission denied")
+
+
+def test_settings_read_from_the_environment_blame_the_variable(env, tmp_path, monkeypatch):
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("SPECBENCH_RESULTS_DIR", str(tmp_path / "a-file"))
+    assert_one_line_error(invoke("run", *env, "--dry-run"), "SPECBENCH_RESULTS_DIR", "is a file")
+    monkeypatch.delenv("SPECBENCH_RESULTS_DIR")
+    monkeypatch.setenv("SPECBENCH_WEIGHTS_DIR", str(tmp_path / "missing"))
+    assert_one_line_error(invoke("models", "download", "gpt2"), "SPECBENCH_WEIGHTS_DIR", "does not exist")
+
+
+def test_a_backend_that_cannot_start_is_one_line(env, monkeypatch):
+    from specbench.measure import device
+
+    monkeypatch.setenv("JAX_PLATFORMS", "cuda")
+    monkeypatch.setattr(device.jax, "devices", lambda: (_ for _ in ()).throw(AssertionError()))
+    for args in (["run", *env, "--dry-run"], ["roofline"], ["report", "--quick", "--dry-run"]):
+        assert_one_line_error(invoke(*args), "JAX_PLATFORMS", "unset JAX_PLATFORMS")
+
+
+def test_a_read_only_results_folder_gives_each_command_its_own_advice(env, monkeypatch):
+    from specbench.errors import ExportError
+    from specbench.results import export as exports
+
+    def refuse(path):
+        raise ExportError(f"{path} is not writable")
+
+    Path("results").mkdir()  # SPECBENCH_RESULTS_DIR (env), there but not writable
+    monkeypatch.setattr(exports, "check_writable", refuse)
+    assert_one_line_error(invoke("run", *env, "--dry-run"), "--save", "pass --no-save")
+    result = invoke("sweep", *env, "--dry-run")
+    assert_one_line_error(result, "--output", "name a writable file with --output")
+    assert "--no-save" not in result.output
+
+
+def test_an_option_without_its_value_is_said_in_specbench_words(env):
+    assert_one_line_error(invoke("run", *env, "--K"), "--K", "needs a value")
+
+
+def test_help_shows_no_empty_range():
+    for command in ("run", "sweep", "trace"):
+        result = invoke(command, "--help")
+        assert result.exit_code == 0 and "None" not in result.output, result.output
 
 
 def test_the_tokenizer_writes_no_cache_and_files_are_readable_by_others(tmp_path, monkeypatch):
@@ -189,22 +275,53 @@ values = {
     "--export-json": domain(st.sampled_from(["-", "x.json"]), ["x.csv", "/proc/x.json"]),
     "--output": domain(st.sampled_from(["s.json"]), ["s.csv", "/nonexistent/s.json", "."]),
 }
-flags = ["--dynamic-K", "--host-loop", "--no-save", "--resume", "--force"]
-run_only, sweep_only = (
-    {"--prompt", "--prompt-id", "--no-save"},
-    {"--prompts", "--output", "--resume", "--force"},
-)
+values |= {
+    "--kernels": domain(st.sampled_from(["auto", "cpu", "xla", "cpu,xla"]), ["fast", "cpu,cpu"]),
+    "--iters": domain(st.sampled_from(["1", "5"]), ["0", "1e12", str(10**12)]),
+    "--context": domain(st.sampled_from(["16", "64", "128"]), ["4", "100000"]),
+    "--model": domain(st.sampled_from(["tiny-draft", "random-draft", "124M"]), ["nope", "/nonexistent"]),
+    "--t-draft": domain(st.floats(0.01, 5).map(str), ["0"]),
+    "--t-target": domain(st.floats(0.1, 50).map(str), ["0", "-2"]),
+    "--r": domain(st.floats(0.2, 1).map(str), ["1.5", "0.01"]),
+    "--alpha": domain(st.floats(0, 1).map(str), ["2"]),
+    "--t-verify": domain(st.floats(0.1, 50).map(str), ["-1"]),
+    "--warmup": domain(st.sampled_from(["1", "2"]), [str(10**9)]),
+}
+flags = ["--dynamic-K", "--host-loop", "--no-save", "--resume", "--force", "--random-init", "--quick"]
+DECODE = {"--K", "--temperature", "--top-p", "--top-k", "--n-tokens", "--seed", "--dtype", "--kernels"}
+DRAFTER = {"--drafter", "--ngram", "--draft-layers", "--draft-confidence", "--dynamic-K"}
+EXPORTS = {"--export-csv", "--export-json"}
+# the flags each command takes (values or on/off), drawn from `values` and `flags`
+COMMANDS = {
+    "run": DECODE
+    | DRAFTER
+    | EXPORTS
+    | {"--prompt", "--prompt-id", "--repeats", "--warmup", "--batch"}
+    | {"--host-loop", "--no-save"},
+    "sweep": DECODE
+    | DRAFTER
+    | EXPORTS
+    | {"--prompts", "--output", "--repeats", "--warmup", "--batch"}
+    | {"--host-loop", "--resume", "--force"},
+    "trace": DECODE | DRAFTER | {"--prompt", "--prompt-id"},
+    "roofline": EXPORTS | {"--model", "--random-init", "--dtype", "--K", "--context", "--iters", "--kernels"},
+    "report": {"--dtype", "--kernels", "--output", "--quick", "--resume", "--force"},
+    "theory": {"--K", "--t-draft", "--t-target", "--r", "--alpha", "--t-verify"},
+}
+DRY = {"run", "sweep", "trace", "roofline", "report"}  # theory only computes
+MODELS = {"run", "sweep", "trace", "report"}  # take the test's --draft/--target
 
 
 @st.composite
 def command_lines(draw):
-    command = draw(st.sampled_from(["run", "sweep"]))
-    skip = sweep_only if command == "run" else run_only
-    chosen = draw(st.lists(st.sampled_from(sorted(set(values) - skip)), max_size=5, unique=True))
+    command = draw(st.sampled_from(sorted(COMMANDS)))
+    takes = COMMANDS[command]
+    chosen = draw(st.lists(st.sampled_from(sorted(takes & set(values))), max_size=5, unique=True))
     args = [command]
     for name in chosen:
         args += [name, draw(values[name])]
-    args += draw(st.lists(st.sampled_from([f for f in flags if f not in skip]), max_size=2, unique=True))
+    switches = sorted(takes & set(flags))
+    args += draw(st.lists(st.sampled_from(switches), max_size=2, unique=True)) if switches else []
     return args
 
 
@@ -219,10 +336,10 @@ EXAMPLES = int(os.environ.get("SPECBENCH_FUZZ_EXAMPLES", "60"))  # CI's fixed bu
 )
 @given(args=command_lines())
 def test_fuzzed_command_lines_end_cleanly_and_write_nothing(env, tmp_path, args):
-    if not any(a in args for a in ("--draft", "--target")):
+    if args[0] in MODELS:
         args = args[:1] + env + args[1:]
     before = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
-    result = invoke(*args, "--dry-run")
+    result = invoke(*args, *(["--dry-run"] if args[0] in DRY else []))
     assert (
         "Traceback" not in result.output
         and result.exception is None
@@ -250,3 +367,51 @@ def test_a_drafter_sweep_plots_a_series_per_drafter():
 
     rows = json.loads((ROWS.parent / "cpu-sweep-drafters-bundled.json").read_text())
     assert {"draft", "drafter"} <= set(results.varying(rows, exclude=("K",)))
+
+
+# ---------------------------------------------------------------------------------------------
+# report: a dry run, a report.json of the wrong shape, a finished report
+
+
+RECORDED_REPORT = ROWS.parent / "report-bundled-cpu"
+
+
+@pytest.mark.parametrize("state", ["[]", '{"settings": 5}', '{"settings": {}, "sections": 3}'])
+def test_resuming_a_report_of_the_wrong_shape_is_one_line(env, tmp_path, state):
+    (tmp_path / "rep").mkdir()
+    (tmp_path / "rep" / "report.json").write_text(state)
+    result = invoke("report", *env, "--quick", "-o", tmp_path / "rep", "--resume")
+    assert_one_line_error(result, "--resume", "is not a specbench report")
+
+
+def test_a_report_dry_run_measures_and_writes_nothing(env, tmp_path):
+    result = invoke("report", *env, "--quick", "-o", tmp_path / "rep", "--dry-run")
+    assert result.exit_code == 0, result.output
+    assert "nothing was compiled or written" in result.output and not (tmp_path / "rep").exists()
+
+
+def test_resuming_a_finished_report_leaves_it_as_it_is(env, tmp_path, monkeypatch):
+    import shutil
+
+    monkeypatch.delenv("SPECBENCH_WEIGHTS_DIR")  # the recorded report's pair: the bundled one
+    copy = tmp_path / "rep"
+    shutil.copytree(RECORDED_REPORT, copy)
+    before = {p.name: p.read_bytes() for p in copy.iterdir()}
+    result = invoke("report", "-o", copy, "--resume", "--kernels", "xla")  # measured before the kernel
+    assert result.exit_code == 0, result.output
+    assert "is complete: nothing is left to measure" in result.output
+    assert {p.name: p.read_bytes() for p in copy.iterdir()} == before
+
+
+@pytest.mark.parametrize("change", ["null", "missing"])
+def test_plot_budget_checks_every_field_it_draws(env, tmp_path, change):
+    pytest.importorskip("matplotlib")
+    rows = json.loads((ROWS.parent / "cpu-sweep-bundled-budget-categories.json").read_text())
+    if change == "null":
+        rows[0]["t_ar_token_s"] = None
+    else:
+        del rows[1]["t_overhead_s"]
+    (tmp_path / "rows.json").write_text(json.dumps(rows))
+    field = "row 1 has t_ar_token_s = None" if change == "null" else "row 2 has no t_overhead_s"
+    assert_one_line_error(invoke("plot", tmp_path / "rows.json", "--budget"), "--budget", field)
+    assert not (tmp_path / "rows.png").exists()

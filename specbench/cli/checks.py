@@ -20,6 +20,16 @@ FORMATS = {"export_csv": "csv", "export_json": "json", "export_markdown": "markd
 # Models and drafters
 
 
+def check_backend() -> None:
+    """JAX's backend must start: JAX_PLATFORMS naming a platform that is not installed (cuda on a
+    machine without it) is one line, not JAX's traceback."""
+    from specbench.measure import device
+
+    problem = device.backend_problem()
+    if problem:
+        raise BadInput("JAX_PLATFORMS", problem)
+
+
 def load_model(name: str, flag: str, dtype: str, kernels: str = "auto", cache: dict | None = None):
     """A model by registry name, alias or directory, in the layout decoding reads (--kernels);
     BadInput naming `flag` if it cannot be had."""
@@ -28,6 +38,7 @@ def load_model(name: str, flag: str, dtype: str, kernels: str = "auto", cache: d
     from specbench.errors import SpecbenchError
     from specbench.model import weights
 
+    check_backend()
     cache = {} if cache is None else cache
     if (name, dtype, kernels) not in cache:
         try:
@@ -73,6 +84,7 @@ def random_model(name: str, dtype: str, kernels: str = "auto"):
     from specbench.model import weights
     from specbench.model.gpt2 import init_params
 
+    check_backend()
     try:
         spec = weights.resolve(name)
     except WeightsError as e:
@@ -221,6 +233,8 @@ def results_dir(create: bool = True) -> Path:
     user named it, unless create=False: a dry run), else the results/ folder of the checkout this
     package runs from, else the working directory. No folder the user did not name is created."""
     named = os.environ.get("SPECBENCH_RESULTS_DIR")
+    if named and Path(named).exists() and not Path(named).is_dir():
+        raise BadInput("SPECBENCH_RESULTS_DIR", f"{named} is a file: name a folder for the results")
     if named and not create:
         return Path(named)
     if named:
@@ -251,20 +265,20 @@ def check_exports(f: dict, output: str | None = None) -> dict[str, str | None]:
 
 def check_save_path(path: Path, flag: str = "--save") -> None:
     """The default results file must be writable, or say how to avoid it (a folder a dry run did
-    not make: its nearest existing parent must be writable)."""
+    not make: its nearest existing parent must be writable). `flag` is run's --save or sweep's
+    --output, and the advice is that command's own."""
+    avoid = "pass --no-save" if flag == "--save" else "name a writable file with --output"
     folder = path.parent
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent
     if folder != path.parent:
         if not os.access(folder, os.W_OK):
-            raise BadInput(flag, f"{path.parent} cannot be made in {folder}; pass --no-save")
+            raise BadInput(flag, f"{path.parent} cannot be made in {folder}; {avoid}")
         return
     try:
         export.check_writable(str(path))
     except ExportError as e:
-        raise BadInput(
-            flag, f"{e}; pass --no-save, or set SPECBENCH_RESULTS_DIR to a writable folder"
-        ) from None
+        raise BadInput(flag, f"{e}; {avoid}, or set SPECBENCH_RESULTS_DIR to a writable folder") from None
 
 
 def check_resume_settings(rows: list[dict], fixed: dict, output: str) -> None:

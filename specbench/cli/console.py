@@ -49,6 +49,9 @@ def usage_line(e: click.UsageError) -> str:
         return f"{flag_of(e.param)}: required"
     if isinstance(e, click.BadParameter) and e.param is not None:
         return f"{flag_of(e.param)}: {e.message}"
+    if isinstance(e, click.BadOptionUsage) and e.option_name:
+        needs = "requires an argument" in e.message
+        return f"{e.option_name}: " + ("needs a value" if needs else e.message.rstrip("."))
     if isinstance(e, click.NoSuchOption):
         hint = f" (did you mean {', '.join(e.possibilities)}?)" if e.possibilities else ""
         return f"{e.option_name}: no such option{hint}"

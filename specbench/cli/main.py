@@ -15,7 +15,7 @@ import click
 
 from specbench.cli import options as opt
 from specbench.cli import render, tables
-from specbench.cli.console import BadInput, SpecbenchGroup, interrupt_message, make_console
+from specbench.cli.console import BadInput, SpecbenchGroup, bad_input, interrupt_message, make_console
 from specbench.cli.progress import progress as progress_bar
 from specbench.errors import ExportError
 from specbench.results import export, theory
@@ -133,6 +133,7 @@ def sweep(**flags):
 
 @cli.command(epilog=opt.METRICS_HELP)
 @opt.apply(opt.model + opt.one_prompt + opt.single + opt.decode + opt.trace + opt.drafter)
+@opt.dry_run
 def trace(**flags):
     """One generation shown round by round: accepted drafts, the rejected draft (struck
     through), and the resampled or bonus token."""
@@ -140,6 +141,11 @@ def trace(**flags):
     from specbench.model import generate, tokenizer
 
     p = plan.trace_plan(flags, given())
+    if flags["dry_run"]:
+        click.echo(
+            f"dry run: one generation of {p.n_tokens} tokens, K={p.K}, drafted by {p.draft_name}; nothing run"
+        )
+        return
     tokens, st = generate.speculative(
         p.draft, p.target, p.prompt_ids, p.n_tokens, p.K, p.warp, p.seed, record=True, drafter=p.drafter
     )
@@ -199,7 +205,7 @@ def models_download(name):
     try:
         path = hub.download(name)
     except WeightsError as e:
-        raise BadInput("NAME", str(e)) from None
+        raise bad_input(e, "NAME") from None
     click.echo(f"{path.name}: ready in {path}")
 
 
@@ -241,9 +247,9 @@ def plot(file, output, force, budget):
     except ExportError as e:
         raise BadInput("--output", str(e)) from None
     if budget:
-        lacking = [f for f in plotting.BUDGET_FIELDS if any(f not in r for r in rows)]
+        lacking = plotting.missing_for_budget(rows)
         if lacking:
-            raise BadInput("--budget", f"{file}: rows without a time budget (no {lacking[0]}): rerun them")
+            raise BadInput("--budget", f"{file}: {lacking}, so its time budget cannot be drawn: rerun it")
         plotting.plot_budget(rows, output)
     else:
         plotting.plot_rows(rows, output)
@@ -252,6 +258,7 @@ def plot(file, output, force, budget):
 
 @cli.command("roofline")
 @opt.apply(opt.roofline + opt.exports)
+@opt.dry_run
 def roofline_cmd(**flags):
     """Decode-step time against its two roofs, for steps of 1 to K+1 tokens.
 
@@ -276,6 +283,11 @@ def roofline_cmd(**flags):
     ):
         console.print(line)
     K, context, rows = flags["K"], flags["context"], []
+    if flags["dry_run"]:
+        for model, dtype in runs:
+            console.print(f"  {model.name} {dtype} ({kernels_name(model)}): steps of 1 to {K + 1} tokens")
+        console.print(f"dry run: {render.plural(len(runs), 'model')} to time; nothing was timed or written")
+        return
     groups = {}  # one network in each --kernels layout, timed alternately
     for model, dtype in runs:
         groups.setdefault((model.name, dtype), []).append(model)
@@ -310,6 +322,7 @@ def roofline_cmd(**flags):
 
 @cli.command()
 @opt.apply(opt.model + opt.report + opt.peer)
+@opt.dry_run
 def report(**flags):
     """The whole picture on this machine: a standard battery (roofline, prompt categories, K,
     temperature, drafters, batch size, exactness) measured with one pair, as a web page with its
@@ -321,15 +334,29 @@ def report(**flags):
         raise BadInput(
             "report", f"needs the report extra ({e.name} is missing): pip install -e '.[report]'"
         ) from None
+    from specbench.cli import plan as plans
     from specbench.cli import report as battery
     from specbench.results import page
 
     p = battery.report_plan(flags)
     console = make_console()
+    battery_size = "quick" if p.battery.quick else "full"
     console.print(
-        f"report: {len(p.jobs)} measurements + roofline + self-test "
-        f"({'quick' if p.battery.quick else 'full'}), {len(p.done)} rows already in {p.directory}"
+        f"report: {len(p.jobs)} measurements + roofline + self-test ({battery_size}), "
+        f"{render.plural(len(p.done), 'row')} already in {p.directory}"
     )
+    todo = [job for name, job in p.jobs.items() if name not in {r.get("report_job") for r in p.done}]
+    if flags["dry_run"]:
+        seconds = plans.estimate_seconds(todo) + battery.FIXED_SECONDS * (
+            battery.left_to_measure(p) - len(todo)
+        )
+        tables.dry_run(console, todo, plans.program_sets(todo), seconds, p.directory)
+        return
+    if p.resume and battery.left_to_measure(p) == 0:
+        console.print(
+            f"the report in {p.directory} is complete: nothing is left to measure, so it is left as it is"
+        )
+        return
     kept = lambda rows: (
         f"{render.plural(len(rows), 'row')} kept in {p.directory}; run again with --resume -o {p.directory}"
     )

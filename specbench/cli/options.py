@@ -47,13 +47,41 @@ KERNELS_HELP = (
 
 K_MAX = 128  # the largest K accepted anywhere: checked before a range like 1-100000000 is expanded
 BATCH_MAX = 65536
+# every count has a bound that can be met: a run of REPEATS_MAX repeats of a small model takes hours
+REPEATS_MAX, WARMUP_MAX, ITERS_MAX = 1000, 100, 10_000
+N_TOKENS_MAX = CONTEXT_MAX = 1_000_000  # the model's context refuses less, naming its own limit
 NGRAM_MAX = 16  # lookup's matching is unrolled per n-gram length at trace time
 TEMPERATURE_MIN, TEMPERATURE_MAX = 0.01, 100.0  # below 0.01 the logits / T overflow float32: use 0
 SEED_MAX = 2**32 - 1
 
 
+class Count(click.IntRange):
+    """A whole number in [min, max], said as such: '1e12' is not a whole number, not "not a valid
+    integer range"; a comma list (run's --K 2,2) is one value too many, not a bad range."""
+
+    name = "integer"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int) and not isinstance(value, bool):
+            return super().convert(value, param, ctx)
+        text = str(value).strip()
+        if "," in text:
+            parts = [v.strip() for v in text.split(",")]
+            twice = [v for i, v in enumerate(parts) if v in parts[:i]]
+            repeat = f" ({twice[0]} is listed twice)" if twice else ""
+            self.fail(f"{text!r} is a list{repeat}: give one value here (sweep takes lists)", param, ctx)
+        try:
+            number = int(text)
+        except ValueError:
+            self.fail(f"{text!r} is not a whole number", param, ctx)
+        return super().convert(number, param, ctx)
+
+
 class Finite(click.FloatRange):
     """click's FloatRange, refusing NaN and infinity (which compare False with every bound)."""
+
+    def _describe_range(self) -> str:  # click shows "x<=None" for a range with no bounds
+        return super()._describe_range() if (self.min, self.max) != (None, None) else "finite"
 
     def convert(self, value, param, ctx):
         try:
@@ -156,13 +184,13 @@ decode = [
     click.option(
         "--n-tokens",
         "-n",
-        type=click.IntRange(min=2),
+        type=Count(min=2, max=N_TOKENS_MAX),
         default=40,
         show_default=True,
         help="New tokens N (>= 2: the first comes from the prefill, the rest from rounds).",
     ),
-    click.option("--top-k", type=click.IntRange(min=1), default=None, help="Keep the k most likely tokens."),
-    click.option("--seed", type=click.IntRange(0, SEED_MAX), default=123, show_default=True),
+    click.option("--top-k", type=Count(min=1), default=None, help="Keep the k most likely tokens."),
+    click.option("--seed", type=Count(0, SEED_MAX), default=123, show_default=True),
 ]
 drafter = [
     click.option(
@@ -235,7 +263,7 @@ single = [  # run and trace: one K, one warp
         "--K",
         "-k",
         "K",
-        type=click.IntRange(1, K_MAX),
+        type=Count(1, K_MAX),
         default=4,
         show_default=True,
         help="Draft tokens per round.",
@@ -258,13 +286,13 @@ dry_run = click.option(
 run = [
     click.option(
         "--repeats",
-        type=click.IntRange(min=1),
+        type=Count(1, REPEATS_MAX),
         default=5,
         show_default=True,
         help="Timed AR/SD pairs, each with its parts (a budget within 5% on a noisy host needs about 40).",
     ),
     click.option(
-        "--warmup", type=click.IntRange(min=1), default=1, show_default=True, help="Untimed compile runs."
+        "--warmup", type=Count(1, WARMUP_MAX), default=1, show_default=True, help="Untimed compile runs."
     ),
     click.option(
         "--host-loop",
@@ -275,7 +303,7 @@ run = [
     click.option(
         "--batch",
         "-b",
-        type=click.IntRange(min=1),
+        type=Count(min=1),  # the memory check bounds it, naming what a batch needs
         default=1,
         show_default=True,
         help="Sequences decoded together: the built-in prompts cycled, or --prompt/--prompt-id repeated.",
@@ -320,8 +348,8 @@ sweep = [
         help="all, a category, or prompt ids, comma-separated.",
     ),
     *decode,
-    click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True),
-    click.option("--warmup", type=click.IntRange(min=1), default=1, show_default=True),
+    click.option("--repeats", type=Count(1, REPEATS_MAX), default=3, show_default=True),
+    click.option("--warmup", type=Count(1, WARMUP_MAX), default=1, show_default=True),
     click.option("--host-loop", is_flag=True, help="Drive rounds from Python instead of on device."),
     click.option(
         "--output",
@@ -344,7 +372,7 @@ sweep = [
         "--batch",
         "-b",
         "batches",
-        type=ListParam(int),
+        type=ListParam(int),  # the memory check bounds it
         default=None,
         help="Comma list of batch sizes. Each row then decodes B sequences together, the --prompts "
         "cycled (one prompt: repeated), instead of one row per prompt.",
@@ -405,7 +433,7 @@ roofline = [
         "--K",
         "-k",
         "K",
-        type=click.IntRange(1, K_MAX),
+        type=Count(1, K_MAX),
         default=4,
         show_default=True,
         help="Measure steps of 1 .. K+1 tokens.",
@@ -419,9 +447,9 @@ roofline = [
         help="Comma list of auto, cpu, xla: each model is measured with each (see run --help).",
     ),
     click.option(
-        "--context", type=click.IntRange(min=8), default=128, show_default=True, help="Cache length."
+        "--context", type=Count(8, CONTEXT_MAX), default=128, show_default=True, help="Cache length."
     ),
     click.option(
-        "--iters", type=click.IntRange(min=1), default=20, show_default=True, help="Steps per device loop."
+        "--iters", type=Count(1, ITERS_MAX), default=20, show_default=True, help="Steps per device loop."
     ),
 ]

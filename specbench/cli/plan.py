@@ -9,6 +9,7 @@ from pathlib import Path
 
 from specbench import prompts
 from specbench.cli.checks import (
+    check_backend,
     check_batch,
     check_decodable,
     check_drafter_flags,
@@ -279,6 +280,7 @@ def roofline_plan(f: dict) -> tuple[list[tuple], dict[str, str | None]]:
     from specbench.model import weights
 
     exports = check_exports(f)
+    check_backend()
     dtypes = f["dtypes"] or (["float32", "bfloat16"] if device.on_gpu() else ["float32"])
     if any(d not in ("float32", "bfloat16") for d in dtypes):
         raise BadInput("--dtype", "values must be float32 or bfloat16")

@@ -2,7 +2,8 @@
 
 On a terminal the bar is transient and drawn on stderr, so it never mixes with exports on
 stdout. When stderr is not a terminal (a log file, CI, `| tee`), a plain line goes to stderr
-every `interval` seconds of work instead, saying what runs, how far it is and the ETA:
+every `interval` seconds of work instead, saying what runs, how far it is and the ETA; a
+heartbeat repeats it while one long unit (a compile, a warm-up) gives no news:
 
     [progress] train target: step 1200/6000 (20%) · loss 4.31 · 41,000 tok/s · elapsed 2m10s · ETA 8m40s
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import threading
 import time
 
 from rich.console import Console
@@ -44,6 +46,7 @@ class PlainProgress:
         self.t0 = self.last = time.monotonic()
         self.t_first = None  # when the first unit finished: the ETA leaves that one out (it compiles)
         self.printed = None
+        self.lock = threading.Lock()  # the heartbeat thread writes too
 
     def update(
         self,
@@ -54,17 +57,28 @@ class PlainProgress:
         what: str | None = None,
         force: bool = False,
     ) -> None:
-        self.done = (self.done if done is None else done) + advance
-        self.info = self.info if info is None else info
-        self.what = self.what if what is None else what
-        now = time.monotonic()
-        if self.t_first is None and self.done >= 1:
-            self.t_first = (now, self.done)
-        state = (self.done, self.what, self.info)
-        if state != self.printed and (force or now - self.last >= self.interval):
-            self.last, self.printed = now, state
-            self.stream.write(self.line(now) + "\n")
-            self.stream.flush()
+        with self.lock:
+            self.done = (self.done if done is None else done) + advance
+            self.info = self.info if info is None else info
+            self.what = self.what if what is None else what
+            now = time.monotonic()
+            if self.t_first is None and self.done >= 1:
+                self.t_first = (now, self.done)
+            state = (self.done, self.what, self.info)
+            if state != self.printed and (force or now - self.last >= self.interval):
+                self.write(now, state)
+
+    def beat(self) -> None:
+        """The line again, with its elapsed time, when nothing was printed for `interval` seconds."""
+        with self.lock:
+            now = time.monotonic()
+            if now - self.last >= self.interval:
+                self.write(now, (self.done, self.what, self.info))
+
+    def write(self, now: float, state) -> None:
+        self.last, self.printed = now, state
+        self.stream.write(self.line(now) + "\n")
+        self.stream.flush()
 
     def line(self, now: float) -> str:
         elapsed = now - self.t0
@@ -124,7 +138,18 @@ def progress(
     if plain:
         p = PlainProgress(what, total, stream, interval, unit)
         p.update(force=True)  # at once: the first unit may be a long compile
-        yield p
+        stop = threading.Event()
+
+        def heartbeat():
+            while not stop.wait(interval):
+                p.beat()
+
+        if interval > 0:
+            threading.Thread(target=heartbeat, name="specbench-progress", daemon=True).start()
+        try:
+            yield p
+        finally:
+            stop.set()
         p.update(force=True)
         return
     bar = Progress(

@@ -26,6 +26,8 @@ from specbench.model import tokenizer
 from specbench.model.sampling import Warp
 from specbench.results import export
 
+SETTINGS_BEFORE = {"kernels": "xla"}  # what a report made before a setting existed was measured with
+FIXED_SECONDS = 30.0  # a dry run's rough time for the roofline, and for the self-test
 STATE_FILE = "report.json"  # the settings and the sections' load; marks a directory as a report
 K_DEFAULT = 4
 SELFTEST_SAMPLES = 20000  # the self-test's generations per sampler (selftest.run): seconds on a CPU
@@ -113,6 +115,7 @@ def report_plan(f: dict) -> ReportPlan:
         "draft": f["draft"],
         "target": f["target"],
         "dtype": f["dtype"],
+        "kernels": f["kernels"],
         "peers": list(f["peers"]),
     }
     done = check_directory(directory, settings, f["resume"], f["force"])
@@ -180,12 +183,16 @@ def check_directory(directory: Path, settings: dict, resume: bool, force: bool) 
         if not is_report:
             raise BadInput("--resume", f"{directory} holds no report to complete (no {STATE_FILE})")
         try:
-            before = json.loads(state.read_text())["settings"]
+            saved = json.loads(state.read_text())
             rows = (
                 export.read_json(str(directory / "rows.json")) if (directory / "rows.json").exists() else []
             )
-        except (ValueError, KeyError, ExportError) as e:
+        except (OSError, ValueError, ExportError) as e:
             raise BadInput("--resume", f"{state} cannot be read ({e})") from None
+        shape = isinstance(saved, dict) and isinstance(saved.get("settings"), dict)
+        if not shape or not isinstance(saved.get("sections", {}), dict):
+            raise BadInput("--resume", f"{state} is not a specbench report (no settings and sections in it)")
+        before = {**SETTINGS_BEFORE, **saved["settings"]}
         if before != settings:
             differ = ", ".join(
                 f"{k} {before.get(k)!r} there, {v!r} now" for k, v in settings.items() if before.get(k) != v
@@ -196,11 +203,13 @@ def check_directory(directory: Path, settings: dict, resume: bool, force: bool) 
         what = "a previous report: --resume completes it" if is_report else "not a report"
         raise BadInput("--output", f"{directory} exists and is {what}; --force writes into it")
     parent = directory.parent if directory.parent != Path("") else Path(".")
+    if not directory.exists() and not parent.is_dir():
+        raise BadInput("--output", f"{parent} does not exist: make it, or name a folder in one that does")
     probe = directory if directory.exists() else parent
     try:
         export.check_writable(str(probe / ".specbench-probe"))
-    except ExportError:
-        raise BadInput("--output", f"{probe} is not writable") from None
+    except ExportError as e:
+        raise BadInput("--output", str(e).replace("/.specbench-probe", "")) from None
     return []
 
 
@@ -286,6 +295,19 @@ def bench_run(job: Job):
 def total_steps(plan: ReportPlan) -> int:
     """Progress units: each job, the roofline, the self-test."""
     return len(plan.jobs) + 2
+
+
+def left_to_measure(plan: ReportPlan) -> int:
+    """Progress units --resume still has to measure: the jobs without a row, the roofline and the
+    self-test where the report's state has none."""
+    have = {r.get("report_job") for r in plan.done}
+    state = plan.directory / STATE_FILE
+    sections = json.loads(state.read_text()).get("sections", {}) if plan.resume and state.is_file() else {}
+    return (
+        sum(name not in have for name in plan.jobs)
+        + ("roofline" not in sections)
+        + ("selftest" not in sections.get("exactness", {}))
+    )
 
 
 def page_info(plan: ReportPlan, sections: dict) -> dict:

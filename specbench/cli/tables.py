@@ -59,11 +59,14 @@ def models_table(rows: list[dict], weights_dir, console: Console) -> None:
             row["name"],
             row["aliases"],
             row["layers_x_width"],
-            f"{row['n_params'] / 1e6:.1f}M",
+            f"{row['n_params'] / 1e6:.1f}M" if row["n_params"] is not None else "",
             row["kind"],
             "[green]yes[/green]" if row["present"] else "no",
         )
     console.print(table)
+    for row in rows:
+        if row.get("problem"):
+            console.print(f"[yellow]{row['name']} cannot be used: {row['problem']}[/yellow]")
 
 
 def prompts_table(console: Console) -> None:

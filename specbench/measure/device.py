@@ -26,6 +26,22 @@ PEAK_GBPS = {
 }
 
 
+def backend_problem() -> str | None:
+    """None when JAX's backend starts; else one line saying why not and what to do."""
+    try:
+        jax.devices()
+    except Exception as e:  # noqa: BLE001 -- JAX raises bare AssertionErrors and RuntimeErrors here
+        asked = os.environ.get("JAX_PLATFORMS")
+        why = str(e).splitlines()[0] if str(e) else type(e).__name__
+        if asked:
+            return (
+                f"JAX_PLATFORMS={asked}, but JAX could not start that backend ({why}): install it "
+                f"(for CUDA, pip install -e '.[cuda]'), or unset JAX_PLATFORMS to run on the CPU"
+            )
+        return f"JAX could not start a backend ({why})"
+    return None
+
+
 def device_kind() -> str:
     """'platform:kind' of the default device, e.g. 'cpu:cpu' or 'gpu:NVIDIA H100 80GB HBM3'."""
     d = jax.devices()[0]

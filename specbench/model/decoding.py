@@ -117,8 +117,10 @@ def validate(prompt_ids, n_tokens: int, K: int, models: list[Model], max_len: in
     # Blame what cannot fit: the prompt alone, then K (even with N = 2, the least), then N.
     n_ctx, P = min(m.config.n_ctx for m in models), len(prompt_ids)
     need, least = P + n_tokens + K, 2 + min(K, 1)
-    if P + least > n_ctx:
-        raise DecodeError(f"has {P} tokens; a context of {n_ctx} allows at most {n_ctx - least}", "prompt")
+    if P + least > n_ctx:  # too long whatever N and K: say what fits with these, and at the least
+        most = max(0, n_ctx - n_tokens - K)
+        here = f"with n-tokens {n_tokens} and K {K}, a context of {n_ctx} allows at most {most}"
+        raise DecodeError(f"has {P} tokens; {here} ({n_ctx - least} with the fewest)", "prompt")
     total = f"prompt ({P}) + n-tokens ({n_tokens}) + K ({K}) = {need} exceeds the context of {n_ctx}"
     if P + 2 + K > n_ctx:
         most = n_ctx - P - n_tokens

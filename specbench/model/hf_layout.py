@@ -66,8 +66,22 @@ def config_from_hf(d: dict) -> GPT2Config:
             n_vocab=int(d["vocab_size"]),
             layer_norm_epsilon=float(d.get("layer_norm_epsilon", 1e-5)),
         )
-    except (KeyError, TypeError, ValueError) as e:
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise WeightsError(f"config.json is not a GPT-2 config ({e!r})") from None
+
+
+def read_config(directory: Path) -> GPT2Config:
+    """A model directory's config.json as a GPT2Config; WeightsError saying what is wrong with it
+    (unreadable, not JSON, or not a GPT-2 config), in the words `models list` shows too."""
+    path = directory / CONFIG_FILE
+    try:
+        return config_from_hf(json.loads(path.read_text()))
+    except OSError as e:
+        raise WeightsError(f"{path} cannot be read ({e.strerror})") from None
+    except WeightsError as e:  # before ValueError: WeightsError is no ValueError, but be explicit
+        raise WeightsError(f"{path} {str(e).removeprefix('config.json ')}") from None
+    except ValueError as e:
+        raise WeightsError(f"{path} is not JSON ({e})") from None
 
 
 def config_to_hf(config: GPT2Config) -> dict:
@@ -202,9 +216,14 @@ def save(
 
 
 def is_model_dir(directory: Path) -> bool:
-    return (directory / CONFIG_FILE).is_file() and (
-        (directory / SAFETENSORS_FILE).is_file() or (directory / INDEX_FILE).is_file()
-    )
+    """Whether `directory` holds a model (config.json and weights); WeightsError naming the
+    weights folder where it cannot be looked into (permissions)."""
+    try:
+        return (directory / CONFIG_FILE).is_file() and (
+            (directory / SAFETENSORS_FILE).is_file() or (directory / INDEX_FILE).is_file()
+        )
+    except OSError as e:
+        raise WeightsError(f"cannot read {directory} ({e.strerror})", "weights_dir") from None
 
 
 def load_dir(directory: str | Path, dtype=jnp.float32) -> tuple[GPT2Config, dict]:
@@ -218,12 +237,7 @@ def load_dir(directory: str | Path, dtype=jnp.float32) -> tuple[GPT2Config, dict
             f"{directory} is not a model directory "
             f"(needs {CONFIG_FILE} and {SAFETENSORS_FILE} or {INDEX_FILE})"
         )
-    try:
-        config = config_from_hf(json.loads((directory / CONFIG_FILE).read_text()))
-    except (OSError, ValueError) as e:  # unreadable, or not JSON
-        raise WeightsError(f"{directory / CONFIG_FILE} is not a valid config: {e}") from None
-    except WeightsError as e:  # JSON, but not a GPT-2 config
-        raise WeightsError(f"{directory / CONFIG_FILE}: {e}") from None
+    config = read_config(directory)
     try:
         if (directory / SAFETENSORS_FILE).is_file():
             files = [directory / SAFETENSORS_FILE]

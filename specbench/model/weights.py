@@ -6,7 +6,6 @@ downloads are hub.py's).
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import re
 from pathlib import Path
@@ -17,7 +16,7 @@ import jax.numpy as jnp
 from specbench.errors import WeightsError
 from specbench.model import kernels
 from specbench.model.gpt2 import GPT2Config, for_decoding, init_params
-from specbench.model.hf_layout import CONFIG_FILE, config_from_hf, is_model_dir, load_dir
+from specbench.model.hf_layout import is_model_dir, load_dir, read_config
 
 
 @dataclasses.dataclass(frozen=True)
@@ -178,11 +177,10 @@ def list_models() -> list[dict]:
     for d in entries:
         if d.name not in registered and not d.name.startswith(".") and is_model_dir(d):
             try:
-                config = config_from_hf(json.loads((d / CONFIG_FILE).read_text()))
-            except (OSError, ValueError, WeightsError) as e:
-                raise WeightsError(
-                    f"{d / CONFIG_FILE} cannot be read as a GPT-2 config ({e})", "weights_dir"
-                ) from None
+                config = read_config(d)
+            except WeightsError as e:  # listed, with why it cannot be used: what loading it says
+                rows.append(unreadable_row(d, str(e)))
+                continue
             bundled = d.name in BUNDLED_PAIR
             rows.append(
                 {
@@ -197,6 +195,20 @@ def list_models() -> list[dict]:
                 }
             )
     return rows
+
+
+def unreadable_row(d: Path, reason: str) -> dict:
+    return {
+        "name": d.name,
+        "aliases": "",
+        "kind": "unreadable",
+        "present": False,
+        "n_params": None,
+        "description": reason,
+        "path": str(d),
+        "layers_x_width": "",
+        "problem": reason,
+    }
 
 
 BUNDLED_PAIR = ("tiny-draft", "tiny-target")  # trained by specbench.train, committed in gpt2_weights/

@@ -115,14 +115,30 @@ def plot_K(rows: list[dict], output: str) -> None:
     _save(fig, rows, output, bottom=0.05 + 0.045 * legend_rows / (1 + 0.05 * legend_rows) if series else 0)
 
 
-BUDGET_FIELDS = (
+BUDGET_FIELDS = (  # every field plot_budget draws with
+    "n_tokens",
+    "K",
+    "batch_rounds",
     "t_ar_start_s",
-    "t_sd_start_s",
     "t_ar_token_s",
-    "t_round_s",
+    "t_sd_start_s",
+    "t_draft_s",
+    "t_verify_s",
+    "t_overhead_s",
     "ar_residual_s",
     "sd_residual_s",
 )
+
+
+def missing_for_budget(rows: list[dict]) -> str | None:
+    """Why plot_budget cannot draw these rows, naming the first field it needs that a row lacks or
+    holds no number in; None where it can."""
+    for i, r in enumerate(rows):
+        for f in BUDGET_FIELDS:
+            value = r.get(f)
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or value != value:
+                return f"row {i + 1} has no {f}" if f not in r else f"row {i + 1} has {f} = {value!r}"
+    return None
 
 
 def plot_budget(rows: list[dict], output: str) -> None:
