@@ -278,8 +278,11 @@ def roofline_cmd(**flags):
     kernels_name = lambda model: used_by(model.params)
     runs, exports = plan.roofline_plan(flags)
     console = make_console(*exports.values())
+    # a line for a network that no variant runs on the kernel: with --kernels cpu,xla its XLA variant is asked for
+    on_kernel = {model.name for model, _ in runs if kernels_name(model) == "cpu"}
     for line in render.kernel_lines(
-        [model for model, _ in runs], "xla" if flags["kernels"] == ["xla"] else "auto"
+        [model for model, _ in runs if model.name not in on_kernel],
+        "xla" if flags["kernels"] == ["xla"] else "auto",
     ):
         console.print(line)
     K, context, rows = flags["K"], flags["context"], []
