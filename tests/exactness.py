@@ -46,3 +46,84 @@ def wrong_bonus_accept_reject(key, draft_tokens, p, q, n_drafted=None):
     n_accepted, emitted = accept_reject(key, draft_tokens, p, q, n_drafted)
     K = draft_tokens.shape[0]
     return n_accepted, jnp.where(n_accepted == K, sample(jax.random.fold_in(key, 2), q[K - 1]), emitted)
+
+
+# ---------------------------------------------------------------------------------------------
+# Per role: every emitted token tested by its place in the round, against the target's exact
+# distribution given that sample's own prefix
+
+
+def round_samples(
+    draft_params, target, prompt, warp, K, drafter, verdict=None, n_rounds=2, n_samples=N_SAMPLES
+):
+    """n_samples independent generations of n_rounds rounds each: (tokens [S, L], accepted [S, R],
+    drafted [S, R]), tokens including the prompt."""
+    from jax import lax
+
+    from specbench.model import decoding
+
+    P, max_len = len(prompt), target.config.n_ctx  # the small models' 16: room for 2 rounds of K = 3
+    buf = jnp.asarray(np.array(prompt + [0] * (8 - len(prompt)), np.int32))
+
+    def one(key):
+        state = decoding.spec_start(
+            draft_params, target.params, buf, jnp.int32(P), key, drafter, target.config, warp, max_len, K
+        )
+
+        def body(s, _):
+            s, rnd = decoding.spec_round(
+                draft_params, target.params, s, drafter, target.config, warp, K, verdict
+            )
+            return s, (rnd.n_accepted, rnd.n_drafted)
+
+        state, (accepted, drafted) = lax.scan(body, state, None, length=n_rounds)
+        return state.tokens, accepted, drafted
+
+    keys = jax.random.split(jax.random.PRNGKey(7), n_samples)
+    return tuple(np.asarray(x) for x in jax.jit(jax.vmap(one))(keys))
+
+
+def role_p_values(target, prompt, warp, tokens, accepted, drafted, K) -> dict[str, float]:
+    """The chi-square p-value of each role's tokens against the sum, over the tokens of that role,
+    of q(. | that token's own prefix), computed by the target's uncached forward pass:
+
+        "draft i"        the round's i-th token (i = 1..K), an accepted draft or the token that
+                         replaced the first rejected one;
+        "bonus"          the token after every proposed draft was accepted;
+        "after bonus", "after rejection"   the first token of the next round.
+
+    Pooling positions would hide a bias that changes sign between them (issue 33)."""
+    from specbench.model.gpt2 import gpt2
+    from specbench.model.sampling import probs
+
+    P = len(prompt)
+    q = np.asarray(jax.jit(jax.vmap(lambda t: probs(gpt2(target.params, t, target.config), warp)))(tokens))
+    V = q.shape[-1]
+    observed, expected = {}, {}
+
+    def add(role, s, pos):
+        observed.setdefault(role, np.zeros(V))[tokens[s, pos]] += 1
+        expected.setdefault(role, np.zeros(V))
+        expected[role] += q[s, pos - 1]  # the distribution of token pos given tokens < pos
+
+    for s in range(tokens.shape[0]):
+        pos, previous = P + 1, None  # token P is the prefill's draw
+        for a, d in zip(accepted[s], drafted[s]):
+            for i in range(a + 1):
+                role = "bonus" if i == a and a == d else f"draft {i + 1}"
+                add(role, s, pos + i)
+            if previous is not None:
+                add(previous, s, pos)
+            previous = "after bonus" if a == d else "after rejection"
+            pos += a + 1
+    p_values = {}
+    for role in observed:
+        n = observed[role].sum()
+        p_values[role] = chi_square_counts(observed[role], expected[role] / n)
+    return p_values
+
+
+def chi_square_counts(observed, expected_probs):
+    """chi_square_p from counts instead of samples."""
+    samples = np.repeat(np.arange(len(observed)), observed.astype(int))
+    return chi_square_p(samples, expected_probs)

@@ -118,15 +118,80 @@ def check_drafter_flags(kinds: list[str], f: dict) -> None:
         )
     if not 0 < f["draft_confidence"] < 1:
         raise BadInput("--draft-confidence", f"must be in (0, 1) (got {f['draft_confidence']:g})")
-    if f["dynamic_K"] and kinds == ["lookup"]:
-        raise BadInput("--dynamic-K", "needs a drafter with probabilities (model or layerskip), not lookup")
+    if f["dynamic_K"] and not set(kinds) & {"model", "layerskip"}:
+        raise BadInput(
+            "--dynamic-K", f"needs a drafter with probabilities (model or layerskip), not {kinds[0]}"
+        )
+    check_method_flags(kinds, f)
+
+
+def method_flags(f: dict) -> tuple[list[str], list[int], list[float] | None]:
+    """(verify methods, draft counts, the dial's acceptances or None), from run's single values
+    or sweep's lists."""
+    if "verify_methods" in f:
+        return f["verify_methods"], f["drafts_list"], f["acceptances"]
+    return [f["verify"]], [f["drafts"]], None if f["acceptance"] is None else [f["acceptance"]]
+
+
+def check_method_flags(kinds: list[str], f: dict) -> None:
+    """--verify, --drafts and --acceptance against the drafters, the temperature, the batch and the peers."""
+    verifies, drafts, acceptances = method_flags(f)
+    temperatures = f["temperature"] if isinstance(f["temperature"], list) else [f["temperature"]]
+    batches = f.get("batches") or [f.get("batch") or 1]
+    if acceptances is not None and "dial" not in kinds:
+        raise BadInput("--acceptance", "only the dial drafter uses it (--drafter dial)")
+    if "dial" in kinds:
+        if acceptances is None:
+            raise BadInput(
+                "--acceptance", "the dial needs one: the acceptance per draft, in [0, 1] (e.g. 0.5)"
+            )
+        if any(t != 0 for t in temperatures):
+            raise BadInput("--temperature", "the dial proposes the target's greedy tokens: it runs at -t 0")
+    if max(drafts) > 1:
+        if set(kinds) - {"model", "layerskip"}:
+            other = sorted(set(kinds) - {"model", "layerskip"})[0]
+            raise BadInput("--drafts", f"several drafts need a model or layerskip drafter, not {other}")
+        if "block" in verifies:
+            raise BadInput(
+                "--verify", "block judges one draft sequence: use --drafts 1 (sweep them in separate runs)"
+            )
+    if max(batches) > 1 and ("dial" in kinds or max(drafts) > 1):
+        what = "the dial" if "dial" in kinds else "several drafts (themselves a batch of k)"
+        raise BadInput("--batch", f"{what} decode one sequence: use --batch 1")
+    if f.get("peers") and (verifies != ["token"] or max(drafts) > 1 or "dial" in kinds):
+        raise BadInput(
+            "--peer", "peers verify one draft model's drafts token by token: leave out --peer here"
+        )
 
 
 def make_drafter(kind: str, draft, target, f: dict):
-    """(Drafter, the name result rows give its draft)."""
+    """(Drafter, the name result rows give its draft), for run's and trace's --verify, --drafts
+    and --acceptance (sweep varies them with method_variants)."""
+    drafter, name = network_drafter(kind, draft, target, f)
+    return method_variants(drafter, name, [f["verify"]], [f["drafts"]], [f["acceptance"]])[0]
+
+
+def method_variants(drafter, name: str, verifies, drafts, acceptances) -> list[tuple]:
+    """The drafter with each verify method, draft count and (the dial) acceptance: [(Drafter, name)]."""
+    import dataclasses
+
+    out = []
+    for a in acceptances if drafter.kind == "dial" else [None]:
+        for v in verifies:
+            for k in drafts:
+                d = dataclasses.replace(drafter, verify=v, drafts=k, acceptance=a)
+                suffix = f"(a={a:g})" if a is not None else ""
+                out.append((d, name + suffix + (f" x{k}" if k > 1 else "")))
+    return out
+
+
+def network_drafter(kind: str, draft, target, f: dict):
+    """(Drafter, its name): what drafts, before the verify method and the draft count."""
     from specbench.model import drafters
 
-    conf = f["draft_confidence"] if f["dynamic_K"] and kind != "lookup" else None
+    conf = f["draft_confidence"] if f["dynamic_K"] and kind in ("model", "layerskip") else None
+    if kind == "dial":
+        return drafters.dial_drafter(0.0), "dial"
     if kind == "lookup":
         return drafters.lookup_drafter(f["ngram"]), f"lookup(n={f['ngram']})"
     if kind == "layerskip":

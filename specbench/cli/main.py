@@ -278,7 +278,7 @@ def roofline_cmd(**flags):
     kernels_name = lambda model: used_by(model.params)
     runs, exports = plan.roofline_plan(flags)
     console = make_console(*exports.values())
-    # a line for a network that no variant runs on the kernel: with --kernels cpu,xla its XLA variant is asked for
+    # a line for a network no variant runs on the kernel (with --kernels cpu,xla, XLA is asked for)
     on_kernel = {model.name for model, _ in runs if kernels_name(model) == "cpu"}
     for line in render.kernel_lines(
         [model for model, _ in runs if model.name not in on_kernel],

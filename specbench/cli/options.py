@@ -45,6 +45,21 @@ KERNELS_HELP = (
     "at install), else XLA."
 )
 
+VERIFY_METHODS = ("token", "block")  # drafters.VERIFY_METHODS, without importing JAX for --help
+VERIFY_HELP = (
+    "How the target judges the drafts: token (token by token, Leviathan et al. 2023) or block (one "
+    "joint decision over the K drafts, Sun et al. ICLR 2025: exact, never fewer tokens per round)."
+)
+DRAFTS_MAX = 8
+DRAFTS_HELP = (
+    "Draft sequences per round (model or layerskip drafter, one sequence decoded): verified together "
+    "in one target step, judged by SpecInfer's recursive rejection. At T = 0 they are all the same."
+)
+ACCEPTANCE_HELP = (
+    "The dial's acceptance a in [0, 1] (--drafter dial, T = 0): an instrument, not a drafter to "
+    "deploy. It proposes the target's own greedy tokens, each kept with probability a, else "
+    "replaced by a wrong one: alpha = a, the tokens are AR's, drafting costs nothing."
+)
 K_MAX = 128  # the largest K accepted anywhere: checked before a range like 1-100000000 is expanded
 BATCH_MAX = 65536
 # every count has a bound that can be met: a run of REPEATS_MAX repeats of a small model takes hours
@@ -277,6 +292,15 @@ single = [  # run and trace: one K, one warp
         help="0 = greedy (SD then gives exactly the AR tokens).",
     ),
     click.option("--top-p", type=Finite(0, 1, min_open=True), default=None, help="Nucleus mass, in (0, 1]."),
+    click.option(
+        "--verify",
+        type=click.Choice(VERIFY_METHODS),
+        default="token",
+        show_default=True,
+        help=VERIFY_HELP,
+    ),
+    click.option("--drafts", type=Count(1, DRAFTS_MAX), default=1, show_default=True, help=DRAFTS_HELP),
+    click.option("--acceptance", type=Finite(0, 1), default=None, help=ACCEPTANCE_HELP),
 ]
 dry_run = click.option(
     "--dry-run",
@@ -313,7 +337,7 @@ run = [
         default="model",
         show_default=True,
         help="Who drafts: model (the --draft model), lookup (prompt lookup), layerskip (the target's first "
-        "layers).",
+        "layers), dial (the acceptance dial: see --acceptance).",
     ),
 ]
 sweep = [
@@ -366,7 +390,30 @@ sweep = [
         type=ListParam(str),
         default="model",
         show_default=True,
-        help="Comma list of drafters: model, lookup, layerskip.",
+        help="Comma list of drafters: model, lookup, layerskip, dial (see run).",
+    ),
+    click.option(
+        "--verify",
+        "verify_methods",
+        type=ListParam(str, click.Choice(VERIFY_METHODS)),
+        default="token",
+        show_default=True,
+        help="Comma list of verification methods: token, block (see run).",
+    ),
+    click.option(
+        "--drafts",
+        "drafts_list",
+        type=ListParam(int, most=DRAFTS_MAX),
+        default="1",
+        show_default=True,
+        help=f"Comma list of draft sequences per round, each 1..{DRAFTS_MAX} (see run).",
+    ),
+    click.option(
+        "--acceptance",
+        "acceptances",
+        type=ListParam(float, Finite(0, 1)),
+        default=None,
+        help="Comma list of the dial's acceptances in [0, 1] (--drafter dial; see run).",
     ),
     click.option(
         "--batch",
@@ -380,7 +427,7 @@ sweep = [
 ]
 trace = [
     click.option(
-        "--drafter", default="model", show_default=True, help="model, lookup or layerskip (see run)."
+        "--drafter", default="model", show_default=True, help="model, lookup, layerskip or dial (see run)."
     ),
 ]
 theory_cmd = [

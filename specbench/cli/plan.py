@@ -22,6 +22,9 @@ from specbench.cli.checks import (
     load_pair,
     load_peers,
     make_drafter,
+    method_flags,
+    method_variants,
+    network_drafter,
     random_model,
     resolve_prompt,
     results_dir,
@@ -168,9 +171,10 @@ def sweep_plan(f: dict, given: set[str]) -> SweepPlan:
         except ExportError as e:
             raise BadInput("--resume", str(e)) from None
     d, t = load_pair(f["draft"], f["target"], f["dtype"], "model" in kinds, f["kernels"])
-    drafters_ = {kind: make_drafter(kind, d, t, f) for kind in kinds}
+    # each drafter with every --verify, --drafts and (the dial) --acceptance: [(Drafter, name)]
+    variants = {kind: method_variants(*network_drafter(kind, d, t, f), *method_flags(f)) for kind in kinds}
     peers = {
-        kind: load_peers(f["peers"], drafters_[kind][0], d, t, max(f["batches"] or [1])) for kind in kinds
+        kind: load_peers(f["peers"], variants[kind][0][0], d, t, max(f["batches"] or [1])) for kind in kinds
     }
     encoded = {pid: tokenizer.encode(text) for pid, text in chosen.items()}
     K_max, batches = max(f["K"]), f["batches"]
@@ -182,7 +186,7 @@ def sweep_plan(f: dict, given: set[str]) -> SweepPlan:
             check_batch(
                 b,
                 f["host_loop"],
-                drafters_[kind][0],
+                variants[kind][0][0],
                 d if kind == "model" else None,
                 t,
                 list(encoded.values()),
@@ -204,10 +208,10 @@ def sweep_plan(f: dict, given: set[str]) -> SweepPlan:
     done = {results.sweep_key(r) for r in rows}
     keys = []
     settings = run_settings(f)
-    grid = list(itertools.product(kinds, units, f["temperature"], f["top_p"] or [None], f["K"]))
+    methods = [(kind, *v) for kind in kinds for v in variants[kind]]
+    grid = list(itertools.product(methods, units, f["temperature"], f["top_p"] or [None], f["K"]))
     todo, labels = [], []
-    for kind, (pid, ids), temp, p, k in grid:
-        drafter, name = drafters_[kind]
+    for (kind, drafter, name), (pid, ids), temp, p, k in grid:
         varied = {"K": k, "temperature": temp, "top_p": p, "prompt_id": pid, "batch": len(ids)}
         key = {**fixed, **varied, "draft": name, **drafter_settings(drafter)}
         # the cell's rows: specbench's and each peer's, measured together; done when all are there
@@ -219,7 +223,12 @@ def sweep_plan(f: dict, given: set[str]) -> SweepPlan:
         config = RunConfig(d if kind == "model" else None, t, drafter, k, warp, **settings, peers=peers[kind])
         todo.append(Job(config, name, pid, ids, [chosen[i] for i in ids], [encoded[i] for i in ids]))
         top_p = f" top-p={p:g}" if p else ""
-        labels.append(f"{kind} K={k} T={temp:g}{top_p} {pid}" + (f" batch {len(ids)}" if batches else ""))
+        method = f" verify={drafter.verify}" if drafter.verify != "token" else ""
+        method += f" drafts={drafter.drafts}" if drafter.drafts > 1 else ""
+        method += f" a={drafter.acceptance:g}" if drafter.acceptance is not None else ""
+        labels.append(
+            f"{kind}{method} K={k} T={temp:g}{top_p} {pid}" + (f" batch {len(ids)}" if batches else "")
+        )
     check_grid_resume(rows, keys, output)
     if not f["output"] and not f["dry_run"]:
         results_dir(create=True)  # every check has passed: the folder the user named can be made
@@ -229,7 +238,7 @@ def sweep_plan(f: dict, given: set[str]) -> SweepPlan:
         len(grid),
         todo,
         labels,
-        [drafters_[k][1] for k in kinds],
+        [name for _, _, name in methods],
         t.name,
         exports,
         batches,

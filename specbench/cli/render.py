@@ -69,6 +69,11 @@ def run_header(job, d, t) -> str:
     target = f"target [bold]{t.name}[/bold] ({t.config.n_layer}x{t.config.n_embd})"
     if spec.kind == "lookup":
         pair = f"drafter [bold]prompt lookup[/bold] (n-gram ≤ {spec.ngram}) · {target}"
+    elif spec.kind == "dial":
+        pair = (
+            f"drafter [bold]acceptance dial[/bold] (a = {spec.acceptance:g}: an instrument, not a drafter "
+            f"to deploy) · {target}"
+        )
     elif spec.kind == "layerskip":
         layers = f"{job.draft_name}: its first {spec.config.n_layer} blocks"
         pair = f"drafter [bold]layer-skip[/bold] ({layers}) · {target}"
@@ -79,6 +84,8 @@ def run_header(job, d, t) -> str:
         pair
         + f" · K={c.K}"
         + (" (dynamic)" if spec.confidence else "")
+        + (f" · {spec.drafts} drafts per round" if spec.drafts > 1 else "")
+        + (" · block verification" if spec.verify == "block" else "")
         + f" · T={w.temperature:g}"
         + (f" · top-k {w.top_k}" if w.top_k else "")
         + (f" · top-p {w.top_p:g}" if w.top_p else "")

@@ -69,6 +69,14 @@ class Battery:
         return [1, 4] if self.quick else [1, 2, 4, 8]
 
     @property
+    def methods(self) -> list[tuple[str, int]]:  # (verify, drafts) at T = 1
+        return [("token", 1), ("block", 1), ("token", 2)] + ([] if self.quick else [("token", 4)])
+
+    @property
+    def acceptances(self) -> list[float]:  # the dial's settings, T = 0
+        return [0.0, 0.5, 1.0] if self.quick else [0.0, 0.2, 0.4, 0.6, 0.8, 0.9, 1.0]
+
+    @property
     def roofline_iters(self) -> int:
         return 10 if self.quick else 20
 
@@ -81,6 +89,8 @@ SECTIONS = {  # id: title, in the page's order
     "temperature": "Temperature and top-p",
     "drafters": "Drafters compared",
     "batch": "Batch size",
+    "verification": "Verification methods: token, block, k drafts (T = 1)",
+    "dial": "Speedup against acceptance: the dial (T = 0)",
     "exactness": "Exactness",
     "formulas": "The formulas",
 }
@@ -100,9 +110,12 @@ class ReportPlan:
     dtype: str
 
 
-def job_id(kind: str, dynamic: bool, K: int, warp: Warp, pid: str, batch: int) -> str:
+def job_id(kind: str, dynamic: bool, K: int, warp: Warp, pid: str, batch: int, method=None) -> str:
     p = f"-top_p{warp.top_p:g}" if warp.top_p else ""
-    return f"{kind}{'-dynamic' if dynamic else ''}-K{K}-T{warp.temperature:g}{p}-{pid}-b{batch}"
+    verify, drafts, acceptance = method or ("token", 1, None)
+    how = (f"-{verify}" if verify != "token" else "") + (f"-x{drafts}" if drafts > 1 else "")
+    how += f"-a{acceptance:g}" if acceptance is not None else ""
+    return f"{kind}{'-dynamic' if dynamic else ''}{how}-K{K}-T{warp.temperature:g}{p}-{pid}-b{batch}"
 
 
 def report_plan(f: dict) -> ReportPlan:
@@ -126,12 +139,24 @@ def report_plan(f: dict) -> ReportPlan:
     jobs: dict[str, Job] = {}
     shows: dict[str, list[str]] = {s: [] for s in SECTIONS}
 
-    def add(section, kind="model", dynamic=False, K=K_DEFAULT, warp=Warp(), pid=None, batch=1, peers=()):
+    def add(
+        section,
+        kind="model",
+        dynamic=False,
+        K=K_DEFAULT,
+        warp=Warp(),
+        pid=None,
+        batch=1,
+        peers=(),
+        method=None,
+    ):
         pid = pid or prompts.DEFAULT_PROMPT_ID
         ids = prompts.batch_ids(everything, batch) if batch > 1 else [pid]
-        name = job_id(kind, dynamic, K, warp, pid if batch == 1 else "all", batch)
+        method = method or ("token", 1, None)
+        name = job_id(kind, dynamic, K, warp, pid if batch == 1 else "all", batch, method)
         if name not in jobs:
-            drafter, draft_name = make_drafter(kind, d, t, {**options, "dynamic_K": dynamic})
+            how = dict(zip(("verify", "drafts", "acceptance"), method))
+            drafter, draft_name = make_drafter(kind, d, t, {**options, **how, "dynamic_K": dynamic})
             config = RunConfig(
                 d if kind == "model" else None,
                 t,
@@ -148,6 +173,7 @@ def report_plan(f: dict) -> ReportPlan:
             )
         shows[section].append(name)
 
+    options |= {"verify": "token", "drafts": 1, "acceptance": None}
     model_drafter, _ = make_drafter("model", d, t, {**options, "dynamic_K": False})
     peers = load_peers(f["peers"], model_drafter, d, t, 1)
     for pid in battery.categories:
@@ -160,6 +186,10 @@ def report_plan(f: dict) -> ReportPlan:
         add("drafters", kind=kind, dynamic=dynamic)
     for b in battery.batches:
         add("batch", batch=b)
+    for verify, drafts in battery.methods:
+        add("verification", warp=Warp(1.0), method=(verify, drafts, None))
+    for a in battery.acceptances:
+        add("dial", kind="dial", method=("token", 1, a))
     for job in jobs.values():
         for ids in job.encoded:
             check_decodable(ids, 40, job.config.K, [d, t])

@@ -115,8 +115,9 @@ def dry_run(console: Console, jobs: list, n_programs: int, seconds: float, write
     for job in jobs[:20]:
         c, w = job.config, job.config.warp
         sampling = (f" top-k={w.top_k}" if w.top_k else "") + (f" top-p={w.top_p:g}" if w.top_p else "")
+        verify = " verify=block" if c.drafter.verify == "block" else ""
         console.print(
-            f"  {job.draft_name} K={c.K} T={w.temperature:g}{sampling} {job.prompt_id} batch {len(job.ids)} "
+            f"  {job.draft_name}{verify} K={c.K} T={w.temperature:g}{sampling} {job.prompt_id} batch {len(job.ids)} "
             f"N={c.n_tokens} repeats {c.repeats}"
         )
     if len(jobs) > 20:

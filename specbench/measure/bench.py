@@ -86,6 +86,10 @@ def run_benchmark(config: RunConfig, prompts: list[list[int]], on_progress=None)
     c, B = config, len(prompts)
     one = prompts[0] if B == 1 else prompts  # one prompt: tokens [N]; a batch: [B, N]
     max_len = generate.plan(prompts, c.n_tokens, c.K, c.models)
+    # what the drafter drafts with, made once, outside every clock (the dial's is an AR generation)
+    draft_params = generate.prepare_drafter(
+        c.drafter, c.draft, c.target, one, c.n_tokens, c.K, c.warp, c.seed, max_len
+    )
     ar = lambda: generate.autoregressive(
         c.target, one, c.n_tokens, c.warp, c.seed, max_len=max_len, device_loop=c.device_loop
     )
@@ -100,6 +104,7 @@ def run_benchmark(config: RunConfig, prompts: list[list[int]], on_progress=None)
         max_len=max_len,
         device_loop=c.device_loop,
         drafter=c.drafter,
+        draft_params=draft_params,
     )
     # each peer's AR and SD, in its own process: () -> (tokens, drafts accepted per round or None,
     # seconds of the call timed there); each returns once the peer's process has gone idle
@@ -119,21 +124,22 @@ def run_benchmark(config: RunConfig, prompts: list[list[int]], on_progress=None)
     once = dict(repeats=1, warm=False)
     ar_args = (c.target, prompts, c.warp, max_len, c.seed)
     sd_args = (c.draft, c.target, prompts, c.K, c.warp, max_len, c.seed)
+    drafting = dict(drafter=c.drafter, draft_params=draft_params)
     ar_parts = {
         "ar_start": lambda: timing.ar_start_seconds(*ar_args, **once),
         "ar_token": lambda: timing.ar_token_seconds(*ar_args, iters=max(1, c.n_tokens - 1), **once),
     }
     sd_parts = {
-        "sd_start": lambda: timing.spec_start_seconds(*sd_args, drafter=c.drafter, **once),
-        "round": lambda: timing.round_seconds(*sd_args, iters=rounds, drafter=c.drafter, **once),
+        "sd_start": lambda: timing.spec_start_seconds(*sd_args, **drafting, **once),
+        "round": lambda: timing.round_seconds(*sd_args, iters=rounds, **drafting, **once),
     }
-    step = lambda n: timing.step_seconds(c.target, n, max_len, iters=10, batch=B, **once)
+    step = lambda n, batch=B: timing.step_seconds(c.target, n, max_len, iters=10, batch=batch, **once)
     step_timers = {
         "draft": lambda: timing.draft_seconds(
             c.drafter, c.draft, c.target, prompts, c.K, max_len, iters=10, **once
         ),
         "target": lambda: step(1),
-        "verify": lambda: step(c.K + 1),
+        "verify": lambda: step(c.K + 1, B * c.drafter.drafts),  # k drafts: k sequences of K + 1
     }
     timers = ar_parts | sd_parts | step_timers
     total = c.total_steps

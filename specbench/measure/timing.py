@@ -18,7 +18,6 @@ import numpy as np
 from jax import lax
 
 from specbench.model import drafters, generate
-from specbench.model.decoding import draft_params_for
 from specbench.model.gpt2 import GPT2Config, batch_layout, init_cache, step
 from specbench.model.sampling import Warp, argmax
 from specbench.model.weights import Model
@@ -156,12 +155,13 @@ def _ar_loop(params, state, iters, config, warp, batch):
 
 
 @functools.partial(jax.jit, static_argnames=("iters", "drafter", "K", "n_vocab"))
-def _propose_loop(tokens, n, iters, drafter, K, n_vocab):
-    """`iters` lookup proposals, each fed the previous one's first draft so none can be hoisted;
-    tokens [B, L] and n [B] for a batch."""
+def _propose_loop(params, tokens, n, iters, drafter, K, n_vocab):
+    """`iters` proposals of a drafter without a network (lookup, the dial), each fed the previous
+    one's first draft so none can be hoisted; tokens [B, L] and n [B] for a batch."""
+    key = jax.random.PRNGKey(0)
 
     def one(tokens, n):
-        _, drafts, p, _ = drafters.propose(drafter, {}, {}, tokens, n, None, Warp(), K, n_vocab)
+        _, drafts, p, _ = drafters.propose(drafter, params, {}, tokens, n, key, Warp(), K, n_vocab)
         return tokens.at[n - 1].set(drafts[0] + (jnp.sum(p) > 1e9).astype(jnp.int32))
 
     propose = jax.vmap(one) if tokens.ndim == 2 else one
@@ -180,9 +180,10 @@ def draft_seconds(
     warm: bool = True,
 ) -> np.ndarray:
     """Seconds per draft token of the drafter actually used, one per repeat, for the batch of
-    `prompts` together: a 1-token step of the draft model or of the target's first L layers; for
-    lookup, one proposal of K tokens / K (warm: seconds_per_iter)."""
-    B = len(prompts)
+    `prompts` together: a 1-token step of the draft model or of the target's first L layers (of
+    k sequences with k drafts); for lookup and the dial, one proposal of K tokens / K (warm:
+    seconds_per_iter)."""
+    B = len(prompts) * drafter.drafts
     if drafter.kind == "model":
         return step_seconds(draft, 1, max_len, iters, repeats, B, warm)
     if drafter.kind == "layerskip":
@@ -193,7 +194,8 @@ def draft_seconds(
     buf = generate.inputs(prompts, max_len, 0).prompt_bufs
     tokens = jnp.zeros(buf.shape[:-1] + (max_len,), jnp.int32).at[..., : buf.shape[-1]].set(buf)
     n = jnp.full(buf.shape[:-1], max_len // 2, jnp.int32)  # a search over half the buffer: mid-generation
-    loop = lambda t: _propose_loop(t, n, iters, drafter, K, target.config.n_vocab)
+    params = {"reference": tokens[0] if tokens.ndim == 2 else tokens} if drafter.kind == "dial" else {}
+    loop = lambda t: _propose_loop(params, t, n, iters, drafter, K, target.config.n_vocab)
     return seconds_per_iter(loop, tokens, iters, repeats, warm) / K
 
 
@@ -203,10 +205,12 @@ def _ar_start(target, prompts, warp, max_len, seed):
     return lambda: p.ar_start_jit(target.params, *x, config=target.config, warp=warp, max_len=max_len)
 
 
-def _spec_start(draft, target, prompts, K, warp, max_len, seed, drafter):
-    """(the drafter's weights, the round's static arguments, a call that starts SD on the prompts)."""
+def _spec_start(draft, target, prompts, K, warp, max_len, seed, drafter, draft_params=None):
+    """(the drafter's weights, the round's static arguments, a call that starts SD on the prompts).
+    draft_params: generate.prepare_drafter's, when made once by the caller (the dial's)."""
     drafter = drafter or drafters.model_drafter(draft.config)
-    draft_params = draft_params_for(drafter, draft, target)
+    if draft_params is None:
+        draft_params = generate.prepare_drafter(drafter, draft, target, prompts, 1, K, warp, seed, max_len)
     kw = dict(drafter=drafter, target_config=target.config, warp=warp, K=K)
     x = generate.inputs(prompts, max_len, seed)
     start = lambda: generate.programs(len(prompts)).spec_start_jit(
@@ -227,11 +231,14 @@ def round_seconds(
     repeats: int = 5,
     drafter=None,
     warm: bool = True,
+    draft_params=None,
 ) -> np.ndarray:
     """Seconds of one whole speculative round of the batch (K draft steps, verify, warping,
     accept/reject, bookkeeping) as the device loop runs it, one per repeat (warm: seconds_per_iter)."""
     B = len(prompts)
-    draft_params, kw, start = _spec_start(draft, target, prompts, K, warp, max_len, seed, drafter)
+    draft_params, kw, start = _spec_start(
+        draft, target, prompts, K, warp, max_len, seed, drafter, draft_params
+    )
     loop = lambda s: _rounds_loop(draft_params, target.params, s, iters, batch=B, **kw)
     return seconds_per_iter(loop, start(), iters, repeats, warm)
 
@@ -282,8 +289,9 @@ def spec_start_seconds(
     repeats: int = 5,
     drafter=None,
     warm: bool = True,
+    draft_params=None,
 ) -> np.ndarray:
     """Seconds of the start of SD, one per repeat: the prefills of the target and the drafter and
     the first token, one dispatch with its sync, as decoding runs them."""
-    _, _, start = _spec_start(draft, target, prompts, K, warp, max_len, seed, drafter)
+    _, _, start = _spec_start(draft, target, prompts, K, warp, max_len, seed, drafter, draft_params)
     return _call_seconds(start, repeats, warm)

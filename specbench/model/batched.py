@@ -30,7 +30,6 @@ from jax import lax
 from specbench.model import decoding
 from specbench.model.decoding import ARState, SpecState, bucket
 from specbench.model.gpt2 import GPT2Config, batch_layout
-from specbench.model.sampling import accept_reject
 
 # ---------------------------------------------------------------------------------------------
 # Sizes
@@ -92,7 +91,7 @@ def spec_start(
 
 
 def spec_round(
-    draft_params, target_params, state: SpecState, drafter, target_config, warp, K, verdict=accept_reject
+    draft_params, target_params, state: SpecState, drafter, target_config, warp, K, verdict=None
 ) -> SpecState:
     """Every sequence's own round (decoding.spec_round under vmap); returns the new state."""
     draft_params, target_params = batch_layout(draft_params), batch_layout(target_params)
@@ -125,7 +124,7 @@ def spec_generate(
     warp,
     max_len,
     K,
-    verdict=accept_reject,
+    verdict=None,
 ) -> SpecState:
     """Rounds of the whole batch until its slowest sequence has N new tokens, in one device loop."""
     state = spec_start(

@@ -18,7 +18,8 @@ Speculative round (K drafts):
      correct: the draft never read its K-th draft token, and this step writes it into its cache
      (when the previous round rejected, it rewrites an entry that was already right).
   2. The target verifies [tokens[n-1], x_1..x_K] at n-1 .. n+K-1 in one step: q_1..q_{K+1}.
-  3. sampling.accept_reject: a accepted drafts, then one emitted token (residual or bonus).
+  3. the verdict (verify.py; token by token by default): a accepted drafts, then one emitted token
+     (residual or bonus). With k drafts (drafters.py) steps 1-3 run on k sequences at once.
   4. n += a + 1. Rollback is only the position: entries past it are masked, later overwritten.
 
 Each round is one jitted program of fixed shape; `n`, positions and the token buffer are device
@@ -41,7 +42,8 @@ from specbench.errors import DecodeError
 from specbench.model import drafters
 from specbench.model.drafters import Drafter
 from specbench.model.gpt2 import GPT2Config, init_cache, step
-from specbench.model.sampling import Warp, accept_reject, argmax, draw, greedy_verdict, probs
+from specbench.model.sampling import Warp, argmax, draw, greedy_verdict, probs
+from specbench.model.verify import VERDICTS, multi_draft_verdict
 from specbench.model.weights import Model
 
 # ---------------------------------------------------------------------------------------------
@@ -132,8 +134,15 @@ def validate(prompt_ids, n_tokens: int, K: int, models: list[Model], max_len: in
         raise DecodeError(f"prompt + n-tokens + K = {need} exceeds the cache length {max_len}", "n_tokens")
 
 
-def draft_params_for(drafter: Drafter, draft: Model | None, target: Model):
-    """The weights a drafter runs: the draft model's, the target's own (layer-skip), or none (lookup)."""
+def draft_params_for(drafter: Drafter, draft: Model | None, target: Model, reference=None):
+    """The weights a drafter runs: the draft model's, the target's own (layer-skip), none (lookup),
+    or for the dial the target's greedy tokens `reference` [max_len] (generate.dial_reference)."""
+    if drafter.kind == "dial":
+        if reference is None:
+            raise DecodeError(
+                "the dial needs the target's greedy tokens (generate.dial_reference)", "drafter"
+            )
+        return {"reference": reference}
     if drafter.kind == "model":
         if draft is None:
             raise DecodeError("the model drafter needs a draft model", "draft")
@@ -197,30 +206,37 @@ def spec_start(
 
 
 def spec_round(
-    draft_params, target_params, state: SpecState, drafter, target_config, warp, K, verdict=accept_reject
+    draft_params, target_params, state: SpecState, drafter, target_config, warp, K, verdict=None
 ) -> tuple[SpecState, Round]:
     """One speculative round (module docstring, steps 1-4).
 
-    `verdict` is sampling.accept_reject; the tests swap in a broken one to show they can fail.
+    `verdict` is the drafter's verify rule by default (verify.VERDICTS; with k drafts,
+    verify.multi_draft_verdict); the tests swap in broken ones to show they can fail.
     """
     key, k_draft, k_verdict = jax.random.split(state.key, 3)
     n, tokens = state.n, state.tokens
-
-    # 1. the drafter proposes up to K tokens, with the p each was drawn from (drafters.py)
-    dstate, drafts, p, n_drafted = drafters.propose(
-        drafter, draft_params, state.draft, tokens, n, k_draft, warp, K, target_config.n_vocab
-    )
-
-    # 2. the target scores all K+1 positions at once
-    verify_in = jnp.concatenate([lax.dynamic_slice(tokens, (n - 1,), (1,)), drafts])
-    logits, target_cache = step(target_params, state.target_cache, verify_in, n - 1, target_config)
-
-    # 3. accept / reject (at T = 0 on token ids: every verdict's greedy case), 4. commit a + 1 tokens
-    # (the rest of the cache write is overwritten later)
-    if warp.temperature == 0:
-        n_accepted, emitted = greedy_verdict(drafts, argmax(logits), n_drafted)
+    if drafter.drafts > 1:
+        dstate, target_cache, drafts, n_accepted, emitted, n_drafted = _k_drafts_round(
+            draft_params, target_params, state, drafter, target_config, warp, K, k_draft, k_verdict, verdict
+        )
     else:
-        n_accepted, emitted = verdict(k_verdict, drafts, p, probs(logits, warp), n_drafted)
+        # 1. the drafter proposes up to K tokens, with the p each was drawn from (drafters.py)
+        dstate, drafts, p, n_drafted = drafters.propose(
+            drafter, draft_params, state.draft, tokens, n, k_draft, warp, K, target_config.n_vocab
+        )
+
+        # 2. the target scores all K+1 positions at once
+        verify_in = jnp.concatenate([lax.dynamic_slice(tokens, (n - 1,), (1,)), drafts])
+        logits, target_cache = step(target_params, state.target_cache, verify_in, n - 1, target_config)
+
+        # 3. accept / reject (at T = 0 on token ids: every verdict's greedy case)
+        if warp.temperature == 0:
+            n_accepted, emitted = greedy_verdict(drafts, argmax(logits), n_drafted)
+        else:
+            judge = verdict or VERDICTS[drafter.verify]
+            n_accepted, emitted = judge(k_verdict, drafts, p, probs(logits, warp), n_drafted)
+
+    # 4. commit a + 1 tokens (the rest of the cache write is overwritten later)
     idx = jnp.arange(K + 1)
     out = jnp.where(idx < n_accepted, jnp.concatenate([drafts, drafts[:1]]), emitted)
     tokens = lax.dynamic_update_slice(tokens, out, (n,))
@@ -236,6 +252,32 @@ def spec_round(
     )
     new_state = SpecState(tokens, n + n_accepted + 1, key, target_cache, dstate, counts)
     return new_state, Round(drafts, n_accepted, emitted, n_drafted)
+
+
+def _k_drafts_round(
+    draft_params, target_params, state, drafter, target_config, warp, K, k_draft, k_verdict, verdict
+):
+    """Steps 1-3 with k draft sequences: the drafter proposes k times from the same state (vmap
+    over k keys; each sequence writes its own copy of the drafter's cache), the target verifies
+    the k (K+1) tokens in one step over the shared prefix cache (again one copy per sequence),
+    and verify.multi_draft_verdict picks the accepted prefix. Only the chosen sequence's caches
+    are kept. Returns (drafter state, target cache, its drafts [K], n_accepted, emitted, n_drafted)."""
+    n, tokens, k = state.n, state.tokens, drafter.drafts
+    propose = lambda key: drafters.propose(
+        drafter, draft_params, state.draft, tokens, n, key, warp, K, target_config.n_vocab
+    )
+    dstates, drafts, p, n_drafted = jax.vmap(propose)(jax.random.split(k_draft, k))
+    pending = jnp.broadcast_to(lax.dynamic_slice(tokens, (n - 1,), (1,)), (k, 1))
+    verify = lambda x: step(target_params, state.target_cache, x, n - 1, target_config)
+    logits, target_caches = jax.vmap(verify)(jnp.concatenate([pending, drafts], axis=1))
+    if warp.temperature == 0:  # every sequence is the same greedy one
+        n_accepted, emitted = greedy_verdict(drafts[0], argmax(logits[0]), n_drafted[0])
+        branch = jnp.int32(0)
+    else:
+        judge = verdict or multi_draft_verdict
+        n_accepted, emitted, branch = judge(k_verdict, drafts, p, probs(logits, warp), n_drafted)
+    chosen = lambda tree: jax.tree_util.tree_map(lambda x: x[branch], tree)
+    return chosen(dstates), chosen(target_caches), drafts[branch], n_accepted, emitted, n_drafted[branch]
 
 
 def ar_generate(params, prompt_buf, n_prompt, n_tokens, key, config, warp, max_len) -> ARState:
@@ -256,7 +298,7 @@ def spec_generate(
     warp,
     max_len,
     K,
-    verdict=accept_reject,
+    verdict=None,
 ) -> SpecState:
     """spec_start, then rounds until N new tokens, in one device loop."""
     state = spec_start(

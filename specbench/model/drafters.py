@@ -16,12 +16,20 @@ which is what keeps each of them exact.
   * layerskip the target's first L blocks, then its final layer norm and head, reading the
               target's own weights: self-speculation as in LayerSkip (Elhoushi et al. 2024),
               without its early-exit training. Its cache holds L layers.
+  * dial      specbench's acceptance dial, an instrument and not a drafter to deploy (T = 0):
+              it proposes the target's own greedy continuation (params["reference"], from an
+              AR generation made beforehand) and keeps each token with probability
+              `acceptance`, else puts a token that is not it. The acceptance per position is
+              then `acceptance` exactly, the output is AR's, and drafting costs nothing.
   * lookup    prompt lookup decoding (Saxena 2023): the longest suffix of at most `ngram`
               tokens that occurred earlier in prompt + generated text, most recent match first;
               the tokens that followed it are proposed. Deterministic, so p is one-hot: the
               target accepts a draft x with probability q(x) and otherwise resamples from
               norm(max(q - p, 0)). With no match nothing is proposed and the round is one
               target step.
+
+k drafts (`drafts`): a model or layer-skip drafter proposes k sequences of K tokens from the same
+state (decoding.py runs propose under vmap, k keys); verify.multi_draft_verdict judges them.
 
 Dynamic K (`confidence`): a model or layer-skip drafter stops after the first draft whose own top
 probability (softmax of its logits, before warping) falls below the threshold, as HF's assisted
@@ -40,28 +48,47 @@ from jax import lax
 from specbench.model.gpt2 import GPT2Config, init_cache, step
 from specbench.model.sampling import Warp, draw
 
-KINDS = ("model", "lookup", "layerskip")
+KINDS = ("model", "lookup", "layerskip", "dial")
+NETWORK_KINDS = ("model", "layerskip")
+VERIFY_METHODS = ("token", "block")  # verify.py
 
 
 @dataclasses.dataclass(frozen=True)
 class Drafter:
-    """What drafts, hashable so it is static under jit. `config` is the network the drafter
-    runs: the draft model's, or for layerskip the target's with n_layer = L (its cache depth)."""
+    """What drafts a round and how the target judges it, hashable so it is static under jit.
+    `config` is the network the drafter runs: the draft model's, or for layerskip the target's
+    with n_layer = L (its cache depth). `verify` names the rule (verify.py), `drafts` the
+    sequences proposed per round, `acceptance` the dial's setting."""
 
     kind: str = "model"
     config: GPT2Config | None = None
     ngram: int = 3
     confidence: float | None = None  # dynamic K: stop drafting below this top probability
+    verify: str = "token"
+    drafts: int = 1
+    acceptance: float | None = None
 
     def __post_init__(self):
         if self.kind not in KINDS:
             raise ValueError(f"drafter must be one of {', '.join(KINDS)} (got {self.kind!r})")
-        if self.kind != "lookup" and self.config is None:
+        if self.kind in NETWORK_KINDS and self.config is None:
             raise ValueError(f"the {self.kind} drafter needs a network config")
         if self.ngram < 1:
             raise ValueError(f"ngram must be >= 1 (got {self.ngram})")
         if self.confidence is not None and not 0 < self.confidence < 1:
             raise ValueError(f"draft confidence must be in (0, 1) (got {self.confidence})")
+        if self.verify not in VERIFY_METHODS:
+            raise ValueError(f"verify must be one of {', '.join(VERIFY_METHODS)} (got {self.verify!r})")
+        if self.drafts < 1 or (self.drafts > 1 and self.kind not in NETWORK_KINDS):
+            raise ValueError(
+                f"drafts must be 1 for the {self.kind} drafter, >= 1 for a network (got {self.drafts})"
+            )
+        if self.drafts > 1 and self.verify != "token":
+            raise ValueError("block verification judges one draft sequence: use drafts = 1")
+        if (self.kind == "dial") != (self.acceptance is not None):
+            raise ValueError("the dial drafter, and it alone, takes an acceptance")
+        if self.acceptance is not None and not 0 <= self.acceptance <= 1:
+            raise ValueError(f"acceptance must be in [0, 1] (got {self.acceptance})")
 
 
 def model_drafter(config: GPT2Config, confidence: float | None = None) -> Drafter:
@@ -80,13 +107,18 @@ def lookup_drafter(ngram: int = 3) -> Drafter:
     return Drafter("lookup", ngram=ngram)
 
 
+def dial_drafter(acceptance: float) -> Drafter:
+    return Drafter("dial", acceptance=acceptance)
+
+
 # ---------------------------------------------------------------------------------------------
 # start: the drafter's own state after the prompt
 
 
 def start(drafter: Drafter, params, prompt_buf, max_len: int):
-    """The drafter's state after reading the prompt: a cache for model and layerskip, none for lookup."""
-    if drafter.kind == "lookup":
+    """The drafter's state after reading the prompt: a cache for model and layerskip, none for
+    lookup and the dial."""
+    if drafter.kind not in NETWORK_KINDS:
         return {}
     cache = init_cache(drafter.config, max_len, params["wte"].dtype)
     _, cache = step(params, cache, prompt_buf, 0, drafter.config)  # runs as many layers as the cache has
@@ -103,6 +135,10 @@ def propose(drafter: Drafter, params, dstate, tokens, n, key, warp: Warp, K: int
         drafts, n_drafted = lookup(tokens, n, K, drafter.ngram)
         p = jax.nn.one_hot(drafts, p_width(warp, n_vocab), dtype=jnp.float32)
         return dstate, drafts, _zero_after(p, n_drafted), n_drafted
+    if drafter.kind == "dial":
+        drafts = dial(params["reference"], n, key, K, n_vocab, drafter.acceptance)
+        # proposed with certainty, as lookup: one-hot p (no columns at T = 0, its only use)
+        return dstate, drafts, jax.nn.one_hot(drafts, p_width(warp, n_vocab), dtype=jnp.float32), jnp.int32(K)
     return _network_propose(drafter, params, dstate, tokens, n, key, warp, K)
 
 
@@ -188,3 +224,13 @@ def lookup(tokens, n, K: int, ngram: int):
     drafts = tokens[jnp.clip(src, 0, L - 1)]
     n_drafted = jnp.where(found > 0, K, 0).astype(jnp.int32)
     return drafts.astype(jnp.int32), n_drafted
+
+
+def dial(reference, n, key, K: int, n_vocab: int, acceptance: float):
+    """The dial's K drafts for positions n .. n+K-1: reference[n + i] with probability
+    `acceptance`, else reference[n + i] + 1 + j (mod V), j uniform in 0..V-2: never the true token."""
+    k_keep, k_wrong = jax.random.split(key)
+    true = lax.dynamic_slice(reference, (n,), (K,))
+    keep = jax.random.uniform(k_keep, (K,)) < acceptance
+    wrong = (true + 1 + jax.random.randint(k_wrong, (K,), 0, n_vocab - 1)) % n_vocab
+    return jnp.where(keep, true, wrong).astype(jnp.int32)

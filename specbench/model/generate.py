@@ -133,6 +133,7 @@ def speculative(
     device_loop: bool = True,
     record: bool = False,
     drafter: Drafter | None = None,
+    draft_params=None,
 ):
     """Speculative sampling of n_tokens (Chen et al. 2023, Algorithm 2; Leviathan et al. 2023,
     Algorithm 1). Returns (new token ids [N] or [B, N], DecodeStats summed over the batch).
@@ -140,14 +141,17 @@ def speculative(
     `drafter` says who drafts (drafters.py); by default the draft model `draft`. Layer-skip drafts
     with the target's own weights and lookup with none, so `draft` may then be None.
     record=True runs the host loop, one sync per round, and keeps every round in stats.rounds.
+    draft_params: what draft_params_for gives, when the caller made it once (the dial's reference
+    is an AR generation: made here when not given).
     """
     if K < 1:
         raise DecodeError(f"K must be >= 1 (got {K})", "K")
     batch, single = as_batch(prompts)
     _check_loop(batch, device_loop, record)
     drafter = drafter or drafters.model_drafter(draft.config)
-    draft_params = decoding.draft_params_for(drafter, draft, target)
     max_len = plan(batch, n_tokens, K, [target] + ([draft] if drafter.kind == "model" else []), max_len)
+    if draft_params is None:
+        draft_params = prepare_drafter(drafter, draft, target, batch, n_tokens, K, warp, seed, max_len)
     x = inputs(batch, max_len, seed)
     kw = dict(drafter=drafter, target_config=target.config, warp=warp, K=K)
     rounds = [] if record else None
@@ -176,3 +180,29 @@ def speculative(
     tokens = _new_tokens(state.tokens, batch, n_tokens)
     stats = DecodeStats.from_counts(K, n_tokens, jax.device_get(state.counts), rounds)
     return (tokens[0] if single else tokens), stats
+
+
+def prepare_drafter(drafter: Drafter, draft, target: Model, prompts, n_tokens, K, warp, seed, max_len):
+    """What the drafter drafts with (decoding.draft_params_for): for the dial, the target's own
+    tokens [max_len] of an AR generation of N + K tokens, so that every draft position of the
+    last round has its true token. The dial drives one sequence, at T = 0."""
+    if drafter.kind != "dial":
+        return decoding.draft_params_for(drafter, draft, target)
+    batch, _ = as_batch(prompts)
+    if len(batch) > 1:
+        raise DecodeError(f"drives one sequence; the dial has no batch (--batch {len(batch)})", "batch")
+    if warp.temperature != 0:
+        raise DecodeError(
+            "the dial proposes the target's greedy tokens: it runs at temperature 0", "temperature"
+        )
+    x = inputs(batch, max_len, seed)
+    state = decoding.ar_generate_jit(
+        target.params,
+        *x[:2],
+        jnp.int32(n_tokens + K),
+        x.keys,
+        config=target.config,
+        warp=warp,
+        max_len=max_len,
+    )
+    return decoding.draft_params_for(drafter, draft, target, state.tokens)

@@ -38,6 +38,8 @@ COLUMNS = {  # section -> (header, field) of its table; cells are formatted by r
     "temperature": [("T", "temperature"), ("top-p", "top_p")],
     "drafters": [("drafter", "draft"), ("dynamic K", "dynamic_K")],
     "batch": [("batch", "batch"), ("AR tok/s", "ar_tokens_per_s"), ("SD tok/s", "sd_tokens_per_s")],
+    "verification": [("verify", "verify"), ("drafts", "drafts"), ("t_verify", "t_verify_s")],
+    "dial": [("dial a", "acceptance"), ("t_verify", "t_verify_s"), ("t_target", "t_target_s")],
 }
 PEER_COLUMNS = [
     ("prompt", "prompt_id"),
@@ -141,6 +143,16 @@ def render(directory: Path, rows: list[dict], sections: dict, shows: dict, title
                     ),
                 ),
                 "batch": (readings.batch, lambda p: plot.plot_batch(mine, p)),
+                "verification": (
+                    readings.verification,
+                    lambda p: plot.plot_bars(
+                        mine,
+                        [readings.method_label(r) for r in mine],
+                        p,
+                        "by verification method (T = 1)",
+                    ),
+                ),
+                "dial": (readings.dial, lambda p: plot.plot_dial(mine, p)),
             }[sid]
             s["reading"] = reading(mine)
             draw(str(png("speedup")))

@@ -224,6 +224,36 @@ def plot_bars(rows: list[dict], labels: list[str], output: str, title: str) -> N
     _save(fig, rows, output)
 
 
+def plot_dial(rows: list[dict], output: str) -> None:
+    """The dial (T = 0): measured speedup against measured α, and Leviathan et al.'s speedup at
+    c = 0 with the run's verify cost, E[tokens](α, K) × t_target / t_verify (theory.expected_tokens)."""
+    rows = sorted(rows, key=lambda r: r["acceptance"])
+    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    ax.errorbar(
+        [r["alpha"] for r in rows],
+        [r["speedup"] for r in rows],
+        yerr=[r.get("speedup_std") or 0 for r in rows],
+        fmt="o",
+        capsize=3,
+        label="measured (± σ)",
+    )
+    ratio = float(np.median([r["t_target_s"] / r["t_verify_s"] for r in rows]))
+    alphas = np.linspace(0, 1, 101)
+    K = rows[0]["K"]
+    ax.plot(
+        alphas,
+        [theory.expected_tokens(a, K) * ratio for a in alphas],
+        color="black",
+        lw=1,
+        label=f"theory, c = 0 (K = {K}, t_target/t_verify = {ratio:.2f})",
+    )
+    ax.axhline(1.0, color="grey", lw=0.8)
+    ax.set(xlabel="α (acceptance per draft)", ylabel="speedup (AR time / SD time)", title="acceptance dial")
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    _save(fig, rows, output)
+
+
 def plot_roofline(rows: list[dict], output: str) -> None:
     """Per model: step time t(n) against tokens per step, with its two roofs (memory: bytes over the
     read bandwidth, flat in n; compute: FLOPs over the product rate, growing with n) and the step's

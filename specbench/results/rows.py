@@ -28,6 +28,9 @@ def drafter_settings(drafter) -> dict:
             "draft_layers": None,
             "dynamic_K": False,
             "draft_confidence": None,
+            "verify": "token",
+            "drafts": 1,
+            "acceptance": None,
         }
     return {
         "drafter": drafter.kind,
@@ -35,6 +38,9 @@ def drafter_settings(drafter) -> dict:
         "draft_layers": drafter.config.n_layer if drafter.kind == "layerskip" else None,
         "dynamic_K": drafter.confidence is not None,
         "draft_confidence": drafter.confidence,
+        "verify": drafter.verify,
+        "drafts": drafter.drafts,
+        "acceptance": drafter.acceptance,
     }
 
 

@@ -46,6 +46,11 @@ FIELDS = [
     F("draft_layers", int, key=True),
     F("dynamic_K", bool, key=True, old=False),
     F("draft_confidence", float, key=True),
+    # how the round drafts and is judged (their table places tie with K's: shown where they vary)
+    F("verify", str, md=7, table=5, header="verify", key=True, old="token"),  # token or block (verify.py)
+    F("drafts", int, md=7, table=5, header="drafts", key=True, old=1),  # draft sequences per round
+    # the dial's setting: an instrument, not a drafter one would deploy (drafters.py)
+    F("acceptance", float, md=7, table=5, header="dial a", key=True, fmt="g"),
     F("K", int, md=7, table=5, header="K", key=True, plot=True),
     F("temperature", float, md=8, table=6, header="T", key=True, plot=True, fmt="g"),
     F("top_k", int, key=True),

@@ -1,0 +1,139 @@
+"""How the target judges a round's drafts: token by token, as a block, or k drafts at once.
+
+Notation as in the rest of specbench (DESIGN.md §4): p = the draft's distributions, q = the
+target's. Every rule here is exact -- the emitted tokens follow the target's warped distribution
+-- and at T = 0 each reduces to sampling.greedy_verdict, which the round runs instead.
+
+  * token  sampling.accept_reject (Leviathan et al. 2023, Algorithm 1; Chen et al. 2023).
+  * block  block verification (Sun, Mendlovic, Leviathan, Aharoni, Beirami, Ro and Suresh,
+           "Block Verification Accelerates Speculative Decoding", ICLR 2025, arXiv:2403.10444,
+           Algorithm 2): one joint decision over the K drafts. Never fewer tokens per round in
+           expectation than token by token; on the paper's toy case 11/9 against 10/9.
+  * k drafts  multi_draft_verdict: SpecInfer's multi-step speculative sampling (Miao et al.,
+           ASPLOS 2024, Algorithm 2) over k independent draft sequences: at each depth the
+           candidates that share the accepted prefix are tried in turn against a residual that
+           every rejection shrinks.
+
+A drafter without distributions (lookup) proposes with certainty: its p rows are one-hot, so
+block verification's ratio q(x)/p(x) is q(x) and its residual max(eta q - p, 0) removes at most
+the drafted token's mass; the rule is the same and stays exact.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from specbench.model.sampling import accept_reject, residual, sample
+
+METHODS = ("token", "block")
+
+
+def block_hazards(draft_tokens, p, q, n_drafted=None):
+    """Block verification's quantities for one round (Sun et al. 2025, Algorithm 2, in specbench's
+    notation: their M_s is p, M_b is q, their p_i is eta_i, gamma is K).
+
+    draft_tokens [K] drawn from p [K, V]; q [K+1, V]. Returns (h [K+1], eta [K+1]) with eta_0 = 1,
+
+        eta_i = min(1, eta_{i-1} q_{i-1}(x_i) / p_{i-1}(x_i))                        (i = 1..K)
+        Z_i   = sum_x max(eta_i q_i(x) - p_i(x), 0)
+        h_i   = Z_i / (Z_i + 1 - eta_i)  for i < K,    h_K = eta_K,
+
+    where row i is the distribution of the token after i drafts. h_0 is not used (position 0 is
+    where the round falls back to when no coin passes). 0/0 counts as 0: it occurs only when
+    eta_i = 1 and q_i = p_i, where no residual mass is left to emit from. Drafts at and after
+    n_drafted were not proposed (their p rows are zero): eta is 0 there, so h is 0 and the
+    residual after the last proposed draft is q itself (its Z_i = eta_i, so h_i = eta_i).
+    """
+    K = draft_tokens.shape[0]
+    p_x = jnp.take_along_axis(p, draft_tokens[:, None], axis=-1)[:, 0]
+    q_x = jnp.take_along_axis(q[:K], draft_tokens[:, None], axis=-1)[:, 0]
+    ratio = jnp.where(p_x > 0, q_x / jnp.where(p_x > 0, p_x, 1.0), 0.0)
+    if n_drafted is not None:
+        ratio = jnp.where(jnp.arange(K) < n_drafted, ratio, 0.0)
+    eta = _running_min_product(ratio)
+    p_pad = jnp.concatenate([p, jnp.zeros_like(p[:1])], axis=0)
+    z = jnp.sum(jnp.maximum(eta[:, None] * q - p_pad, 0.0), axis=-1)
+    denominator = z + 1.0 - eta
+    h = jnp.where(denominator > 0, z / jnp.where(denominator > 0, denominator, 1.0), 0.0)
+    return h.at[K].set(eta[K]), eta
+
+
+def _running_min_product(ratio):
+    """eta_0 = 1, eta_i = min(1, eta_{i-1} ratio_i): a scan (the min does not distribute over
+    the product, so no closed form over cumulative products)."""
+
+    def next_eta(eta, r):
+        eta = jnp.minimum(1.0, eta * r)
+        return eta, eta
+
+    _, etas = lax.scan(next_eta, jnp.float32(1.0), ratio.astype(jnp.float32))
+    return jnp.concatenate([jnp.ones(1, jnp.float32), etas])
+
+
+def block_verdict(key, draft_tokens, p, q, n_drafted=None):
+    """One round's verdict by block verification (Sun et al. 2025, Algorithm 2; block_hazards).
+
+    One coin u_i per draft position; tau = the last i in 1..K with u_i <= h_i, or 0 when none
+    passes. The first tau drafts are accepted; the emitted token is the bonus from q_K when
+    tau = K, else a draw from norm(max(eta_tau q_tau - p_tau, 0)). Same signature and result as
+    sampling.accept_reject: (n_accepted, emitted)."""
+    K = draft_tokens.shape[0]
+    k_coins, k_emit = jax.random.split(key)
+    h, eta = block_hazards(draft_tokens, p, q, n_drafted)
+    passed = jax.random.uniform(k_coins, (K,)) <= h[1:]
+    tau = jnp.max(jnp.where(passed, jnp.arange(1, K + 1), 0)).astype(jnp.int32)
+    p_pad = jnp.concatenate([p, jnp.zeros_like(p[:1])], axis=0)
+    emitted = sample(k_emit, residual(eta[tau] * q[tau], p_pad[tau]))
+    return tau, emitted
+
+
+def multi_draft_verdict(key, draft_tokens, p, q, n_drafted, update_residual: bool = True):
+    """One round's verdict over k draft sequences: SpecInfer's multi-step speculative sampling
+    (Miao et al. 2024, Algorithm 2, for k sequences drawn independently from the draft).
+
+    draft_tokens [k, K], p [k, K, V], q [k, K+1, V] (the target on each sequence), n_drafted [k].
+    At depth i the sequences still alive (those whose first i drafts equal the accepted prefix)
+    are tried in order: candidate x of sequence j is accepted with probability min(1, r(x) / p_j(x)),
+    starting from r = q_i; each rejection replaces r by norm(max(r - p_j, 0)). The first accepted
+    candidate extends the prefix and keeps alive only the sequences that drafted it; when every
+    candidate is rejected the emitted token is drawn from r, and after K accepted depths the bonus
+    from q_K. Each candidate is an independent draw from p given the prefix, so every step is a
+    rejection sampler of the current r and the token is exactly q's (Miao et al. 2024, Theorem 4.2).
+
+    Returns (n_accepted, emitted, branch): branch is a sequence carrying the accepted prefix,
+    whose caches the round keeps. update_residual=False is the tests' broken variant: every
+    candidate is tried against q itself.
+    """
+    k, K = draft_tokens.shape
+    k_coins, k_emit = jax.random.split(key)
+    coins = jax.random.uniform(k_coins, (K, k))
+    first_alive = lambda alive: jnp.argmax(alive).astype(jnp.int32)
+
+    def depth(i, carry):
+        alive, stopped, n_accepted, r_stop = carry
+        r = q[first_alive(alive), i]
+        token, found = jnp.int32(0), jnp.bool_(False)
+        for j in range(k):  # k is small and static: the candidates in order, unrolled
+            tested = alive[j] & ~found & (i < n_drafted[j])
+            x = draft_tokens[j, i]
+            accepted = tested & (coins[i, j] * p[j, i, x] < r[x])
+            token = jnp.where(accepted, x, token)
+            rejected = tested & ~accepted
+            if update_residual:
+                r = jnp.where(rejected, residual(r, p[j, i]), r)
+            found = found | accepted
+        go_on = ~stopped & found
+        alive = jnp.where(go_on, alive & (draft_tokens[:, i] == token), alive)
+        r_stop = jnp.where(~stopped & ~found, r, r_stop)
+        return alive, stopped | ~found, n_accepted + go_on.astype(jnp.int32), r_stop
+
+    init = (jnp.ones(k, bool), jnp.bool_(False), jnp.int32(0), jnp.zeros(q.shape[-1], q.dtype))
+    alive, stopped, n_accepted, r_stop = lax.fori_loop(0, K, depth, init)
+    branch = first_alive(alive)
+    emitted = sample(k_emit, jnp.where(stopped, r_stop, q[branch, K]))
+    return n_accepted, emitted, branch
+
+
+VERDICTS = {"token": accept_reject, "block": block_verdict}

@@ -1,0 +1,214 @@
+"""Verification beyond one draft token at a time (verify.py): block verification, k drafts per
+round and the acceptance dial. Each is exact: the same tokens as AR at T = 0, and at T = 1 every
+emitted token, tested by its role in the round, follows the target; a broken variant fails."""
+
+import itertools
+from fractions import Fraction
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from specbench.model import decoding, drafters
+from specbench.model.generate import autoregressive, speculative
+from specbench.model.sampling import Warp, accept_reject, greedy_verdict, residual, sample
+from specbench.model.verify import block_hazards, block_verdict, multi_draft_verdict
+
+from conftest import random_model
+from exactness import P_THRESHOLD, SMALL_T, TARGET, noisy_copy, role_p_values, round_samples
+
+# ---------------------------------------------------------------------------------------------
+# The paper's toy case, exactly
+
+
+def expected_accepted(accept_probs, p_draft, K: int) -> float:
+    """E[accepted drafts] of a context-free round, by enumerating the K drafts: accept_probs(xs)
+    gives P(tau = i) for i = 0..K given the drafts xs."""
+    total = 0.0
+    for xs in itertools.product(range(len(p_draft)), repeat=K):
+        weight = float(np.prod([p_draft[x] for x in xs]))
+        total += weight * sum(i * pr for i, pr in enumerate(accept_probs(xs)))
+    return total
+
+
+def test_the_papers_toy_case_block_11_9_against_token_10_9():
+    q, p, K = np.array([1 / 3, 2 / 3]), np.array([2 / 3, 1 / 3]), 2  # M_b = q (target), M_s = p (draft)
+
+    def token_level(xs):  # accept each draft with min(1, q/p), up to the first rejection
+        a = [min(1.0, q[x] / p[x]) for x in xs]
+        return [(1 - a[0]), a[0] * (1 - a[1]), a[0] * a[1]]
+
+    def block(xs):  # tau = the last i whose coin passes h_i (Sun et al. 2025, Algorithm 2)
+        h, _ = block_hazards(
+            jnp.asarray(xs), jnp.asarray([p, p], jnp.float32), jnp.asarray([q] * 3, jnp.float32)
+        )
+        h = np.asarray(h, np.float64)
+        return [
+            (1 - h[1]) * (1 - h[2]),  # no coin passes
+            h[1] * (1 - h[2]),
+            h[2],
+        ]
+
+    assert expected_accepted(token_level, p, K) == pytest.approx(float(Fraction(10, 9)), abs=1e-12)
+    assert expected_accepted(block, p, K) == pytest.approx(float(Fraction(11, 9)), abs=1e-6)
+
+
+def test_block_verdict_at_one_hot_rows_is_the_greedy_verdict():
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        K, V = 4, 6
+        drafts = rng.integers(0, 3, K)
+        target = rng.integers(0, 3, K + 1)
+        p = jax.nn.one_hot(drafts, V)
+        q = jax.nn.one_hot(target, V)
+        got = block_verdict(jax.random.PRNGKey(int(rng.integers(1 << 30))), jnp.asarray(drafts), p, q)
+        want = greedy_verdict(jnp.asarray(drafts), jnp.asarray(target))
+        assert (int(got[0]), int(got[1])) == (int(want[0]), int(want[1]))
+
+
+def test_multi_draft_verdict_with_one_draft_is_token_by_token_in_distribution():
+    # k = 1: recursive rejection over one candidate is accept_reject itself; the same coins give
+    # the same number of accepted drafts
+    rng = np.random.default_rng(1)
+    K, V = 3, 5
+    p = jnp.asarray(rng.dirichlet(np.ones(V), K), jnp.float32)
+    q = jnp.asarray(rng.dirichlet(np.ones(V), K + 1), jnp.float32)
+    drafts = jnp.asarray(rng.integers(0, V, K))
+    n = [
+        int(multi_draft_verdict(jax.random.PRNGKey(s), drafts[None], p[None], q[None], jnp.array([K]))[0])
+        for s in range(300)
+    ]
+    a = np.minimum(1, np.asarray(q)[np.arange(K), drafts] / np.asarray(p)[np.arange(K), drafts])
+    mean = sum(np.prod(a[:i]) for i in range(1, K + 1))
+    assert np.mean(n) == pytest.approx(mean, abs=4 * np.sqrt(K * K / 4 / 300) + 0.05)
+
+
+# ---------------------------------------------------------------------------------------------
+# T = 0: the same tokens as AR
+
+
+@pytest.fixture(scope="module")
+def target():
+    return random_model(TARGET, 0, "target", scale=20)
+
+
+@pytest.fixture(scope="module")
+def draft(target):
+    return noisy_copy(target, 0.3, 5)
+
+
+PROMPTS = [list(np.random.default_rng(i).integers(0, 97, 2 + i % 5)) for i in range(4)]
+
+
+@pytest.mark.parametrize("method", ["block", "drafts-2", "drafts-3", "dial-0.5", "dial-0", "dial-1"])
+def test_greedy_tokens_equal_autoregressive(target, draft, method):
+    if method.startswith("dial"):
+        drafter = drafters.dial_drafter(float(method.split("-")[1]))
+    elif method == "block":
+        drafter = drafters.Drafter("model", draft.config, verify="block")
+    else:
+        drafter = drafters.Drafter("model", draft.config, drafts=int(method.split("-")[1]))
+    for prompt in PROMPTS:
+        ar, _ = autoregressive(target, prompt, 20, Warp(0.0), seed=0)
+        sd, stats = speculative(draft, target, prompt, 20, 4, Warp(0.0), seed=0, drafter=drafter)
+        np.testing.assert_array_equal(sd, ar)
+    if method == "dial-1":
+        assert stats.alpha == 1.0
+    if method == "dial-0":
+        assert stats.alpha == 0.0
+
+
+@pytest.mark.parametrize("a", [0.25, 0.5, 0.9])
+def test_the_dial_accepts_each_draft_with_probability_a(target, a):
+    drafter = drafters.dial_drafter(a)
+    evaluated = accepted = 0
+    for seed, prompt in enumerate(PROMPTS * 6):
+        _, stats = speculative(None, target, prompt, 110, 4, Warp(0.0), seed=seed, drafter=drafter)
+        evaluated += sum(stats.evaluated)
+        accepted += sum(stats.accepted)
+    assert evaluated >= 2000
+    sigma = np.sqrt(a * (1 - a) / evaluated)
+    assert abs(accepted / evaluated - a) < 4 * sigma, (accepted / evaluated, a, evaluated)
+
+
+def test_the_dial_needs_its_reference_and_runs_one_greedy_sequence(target):
+    from specbench.errors import DecodeError
+
+    with pytest.raises(DecodeError, match="greedy tokens"):
+        decoding.draft_params_for(drafters.dial_drafter(0.5), None, target)
+    with pytest.raises(DecodeError, match="temperature 0"):
+        speculative(None, target, PROMPTS[0], 10, 4, Warp(1.0), drafter=drafters.dial_drafter(0.5))
+    with pytest.raises(ValueError, match="acceptance"):
+        drafters.Drafter("dial", acceptance=1.5)
+    with pytest.raises(ValueError, match="one draft sequence"):
+        drafters.Drafter("model", target.config, verify="block", drafts=2)
+
+
+# ---------------------------------------------------------------------------------------------
+# T = 1: every token by its role in the round
+
+
+def broken_block_verdict(key, draft_tokens, p, q, n_drafted=None):
+    """Negative control: the residual after tau drafts drawn from norm(max(q - p, 0)), without eta_tau."""
+    tau, _ = block_verdict(key, draft_tokens, p, q, n_drafted)
+    p_pad = jnp.concatenate([p, jnp.zeros_like(p[:1])], axis=0)
+    return tau, sample(jax.random.fold_in(key, 3), residual(q[tau], p_pad[tau]))
+
+
+def broken_multi_draft_verdict(key, draft_tokens, p, q, n_drafted):
+    """Negative control: every candidate tried against q itself, the residual never updated."""
+    return multi_draft_verdict(key, draft_tokens, p, q, n_drafted, update_residual=False)
+
+
+def wrong_bonus_dynamic(key, draft_tokens, p, q, n_drafted=None):
+    """Negative control for dynamic K: when every proposed draft is accepted, the token after them
+    comes from the row before (q[n_drafted - 1]), the last draft's, instead of q[n_drafted]."""
+    n_accepted, emitted = accept_reject(key, draft_tokens, p, q, n_drafted)
+    wrong = sample(jax.random.fold_in(key, 2), q[jnp.maximum(n_drafted - 1, 0)])
+    return n_accepted, jnp.where((n_accepted == n_drafted) & (n_drafted > 0), wrong, emitted)
+
+
+@pytest.fixture(scope="module")
+def role_pair():
+    target = random_model(SMALL_T, 12, "small-target", scale=30)
+    return noisy_copy(target, 0.3, 13), target
+
+
+CASES = {  # name: (drafter settings, verdict, exact?)
+    "token": (dict(), None, True),
+    "block": (dict(verify="block"), None, True),
+    "block-no-eta": (dict(verify="block"), broken_block_verdict, False),
+    "drafts-2": (dict(drafts=2), None, True),
+    "drafts-3": (dict(drafts=3), None, True),
+    "drafts-3-no-residual": (dict(drafts=3), broken_multi_draft_verdict, False),
+    "dynamic-K": (dict(confidence=0.6), None, True),
+    "dynamic-K-wrong-bonus-row": (dict(confidence=0.6), wrong_bonus_dynamic, False),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_every_role_of_a_round_follows_the_target(role_pair, case, record_property):
+    draft, target = role_pair
+    settings, verdict, exact = CASES[case]
+    drafter = drafters.Drafter("model", draft.config, **settings)
+    warp, K, prompt = Warp(1.0), 3, [3, 7, 1]
+    tokens, accepted, drafted = round_samples(draft.params, target, prompt, warp, K, drafter, verdict)
+    p_values = role_p_values(target, prompt, warp, tokens, accepted, drafted, K)
+    record_property("p_values", p_values)
+    print(f"\n{case}: " + ", ".join(f"{role} {p:.2g}" for role, p in sorted(p_values.items())))
+    assert {"draft 1", "draft 2", "draft 3", "bonus", "after bonus", "after rejection"} <= set(p_values)
+    if exact:
+        assert min(p_values.values()) > P_THRESHOLD
+    else:
+        assert min(p_values.values()) < P_THRESHOLD
+
+
+def test_block_verification_accepts_more_per_round_than_token_by_token(role_pair):
+    draft, target = role_pair
+    mean = {}
+    for verify in ("token", "block"):
+        drafter = drafters.Drafter("model", draft.config, verify=verify)
+        _, accepted, _ = round_samples(draft.params, target, [3, 7, 1], Warp(1.0), 3, drafter, n_samples=5000)
+        mean[verify] = accepted.mean()
+    assert mean["block"] > mean["token"]
