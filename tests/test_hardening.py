@@ -365,7 +365,7 @@ def test_a_slower_speedup_carries_its_spread_through_the_inversion():
 def test_a_drafter_sweep_plots_a_series_per_drafter():
     from specbench.results import schema as results
 
-    rows = json.loads((ROWS.parent / "cpu-sweep-drafters-bundled.json").read_text())
+    rows = json.loads((ROWS.parent / "history" / "cpu-sweep-drafters-bundled.json").read_text())
     assert {"draft", "drafter"} <= set(results.varying(rows, exclude=("K",)))
 
 
@@ -373,7 +373,7 @@ def test_a_drafter_sweep_plots_a_series_per_drafter():
 # report: a dry run, a report.json of the wrong shape, a finished report
 
 
-RECORDED_REPORT = ROWS.parent / "report-bundled-cpu"
+RECORDED_REPORT = ROWS.parent / "report-bundled-cpu-quick"
 
 
 @pytest.mark.parametrize("state", ["[]", '{"settings": 5}', '{"settings": {}, "sections": 3}'])
@@ -397,7 +397,7 @@ def test_resuming_a_finished_report_leaves_it_as_it_is(env, tmp_path, monkeypatc
     copy = tmp_path / "rep"
     shutil.copytree(RECORDED_REPORT, copy)
     before = {p.name: p.read_bytes() for p in copy.iterdir()}
-    result = invoke("report", "-o", copy, "--resume", "--kernels", "xla")  # measured before the kernel
+    result = invoke("report", "-o", copy, "--resume", "--quick")
     assert result.exit_code == 0, result.output
     assert "is complete: nothing is left to measure" in result.output
     assert {p.name: p.read_bytes() for p in copy.iterdir()} == before

@@ -117,8 +117,8 @@ def dry_run(console: Console, jobs: list, n_programs: int, seconds: float, write
         sampling = (f" top-k={w.top_k}" if w.top_k else "") + (f" top-p={w.top_p:g}" if w.top_p else "")
         verify = " verify=block" if c.drafter.verify == "block" else ""
         console.print(
-            f"  {job.draft_name}{verify} K={c.K} T={w.temperature:g}{sampling} {job.prompt_id} batch {len(job.ids)} "
-            f"N={c.n_tokens} repeats {c.repeats}"
+            f"  {job.draft_name}{verify} K={c.K} T={w.temperature:g}{sampling} {job.prompt_id} "
+            f"batch {len(job.ids)} N={c.n_tokens} repeats {c.repeats}"
         )
     if len(jobs) > 20:
         console.print(f"  ... and {len(jobs) - 20} more")
