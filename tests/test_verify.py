@@ -12,7 +12,7 @@ import pytest
 
 from specbench.model import decoding, drafters
 from specbench.model.generate import autoregressive, speculative
-from specbench.model.sampling import Warp, accept_reject, greedy_verdict, residual, sample
+from specbench.model.sampling import Warp, accept_reject, greedy_verdict, residual, sample, with_zero_row
 from specbench.model.verify import block_hazards, block_verdict, multi_draft_verdict
 
 from conftest import random_model
@@ -152,8 +152,7 @@ def test_the_dial_needs_its_reference_and_runs_one_greedy_sequence(target):
 def broken_block_verdict(key, draft_tokens, p, q, n_drafted=None):
     """Negative control: the residual after tau drafts drawn from norm(max(q - p, 0)), without eta_tau."""
     tau, _ = block_verdict(key, draft_tokens, p, q, n_drafted)
-    p_pad = jnp.concatenate([p, jnp.zeros_like(p[:1])], axis=0)
-    return tau, sample(jax.random.fold_in(key, 3), residual(q[tau], p_pad[tau]))
+    return tau, sample(jax.random.fold_in(key, 3), residual(q[tau], with_zero_row(p)[tau]))
 
 
 def broken_multi_draft_verdict(key, draft_tokens, p, q, n_drafted):

@@ -136,11 +136,11 @@ def validate(prompt_ids, n_tokens: int, K: int, models: list[Model], max_len: in
 
 def draft_params_for(drafter: Drafter, draft: Model | None, target: Model, reference=None):
     """The weights a drafter runs: the draft model's, the target's own (layer-skip), none (lookup),
-    or for the dial the target's greedy tokens `reference` [max_len] (generate.dial_reference)."""
+    or for the dial the target's greedy tokens `reference` [max_len] (generate.prepare_drafter)."""
     if drafter.kind == "dial":
         if reference is None:
             raise DecodeError(
-                "the dial needs the target's greedy tokens (generate.dial_reference)", "drafter"
+                "the dial needs the target's greedy tokens (generate.prepare_drafter)", "drafter"
             )
         return {"reference": reference}
     if drafter.kind == "model":

@@ -187,6 +187,12 @@ def residual(q, p):
     return jnp.where(total > 0, r / jnp.where(total > 0, total, 1.0), q)
 
 
+def with_zero_row(p):
+    """p [K, V] with a row of zeros after its last: the draft's distribution at position K, where
+    nothing was drafted, so a residual there is the target's own row."""
+    return jnp.concatenate([p, jnp.zeros_like(p[:1])], axis=0)
+
+
 def accept_reject(key, draft_tokens, p, q, n_drafted=None):
     """One round's verdict, token by token (Leviathan et al. 2023, Algorithm 1; Chen et al. 2023,
     Algorithm 2).
@@ -207,9 +213,8 @@ def accept_reject(key, draft_tokens, p, q, n_drafted=None):
     if n_drafted is not None:
         accepted &= jnp.arange(n_draft) < n_drafted
     n_accepted = jnp.sum(jnp.cumprod(accepted.astype(jnp.int32)))  # accepted before the first rejection
-    # p padded with a zero row: at n_accepted == K the residual of q[K] against 0 is q[K] itself
-    p_pad = jnp.concatenate([p, jnp.zeros_like(p[:1])], axis=0)
-    emitted = sample(k_emit, residual(q[n_accepted], p_pad[n_accepted]))
+    # at n_accepted == K the residual of q[K] against the zero row is q[K] itself
+    emitted = sample(k_emit, residual(q[n_accepted], with_zero_row(p)[n_accepted]))
     return n_accepted.astype(jnp.int32), emitted
 
 

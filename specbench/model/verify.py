@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from specbench.model.sampling import accept_reject, residual, sample
+from specbench.model.sampling import accept_reject, residual, sample, with_zero_row
 
 METHODS = ("token", "block")
 
@@ -53,8 +53,7 @@ def block_hazards(draft_tokens, p, q, n_drafted=None):
     if n_drafted is not None:
         ratio = jnp.where(jnp.arange(K) < n_drafted, ratio, 0.0)
     eta = _running_min_product(ratio)
-    p_pad = jnp.concatenate([p, jnp.zeros_like(p[:1])], axis=0)
-    z = jnp.sum(jnp.maximum(eta[:, None] * q - p_pad, 0.0), axis=-1)
+    z = jnp.sum(jnp.maximum(eta[:, None] * q - with_zero_row(p), 0.0), axis=-1)
     denominator = z + 1.0 - eta
     h = jnp.where(denominator > 0, z / jnp.where(denominator > 0, denominator, 1.0), 0.0)
     return h.at[K].set(eta[K]), eta
@@ -84,8 +83,7 @@ def block_verdict(key, draft_tokens, p, q, n_drafted=None):
     h, eta = block_hazards(draft_tokens, p, q, n_drafted)
     passed = jax.random.uniform(k_coins, (K,)) <= h[1:]
     tau = jnp.max(jnp.where(passed, jnp.arange(1, K + 1), 0)).astype(jnp.int32)
-    p_pad = jnp.concatenate([p, jnp.zeros_like(p[:1])], axis=0)
-    emitted = sample(k_emit, residual(eta[tau] * q[tau], p_pad[tau]))
+    emitted = sample(k_emit, residual(eta[tau] * q[tau], with_zero_row(p)[tau]))
     return tau, emitted
 
 
