@@ -18,7 +18,7 @@ import jax
 import numpy as np
 
 from specbench.measure import roofline, timing
-from specbench.model import gpt2, weights
+from specbench.model import gpt2, layouts, weights
 
 
 def load_other(path: str):
@@ -36,7 +36,7 @@ def main(other_path: str, out_path: str, name: str, shapes: list[str], rounds: i
         for v, m in (("this", gpt2), ("other", other))
     }
     config = weights.REGISTRY[name].config
-    model = weights.Model(name, config, gpt2.decode_layout(gpt2.init_params(config, 0)), "random")
+    model = weights.Model(name, config, layouts.decode_layout(gpt2.init_params(config, 0)), "random")
     steps = [tuple(int(n) for n in s.split("x")) for s in shapes]
     out = {
         "model": name,

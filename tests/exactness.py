@@ -18,7 +18,8 @@ from specbench.measure.selftest import (  # noqa: F401  (re-exported for the tes
     target_marginals,
 )
 from specbench.model import kernels
-from specbench.model.gpt2 import GPT2Config, kernel_layout
+from specbench.model.gpt2 import GPT2Config
+from specbench.model.layouts import kernel_layout
 from specbench.model.sampling import accept_reject, sample
 from specbench.model.weights import Model
 
@@ -27,7 +28,7 @@ DRAFT = GPT2Config(n_layer=1, n_head=2, n_embd=16, n_ctx=128, n_vocab=97)
 
 
 def with_kernel(*models: Model) -> tuple[Model, ...]:
-    """The models in the CPU kernel's layout (gpt2.kernel_layout), or a skip where it cannot run."""
+    """The models in the CPU kernel's layout (layouts.kernel_layout), or a skip where it cannot run."""
     if kernels.unavailable():
         pytest.skip(f"the CPU kernel cannot run here: {kernels.unavailable()}")
     return tuple(Model(m.name, m.config, kernel_layout(m.params), m.source) for m in models)

@@ -3,17 +3,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from specbench.model import gpt2 as gpt2_module
-from specbench.model import kernels
-from specbench.model.gpt2 import (
-    GPT2Config,
-    decode_layout,
-    decode_pieces,
-    gpt2,
-    init_cache,
-    kernel_layout,
-    step_jit,
-)
+from specbench.model import kernels, layouts
+from specbench.model.gpt2 import GPT2Config, gpt2, init_cache, step_jit
+from specbench.model.layouts import decode_layout, decode_pieces, kernel_layout
 from specbench.model.weights import Model
 
 from conftest import numpy_gpt2, random_model
@@ -29,7 +21,7 @@ CONFIGS = [
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda c: f"{c.n_layer}x{c.n_embd}h{c.n_head}v{c.n_vocab}")
 def test_cached_logits_match_full_forward(config, layout, monkeypatch):
     if layout == "decode-pieces":  # cut every n_in into pieces of under 8 floats, as 4,096 and wider are
-        monkeypatch.setattr(gpt2_module, "FUSED_VECTOR_BYTES", 32)
+        monkeypatch.setattr(layouts, "FUSED_VECTOR_BYTES", 32)
     if layout == "kernel" and kernels.unavailable():
         pytest.skip(f"the CPU kernel cannot run here: {kernels.unavailable()}")
     model = random_model(config, seed=config.n_embd)
@@ -115,7 +107,7 @@ def test_logits_at_one_row_equals_that_row_of_all():
 
 
 def test_the_decode_layout_reads_as_many_bytes_and_batches_use_the_hf_layout():
-    from specbench.model.gpt2 import batch_layout, param_bytes, resident_bytes
+    from specbench.model.layouts import batch_layout, param_bytes, resident_bytes
 
     params = random_model(CONFIGS[1], seed=1).params
     both = decode_layout(params)

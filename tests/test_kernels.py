@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from specbench.errors import SpecbenchError
-from specbench.model import gpt2, kernels
+from specbench.model import kernels, layouts
 
 from conftest import TINY, assert_one_line_error, invoke, random_model
 
@@ -63,12 +63,14 @@ def test_a_row_comes_out_the_same_whatever_the_number_of_rows(kernel):
 
 def test_the_kernel_layout_adds_only_a_transposed_head(kernel):
     params = random_model(TINY, 1).params
-    kernel_params = gpt2.kernel_layout(params)
+    kernel_params = layouts.kernel_layout(params)
     np.testing.assert_array_equal(kernel_params["head"]["weight"], np.asarray(params["wte"]).T)
-    assert gpt2.param_bytes(kernel_params) == gpt2.param_bytes(params)
-    assert gpt2.resident_bytes(kernel_params) - gpt2.resident_bytes(params) == params["wte"].size * 4
-    assert gpt2.layout(kernel_params) == "kernel" and kernels.used_by(kernel_params) == "cpu"
-    assert jax.tree_util.tree_structure(gpt2.as_loaded(kernel_params)) == jax.tree_util.tree_structure(params)
+    assert layouts.param_bytes(kernel_params) == layouts.param_bytes(params)
+    assert layouts.resident_bytes(kernel_params) - layouts.resident_bytes(params) == params["wte"].size * 4
+    assert layouts.layout(kernel_params) == "kernel" and kernels.used_by(kernel_params) == "cpu"
+    assert jax.tree_util.tree_structure(layouts.as_loaded(kernel_params)) == jax.tree_util.tree_structure(
+        params
+    )
 
 
 def test_where_the_kernel_cannot_run_auto_falls_back_and_cpu_says_why(monkeypatch, env):

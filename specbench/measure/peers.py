@@ -31,7 +31,7 @@ import numpy as np
 from specbench.errors import SpecbenchError
 from specbench.measure import peer_worker
 from specbench.measure.load import process_cpu_seconds
-from specbench.model import gpt2, hf_layout, reference
+from specbench.model import gpt2, hf_layout, layouts, reference
 from specbench.model.weights import Model
 
 NAMES = ("transformers", "numpy")
@@ -64,7 +64,7 @@ def draft_model(drafter, draft: Model | None, target: Model) -> Model:
         raise PeerError(f"peers draft with a network; the {drafter.kind} drafter has no peer", "peer")
     L = drafter.config.n_layer
     first = lambda node: {k: first(v) for k, v in node.items()} if isinstance(node, dict) else node[:L]
-    params = gpt2.as_loaded(target.params)
+    params = layouts.as_loaded(target.params)
     params = {**params, "blocks": first(params["blocks"])}
     return Model(f"{target.name}[:{L}]", drafter.config, params, "random")
 
@@ -174,7 +174,7 @@ def make_peers(names, drafter, draft: Model | None, target: Model, batch: int, o
                 raise PeerError("numpy runs the papers' constant K; leave out --dynamic-K", "peer")
             if dtype != "float32":
                 raise PeerError("numpy has no bfloat16: use --dtype float32", "peer")
-            as_np = lambda m: (reference.as_numpy(gpt2.as_loaded(m.params)), m.config)
+            as_np = lambda m: (reference.as_numpy(layouts.as_loaded(m.params)), m.config)
             specs[name] = {"draft": as_np(network), "target": as_np(target)}
         else:
             if not installed("torch", "transformers"):

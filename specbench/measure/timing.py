@@ -18,7 +18,8 @@ import numpy as np
 from jax import lax
 
 from specbench.model import drafters, generate
-from specbench.model.gpt2 import GPT2Config, batch_layout, init_cache, step
+from specbench.model.gpt2 import GPT2Config, init_cache, step
+from specbench.model.layouts import batch_layout
 from specbench.model.sampling import Warp, argmax
 from specbench.model.weights import Model
 

@@ -29,7 +29,8 @@ from jax import lax
 
 from specbench.model import decoding
 from specbench.model.decoding import ARState, SpecState, bucket
-from specbench.model.gpt2 import GPT2Config, batch_layout
+from specbench.model.gpt2 import GPT2Config
+from specbench.model.layouts import batch_layout
 
 # ---------------------------------------------------------------------------------------------
 # Sizes

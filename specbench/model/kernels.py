@@ -111,6 +111,6 @@ def wanted(params, choice: str = "auto") -> bool:
 
 
 def used_by(params) -> str:
-    """What multiplies these weights in a decode step: "cpu" (the kernel's layout, gpt2.kernel_layout)
+    """What multiplies these weights in a decode step: "cpu" (the kernel's layout, layouts.kernel_layout)
     or "xla"."""
     return "cpu" if "head" in params else "xla"

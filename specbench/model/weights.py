@@ -15,8 +15,9 @@ import jax.numpy as jnp
 
 from specbench.errors import WeightsError
 from specbench.model import kernels
-from specbench.model.gpt2 import GPT2Config, for_decoding, init_params
+from specbench.model.gpt2 import GPT2Config, init_params
 from specbench.model.hf_layout import is_model_dir, load_dir, read_config
+from specbench.model.layouts import for_decoding
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,14 +125,14 @@ def random_model_params(spec: ModelSpec, dtype=jnp.float32) -> dict:
 
 def load_model(name: str, dtype=jnp.float32, decoding: bool = True, kernels_choice: str = "auto") -> Model:
     """Load by registry name, alias or directory path; clear WeightsError if it is not here.
-    decoding puts the weights in the layout decoding reads (gpt2.for_decoding: the CPU kernel's,
+    decoding puts the weights in the layout decoding reads (layouts.for_decoding: the CPU kernel's,
     as kernels_choice asks, else XLA's), which training does without."""
     model = _load(name, dtype)
     return for_decoding_model(model, kernels_choice) if decoding else model
 
 
 def for_decoding_model(model: Model, kernels_choice: str = "auto") -> Model:
-    """The model with its weights in the layout decoding reads (gpt2.for_decoding)."""
+    """The model with its weights in the layout decoding reads (layouts.for_decoding)."""
     kernel = kernels.wanted(model.params, kernels_choice)
     return dataclasses.replace(model, params=for_decoding(model.params, kernel))
 
