@@ -75,123 +75,160 @@ class BenchmarkResult:
     kernels: str = "xla"  # what multiplied the weights: "cpu" (specbench's kernel) or "xla" (kernels.used_by)
 
 
+PARTS = {"ar": ("ar_start", "ar_token"), "sd": ("sd_start", "round")}  # each method's budget parts
+STEP_TIMERS = ("draft", "target", "verify")  # the theory's step times
+
+
+@dataclasses.dataclass(frozen=True)
+class Prepared:
+    """One configuration made ready, once and outside every clock: the prompts, the cache length
+    that fits them, and what the drafter drafts with (the dial's: an AR generation). Its methods
+    are what run_benchmark times: the two generations, each method's budget parts and the step
+    timers, each sample a device loop from a cold start (timing.py)."""
+
+    config: RunConfig
+    prompts: list[list[int]]
+    max_len: int
+    draft_params: object
+
+    @classmethod
+    def make(cls, config: RunConfig, prompts: list[list[int]]) -> Prepared:
+        c = config
+        max_len = generate.plan(prompts, c.n_tokens, c.K, c.models)
+        one = prompts[0] if len(prompts) == 1 else prompts
+        draft_params = generate.prepare_drafter(
+            c.drafter, c.draft, c.target, one, c.n_tokens, c.K, c.warp, c.seed, max_len
+        )
+        return cls(config, prompts, max_len, draft_params)
+
+    def generate(self, method: str):
+        """One generation, "ar" or "sd": (tokens [N] for one prompt, [B, N] for a batch; DecodeStats)."""
+        c, one = self.config, self.prompts[0] if len(self.prompts) == 1 else self.prompts
+        kw = dict(max_len=self.max_len, device_loop=c.device_loop)
+        if method == "ar":
+            return generate.autoregressive(c.target, one, c.n_tokens, c.warp, c.seed, **kw)
+        drafting = dict(drafter=c.drafter, draft_params=self.draft_params)
+        return generate.speculative(c.draft, c.target, one, c.n_tokens, c.K, c.warp, c.seed, **kw, **drafting)
+
+    def peer_generate(self, peer, method: str):
+        """A peer's generation of the first prompt, "ar" or "sd", in its own process: (tokens, drafts
+        accepted per round or None, seconds timed there); it returns once that process is idle."""
+        c = self.config
+        if method == "ar":
+            return peer.autoregressive(self.prompts[0], c.n_tokens, c.warp, c.seed)
+        return peer.speculative(self.prompts[0], c.n_tokens, c.K, c.warp, c.seed)
+
+    def part_seconds(self, name: str, rounds: int) -> np.ndarray:
+        """One cold sample of a budget part (PARTS), in a loop as long as the generation's: the AR
+        start, N - 1 AR tokens, the SD start, or `rounds` rounds."""
+        c, once = self.config, dict(repeats=1, warm=False)
+        ar = (c.target, self.prompts, c.warp, self.max_len, c.seed)
+        sd = (c.draft, c.target, self.prompts, c.K, c.warp, self.max_len, c.seed)
+        drafting = dict(drafter=c.drafter, draft_params=self.draft_params)
+        if name == "ar_start":
+            return timing.ar_start_seconds(*ar, **once)
+        if name == "ar_token":
+            return timing.ar_token_seconds(*ar, iters=max(1, c.n_tokens - 1), **once)
+        if name == "sd_start":
+            return timing.spec_start_seconds(*sd, **drafting, **once)
+        return timing.round_seconds(*sd, iters=rounds, **drafting, **once)
+
+    def step_seconds(self, name: str) -> np.ndarray:
+        """One cold sample of a step timer (STEP_TIMERS), a 10-step loop at the run's batch size: a
+        draft step, a 1-token target step, or the verify of K + 1 tokens (of k sequences with k drafts)."""
+        c, B, once = self.config, len(self.prompts), dict(iters=10, repeats=1, warm=False)
+        if name == "draft":
+            return timing.draft_seconds(c.drafter, c.draft, c.target, self.prompts, c.K, self.max_len, **once)
+        n, batch = (1, B) if name == "target" else (c.K + 1, B * c.drafter.drafts)
+        return timing.step_seconds(c.target, n, self.max_len, batch=batch, **once)
+
+
 def run_benchmark(config: RunConfig, prompts: list[list[int]], on_progress=None) -> BenchmarkResult:
     """Warm up (compile, excluded and timed apart), then `repeats` times: AR and then its parts, SD
     and then its parts, one sample of each step timer at the same batch size, and each peer's AR
     and SD.
 
     Both decode the same prompts with the same seed, N and models; with B >= 2 prompts they decode
-    the B sequences together (batched.py). on_progress(done, total, what) follows the work.
+    the B sequences together (batched.py). Every repeat times each method's parts right after its
+    wall time, in loops as long as the generation's, each from a cold start as a generation starts,
+    so that drift and the state of the caches hit a wall time and its parts alike (docs/metrics.md,
+    the time budget). on_progress(done, total, what) follows the work.
     """
-    c, B = config, len(prompts)
-    one = prompts[0] if B == 1 else prompts  # one prompt: tokens [N]; a batch: [B, N]
-    max_len = generate.plan(prompts, c.n_tokens, c.K, c.models)
-    # what the drafter drafts with, made once, outside every clock (the dial's is an AR generation)
-    draft_params = generate.prepare_drafter(
-        c.drafter, c.draft, c.target, one, c.n_tokens, c.K, c.warp, c.seed, max_len
-    )
-    ar = lambda: generate.autoregressive(
-        c.target, one, c.n_tokens, c.warp, c.seed, max_len=max_len, device_loop=c.device_loop
-    )
-    sd = lambda: generate.speculative(
-        c.draft,
-        c.target,
-        one,
-        c.n_tokens,
-        c.K,
-        c.warp,
-        c.seed,
-        max_len=max_len,
-        device_loop=c.device_loop,
-        drafter=c.drafter,
-        draft_params=draft_params,
-    )
-    # each peer's AR and SD, in its own process: () -> (tokens, drafts accepted per round or None,
-    # seconds of the call timed there); each returns once the peer's process has gone idle
-    peer_calls = [
-        (
-            lambda p=p: p.autoregressive(prompts[0], c.n_tokens, c.warp, c.seed),
-            lambda p=p: p.speculative(prompts[0], c.n_tokens, c.K, c.warp, c.seed),
-        )
-        for p in c.peers
-    ]
-    peer_out = [{"ar": [], "sd": []} for _ in c.peers]
-    # The parts of the time budget, each a device-loop timer (timing.py) of one sample per call.
-    # Every repeat times each method's parts right after its wall time, in loops as long as the
-    # generation's (N - 1 tokens; the rounds SD ran), each from a cold start as a generation
-    # starts, so that drift and the state of the caches hit a wall time and its parts alike
-    # (README, time budget). Then the step timers of the theory.
-    once = dict(repeats=1, warm=False)
-    ar_args = (c.target, prompts, c.warp, max_len, c.seed)
-    sd_args = (c.draft, c.target, prompts, c.K, c.warp, max_len, c.seed)
-    drafting = dict(drafter=c.drafter, draft_params=draft_params)
-    ar_parts = {
-        "ar_start": lambda: timing.ar_start_seconds(*ar_args, **once),
-        "ar_token": lambda: timing.ar_token_seconds(*ar_args, iters=max(1, c.n_tokens - 1), **once),
-    }
-    sd_parts = {
-        "sd_start": lambda: timing.spec_start_seconds(*sd_args, **drafting, **once),
-        "round": lambda: timing.round_seconds(*sd_args, iters=rounds, **drafting, **once),
-    }
-    step = lambda n, batch=B: timing.step_seconds(c.target, n, max_len, iters=10, batch=batch, **once)
-    step_timers = {
-        "draft": lambda: timing.draft_seconds(
-            c.drafter, c.draft, c.target, prompts, c.K, max_len, iters=10, **once
-        ),
-        "target": lambda: step(1),
-        "verify": lambda: step(c.K + 1, B * c.drafter.drafts),  # k drafts: k sequences of K + 1
-    }
-    timers = ar_parts | sd_parts | step_timers
-    total = c.total_steps
+    c, prep, total = config, Prepared.make(config, prompts), config.total_steps
     progress = on_progress or (lambda *a: None)
     helpers = tuple(p.pid for p in c.peers)  # the peers' worker processes: their CPU time is ours
     before = load.snapshot(helpers)
+    walls, outputs = {"ar": [], "sd": []}, {}
+    steps = {name: [] for method in PARTS for name in PARTS[method]} | {name: [] for name in STEP_TIMERS}
+    peer_out = [{"ar": [], "sd": []} for _ in c.peers]
     with timing.CompileCounter() as compiles:
         t0 = time.perf_counter()
         for _ in range(max(c.warmup, 1)):
-            _, (_, warm_stats) = ar(), sd()
+            _, (_, warm_stats) = prep.generate("ar"), prep.generate("sd")
         compile_s = time.perf_counter() - t0
         rounds = max(1, warm_stats.rounds_run)  # the same every repeat: same prompts, seed and models
         progress(c.warmup, total, "compiling the step timers")
-        for measure in timers.values():  # their compiles, excluded too
-            measure()
-        for p, (p_ar, p_sd) in zip(c.peers, peer_calls):  # the peers' warm-up, excluded too
+        for method, names in PARTS.items():  # the timers' compiles, excluded too
+            for name in names:
+                prep.part_seconds(name, rounds)
+        for name in STEP_TIMERS:
+            prep.step_seconds(name)
+        for p in c.peers:  # the peers' warm-up, excluded too; each call returns once its process is idle
             progress(c.warmup, total, f"warm-up of {p.name}")
             for _ in range(max(c.warmup, 1)):
-                p_ar(), p_sd()
+                prep.peer_generate(p, "ar"), prep.peer_generate(p, "sd")
         progress(c.warmup, total, "warm-up done")
-        walls, outputs = {"ar": [], "sd": []}, {}
-        steps = {name: [] for name in timers}
         for i in range(c.repeats):
-            for method, generation, parts in (("ar", ar, ar_parts), ("sd", sd, sd_parts)):
+            for method, names in PARTS.items():
                 t0 = time.perf_counter()
-                outputs[method] = generation()
+                outputs[method] = prep.generate(method)
                 walls[method].append(time.perf_counter() - t0)
-                for name, measure in parts.items():
-                    steps[name].append(measure())
+                for name in names:
+                    steps[name].append(prep.part_seconds(name, rounds))
             progress(c.warmup + i, total, "timing the steps")
-            for name, measure in step_timers.items():
-                steps[name].append(measure())
-            for p, out, calls in zip(c.peers, peer_out, peer_calls):
+            for name in STEP_TIMERS:
+                steps[name].append(prep.step_seconds(name))
+            for p, out in zip(c.peers, peer_out):
                 progress(c.warmup + i, total, f"timing {p.name}")
-                for method, call in zip(("ar", "sd"), calls):
-                    *result, seconds = call()
+                for method in PARTS:
+                    *output, seconds = prep.peer_generate(p, method)
                     out[method].append(seconds)
-                    out[method + "_result"] = result
+                    out[method + "_result"] = output
             if c.peers:  # a peer's run leaves the caches full of its own copy of the weights: the next
-                ar(), sd()  # repeat starts, as without peers, after specbench's own work (untimed)
+                prep.generate("ar"), prep.generate("sd")  # repeat starts after specbench's own work
             progress(c.warmup + i + 1, total, "timing AR, SD and the parts")
         progress(total, total, "done")
-    steps = {name: np.concatenate(s, axis=-1) for name, s in steps.items()}
     machine = load.others(before, load.snapshot(helpers))
+    return benchmark_result(prep, walls, outputs, steps, peer_out, machine, compile_s, compiles.count)
+
+
+def benchmark_result(
+    prep: Prepared, walls, outputs, steps, peer_out, machine, compile_s, n_compiles
+) -> BenchmarkResult:
+    """run_benchmark's measurements as a BenchmarkResult: the medians of the step timers and the
+    parts, the σ of the round's overhead, and every part's samples."""
+    c = prep.config
+    steps = {name: np.concatenate(s, axis=-1) for name, s in steps.items()}
     median = {name: float(np.median(s)) for name, s in steps.items()}
     # the overhead is a difference of separately timed medians: carry its uncertainty with it
     sd_of = lambda x: float(np.std(x, ddof=1)) if len(x) > 1 else 0.0
     overhead_err = float(
         np.sqrt(sd_of(steps["round"]) ** 2 + (c.K * sd_of(steps["draft"])) ** 2 + sd_of(steps["verify"]) ** 2)
     )
+    peers = [
+        PeerResult(
+            p.name,
+            p.version,
+            out["ar"],
+            out["sd"],
+            list(out["ar_result"][0]),
+            list(out["sd_result"][0]),
+            out["sd_result"][1],
+        )
+        for p, out in zip(c.peers, peer_out)
+    ]
     return BenchmarkResult(
-        config,
+        c,
         walls["ar"],
         walls["sd"],
         outputs["ar"][0].tolist(),
@@ -206,21 +243,10 @@ def run_benchmark(config: RunConfig, prompts: list[list[int]], on_progress=None)
         t_sd_start_s=median["sd_start"],
         t_overhead_err_s=overhead_err,
         compile_s=compile_s,
-        n_compiles=compiles.count,
-        batch=B,
-        peers=[
-            PeerResult(
-                p.name,
-                p.version,
-                out["ar"],
-                out["sd"],
-                list(out["ar_result"][0]),
-                list(out["sd_result"][0]),
-                out["sd_result"][1],
-            )
-            for p, out in zip(c.peers, peer_out)
-        ],
+        n_compiles=n_compiles,
+        batch=len(prep.prompts),
+        peers=peers,
         load=machine,
-        part_samples={name: steps[name].tolist() for name in ar_parts | sd_parts},
+        part_samples={name: steps[name].tolist() for names in PARTS.values() for name in names},
         kernels=kernels.used_by(c.target.params),
     )
