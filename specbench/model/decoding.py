@@ -105,8 +105,8 @@ def validate(prompt_ids, n_tokens: int, K: int, models: list[Model], max_len: in
         raise DecodeError("prompt must have at least one token", "prompt")
     if n_tokens < 1:
         raise DecodeError(f"n-tokens must be >= 1 (got {n_tokens})", "n_tokens")
-    if K < 0:
-        raise DecodeError(f"K must be >= 1 (got {K})", "K")
+    if K < 0:  # 0: autoregressive; speculative decoding needs K >= 1 (generate.speculative)
+        raise DecodeError(f"K must be >= 0 (got {K})", "K")
     vocabs = {m.config.n_vocab for m in models}
     if len(vocabs) > 1:
         raise DecodeError(

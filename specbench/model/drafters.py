@@ -197,7 +197,9 @@ def _network_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: War
     n_steps, cache, _, drafts, p, last_confident = lax.while_loop(more, body, init)
     # with dynamic K the draft whose confidence fell short is not proposed
     n_drafted = jnp.where(last_confident, n_steps, n_steps - 1).astype(jnp.int32)
-    return {"cache": cache}, drafts, _zero_after(p, n_drafted), n_drafted
+    if drafter.confidence is not None:  # without dynamic K every one of the K rows was drafted
+        p = _zero_after(p, n_drafted)
+    return {"cache": cache}, drafts, p, n_drafted
 
 
 def lookup(tokens, n, K: int, ngram: int):

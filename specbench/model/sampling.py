@@ -193,6 +193,11 @@ def with_zero_row(p):
     return jnp.concatenate([p, jnp.zeros_like(p[:1])], axis=0)
 
 
+def draft_row(p, i):
+    """with_zero_row(p)[i] without copying p: row i of p [K, V], or zeros at i = K."""
+    return jnp.where(i < p.shape[0], p[jnp.minimum(i, p.shape[0] - 1)], 0.0)
+
+
 def accept_reject(key, draft_tokens, p, q, n_drafted=None):
     """One round's verdict, token by token (Leviathan et al. 2023, Algorithm 1; Chen et al. 2023,
     Algorithm 2).
@@ -214,7 +219,7 @@ def accept_reject(key, draft_tokens, p, q, n_drafted=None):
         accepted &= jnp.arange(n_draft) < n_drafted
     n_accepted = jnp.sum(jnp.cumprod(accepted.astype(jnp.int32)))  # accepted before the first rejection
     # at n_accepted == K the residual of q[K] against the zero row is q[K] itself
-    emitted = sample(k_emit, residual(q[n_accepted], with_zero_row(p)[n_accepted]))
+    emitted = sample(k_emit, residual(q[n_accepted], draft_row(p, n_accepted)))
     return n_accepted.astype(jnp.int32), emitted
 
 

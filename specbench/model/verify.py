@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from specbench.model.sampling import accept_reject, residual, sample, with_zero_row
+from specbench.model.sampling import accept_reject, draft_row, residual, sample, with_zero_row
 
 METHODS = ("token", "block")
 
@@ -83,7 +83,7 @@ def block_verdict(key, draft_tokens, p, q, n_drafted=None):
     h, eta = block_hazards(draft_tokens, p, q, n_drafted)
     passed = jax.random.uniform(k_coins, (K,)) <= h[1:]
     tau = jnp.max(jnp.where(passed, jnp.arange(1, K + 1), 0)).astype(jnp.int32)
-    emitted = sample(k_emit, residual(eta[tau] * q[tau], with_zero_row(p)[tau]))
+    emitted = sample(k_emit, residual(eta[tau] * q[tau], draft_row(p, tau)))
     return tau, emitted
 
 
