@@ -6,18 +6,20 @@ XLA compiled tore the process down with a segmentation fault. So SIGINT is block
 thread before JAX (or any library) starts a thread, every later thread inherits the mask, and
 one thread waits for the signal with sigwait, says what was kept, and leaves with os._exit(130).
 Every file specbench writes is replaced atomically, so exiting at any instant loses only the
-unfinished row. The message comes from specbench.cli.console.interrupt_message, once that is imported.
+unfinished row. The message is the note's that main() hands the command line (a sweep points it at
+the rows it kept: specbench.cli.console.interrupt_note).
 """
 
 import os
 import signal
 import sys
 import threading
+import types
 
 
-def watch_interrupts() -> None:
+def watch_interrupts(note: types.SimpleNamespace) -> None:
     """Block SIGINT and SIGTERM in this (main) thread and end the process from a waiting thread
-    instead: exit 130 for Ctrl-C, 143 for SIGTERM (128 + the signal), with the same message."""
+    instead: exit 130 for Ctrl-C, 143 for SIGTERM (128 + the signal), printing note.message."""
     if not hasattr(signal, "pthread_sigmask"):
         return
     signals = {signal.SIGINT, signal.SIGTERM}
@@ -25,9 +27,7 @@ def watch_interrupts() -> None:
     def wait():
         received = signal.sigwait(signals)
         try:
-            console = sys.modules.get("specbench.cli.console")
-            message = getattr(console, "interrupt_message", ["interrupted"])[0]
-            sys.stderr.write(message + "\n")
+            sys.stderr.write(note.message + "\n")
             sys.stderr.flush()
         finally:
             os._exit(128 + received)
@@ -37,10 +37,11 @@ def watch_interrupts() -> None:
 
 
 def main():
-    watch_interrupts()
+    note = types.SimpleNamespace(message="interrupted")
+    watch_interrupts(note)
     from specbench.cli.main import main as cli_main
 
-    cli_main()
+    cli_main(note)
 
 
 if __name__ == "__main__":

@@ -584,3 +584,13 @@ def test_sweep_over_batch_sizes_reports_the_crossover_and_plots_it(env, tmp_path
     pytest.importorskip("matplotlib")
     assert invoke("plot", out, "-o", tmp_path / "b.png").exit_code == 0
     assert (tmp_path / "b.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_row_is_made_of_fields_alone():
+    from specbench.results.schema import FIELDS, as_row
+
+    names = [f.name for f in FIELDS]
+    row = as_row({names[3]: 1, names[0]: "x"})
+    assert list(row) == [names[0], names[3]]  # in FIELDS' order, fields without a value left out
+    with pytest.raises(ValueError, match="not_a_field"):
+        as_row({names[0]: "x", "not_a_field": 2})

@@ -9,11 +9,13 @@ from pathlib import Path
 import pytest
 
 from specbench.cli import report
+from specbench.measure import bench
 from specbench.results import readings
+from specbench.results.sections import SECTIONS
 
 from conftest import assert_one_line_error, invoke
 
-HEADINGS = list(report.SECTIONS.values())
+HEADINGS = [s.title for s in SECTIONS]
 ARTIFACTS = Path(os.environ.get("SPECBENCH_TEST_ARTIFACTS", "test-artifacts"))
 
 
@@ -62,8 +64,10 @@ def test_resume_measures_only_what_is_missing(quick_report, tmp_path, model_dirs
     monkeypatch.setattr(report.Battery, "Ks", property(lambda self: [2, 4]))
     monkeypatch.setattr(report.Battery, "categories", property(lambda self: ["seed-turing", "refrain-1"]))
     measured = []
-    real = report.bench_run
-    monkeypatch.setattr(report, "bench_run", lambda job: measured.append(job) or real(job))
+    real = bench.run_benchmark
+    monkeypatch.setattr(
+        bench, "run_benchmark", lambda config, encoded: measured.append(config) or real(config, encoded)
+    )
     pair = ("--draft", model_dirs / "d", "--target", model_dirs / "t")
     result = invoke("report", "--quick", "-o", copy, *pair, "--resume")
     assert result.exit_code == 0, result.output

@@ -1,20 +1,14 @@
 """Flag by flag, the checks a plan is built from: models and drafters, prompts and sizes,
-memory, paths and resume files. Each failure is BadInput, one line naming the flag."""
+memory, and flags that would have no effect (paths and resume files: paths.py). Each failure is
+BadInput, one line naming the flag."""
 
 from __future__ import annotations
 
-import datetime
-import os
-from pathlib import Path
-
 from specbench import prompts
 from specbench.cli.console import BadInput, bad_input
-from specbench.cli.options import NGRAM_MAX
-from specbench.errors import DecodeError, ExportError, WeightsError
-from specbench.results import export
-
-FORMATS = {"export_csv": "csv", "export_json": "json", "export_markdown": "markdown"}
-
+from specbench.cli.params import NGRAM_MAX
+from specbench.cli.paths import FORMATS
+from specbench.errors import DecodeError, WeightsError
 
 # ---------------------------------------------------------------------------------------------
 # Models and drafters
@@ -258,7 +252,7 @@ def check_batch(
     batch's distinct prompts (the longest sets the cache length)."""
     from specbench.measure import device
     from specbench.model import batched, generate
-    from specbench.model.gpt2 import resident_bytes
+    from specbench.model.layouts import resident_bytes
 
     if batch == 1:
         return
@@ -283,111 +277,6 @@ def check_batch(
             f"round buffers for {max_len} positions, and the weights); {device.device_kind()} "
             f"has {gib(free)} free: use at most --batch {fits}",
         )
-
-
-# ---------------------------------------------------------------------------------------------
-# Paths
-
-
-def stamp() -> str:
-    return datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-
-
-def results_dir(create: bool = True) -> Path:
-    """Where run and sweep save by default: $SPECBENCH_RESULTS_DIR (made if missing, since the
-    user named it, unless create=False: a dry run), else the results/ folder of the checkout this
-    package runs from, else the working directory. No folder the user did not name is created."""
-    named = os.environ.get("SPECBENCH_RESULTS_DIR")
-    if named and Path(named).exists() and not Path(named).is_dir():
-        raise BadInput("SPECBENCH_RESULTS_DIR", f"{named} is a file: name a folder for the results")
-    if named and not create:
-        return Path(named)
-    if named:
-        try:
-            Path(named).mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise BadInput("SPECBENCH_RESULTS_DIR", f"cannot create {named} ({e.strerror})") from None
-        return Path(named)
-    checkout = Path(__file__).resolve().parents[2]
-    if (checkout / "pyproject.toml").is_file() and (checkout / "results").is_dir():
-        return checkout / "results"
-    return Path.cwd()
-
-
-def check_exports(f: dict, output: str | None = None) -> dict[str, str | None]:
-    """Every --export-* path (and sweep's --output): the right extension, and writable, before any
-    work. Returns {format: path} for export.write_all."""
-    paths = {flag: f.get(flag) for flag in FORMATS}
-    for flag, path in [*paths.items(), ("output", output)]:
-        if path:
-            try:
-                export.check_writable(path)
-                export.check_extension(path, FORMATS.get(flag, "json"))
-            except ExportError as e:
-                raise BadInput("--" + flag.replace("_", "-"), str(e)) from None
-    return {FORMATS[flag]: path for flag, path in paths.items()}
-
-
-def check_save_path(path: Path, flag: str = "--save") -> None:
-    """The default results file must be writable, or say how to avoid it (a folder a dry run did
-    not make: its nearest existing parent must be writable). `flag` is run's --save or sweep's
-    --output, and the advice is that command's own."""
-    avoid = "pass --no-save" if flag == "--save" else "name a writable file with --output"
-    folder = path.parent
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
-    if folder != path.parent:
-        if not os.access(folder, os.W_OK):
-            raise BadInput(flag, f"{path.parent} cannot be made in {folder}; {avoid}")
-        return
-    try:
-        export.check_writable(str(path))
-    except ExportError as e:
-        raise BadInput(flag, f"{e}; {avoid}, or set SPECBENCH_RESULTS_DIR to a writable folder") from None
-
-
-def check_resume_settings(rows: list[dict], fixed: dict, output: str) -> None:
-    """--resume adds rows only to a file of the same settings: refuse, naming each that differs (a
-    setting that rows of an older version lack reads as its `old` value)."""
-    from specbench.results.schema import BY_NAME
-
-    differing = []
-    for name, value in fixed.items():
-        old = BY_NAME[name].old if name in BY_NAME else None
-        before = {r.get(name, old) for r in rows}
-        if before and before != {value}:
-            shown = ", ".join(str(v) for v in sorted(before, key=str))
-            differing.append(f"{name} {shown} there, {value} now")
-    if differing:
-        raise BadInput(
-            "--resume",
-            f"{output} holds rows of other settings ({'; '.join(differing)}); "
-            "pass the same settings, or write to another --output",
-        )
-
-
-def check_grid_resume(rows: list[dict], keys: list[dict], output: str) -> None:
-    """--resume completes the same sweep: every row already in the file must be one of this
-    grid's (same draft, target, drafter settings, dtype, N, seed, warps, loop, prompts, batch)."""
-    from specbench.results import schema as results
-
-    grid = {results.sweep_key(k) for k in keys}
-    foreign = [r for r in rows if results.sweep_key(r) not in grid]
-    if not foreign:
-        return
-    differing = []
-    for i, name in enumerate(results.SWEEP_KEY):
-        there = {results.sweep_key(r)[i] for r in foreign}
-        now = {results.sweep_key(k)[i] for k in keys}
-        if there - now:
-            shown = lambda values: ", ".join(str(v) for v in sorted(values, key=str))
-            differing.append(f"{name} {shown(there - now)} there, {shown(now)} now")
-    what = "; ".join(differing)
-    raise BadInput(
-        "--resume",
-        f"{output} holds {len(foreign)} rows of another sweep ({what}); "
-        "pass the same settings, or write to another --output",
-    )
 
 
 def check_no_effect(f: dict, given: set[str], kinds: list[str], temperatures: list[float]) -> None:

@@ -10,14 +10,34 @@ from __future__ import annotations
 
 import os
 import sys
+import types
 
 import click
 from rich.console import Console
 
 from specbench.errors import SpecbenchError
 
-# What Ctrl-C prints before exit 130 (specbench.__main__ reads it); a sweep points it at the rows it kept.
-interrupt_message = ["interrupted"]
+
+def given() -> set[str]:
+    """The parameters the user set on the command line (not left at their defaults)."""
+    ctx = click.get_current_context()
+    return {
+        name
+        for name in ctx.params
+        if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
+    }
+
+
+def interrupt_note() -> types.SimpleNamespace:
+    """What Ctrl-C prints before exit 130, as `.message`: specbench.__main__ makes the note, hands
+    it to the command line as click's context object and prints it from its signal thread; a sweep
+    or a report points it at the rows it kept. SpecbenchGroup.main makes one where none is given
+    (the tests' CliRunner, `python -m specbench.train`) and prints it on a KeyboardInterrupt."""
+    root = click.get_current_context().find_root()
+    if not isinstance(root.obj, types.SimpleNamespace):
+        root.obj = types.SimpleNamespace(message="interrupted")
+    return root.obj
+
 
 # The flag each setting named by a SpecbenchError stands for, where it is not simply --setting.
 FLAGS = {
@@ -79,6 +99,9 @@ class SpecbenchGroup(click.Group):
             raise PipeClosed() from None
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        if extra.get("obj") is None:  # the note interrupt_note() gives the commands
+            extra["obj"] = types.SimpleNamespace(message="interrupted")
+        note = extra["obj"]
         try:
             return super().main(args, prog_name or "specbench", complete_var, standalone_mode=False, **extra)
         except PipeClosed:
@@ -95,7 +118,7 @@ class SpecbenchGroup(click.Group):
             click.echo(f"error: {usage_line(e)}", err=True)
             sys.exit(2)
         except (click.exceptions.Abort, KeyboardInterrupt):
-            click.echo("interrupted", err=True)
+            click.echo(getattr(note, "message", "interrupted"), err=True)
             sys.exit(130)
         except click.ClickException as e:
             click.echo(f"error: {e.format_message()}", err=True)

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import click
 
+from specbench.cli import helptext, render, sweep_view, tables, trace_view
 from specbench.cli import options as opt
-from specbench.cli import render, tables
-from specbench.cli.console import BadInput, SpecbenchGroup, bad_input, interrupt_message, make_console
+from specbench.cli.console import BadInput, SpecbenchGroup, bad_input, given, interrupt_note, make_console
+from specbench.cli.paths import check_new_file
 from specbench.cli.progress import progress as progress_bar
 from specbench.errors import ExportError
 from specbench.results import export, theory
@@ -30,17 +31,7 @@ def cli():
     speculative decoding (SD), timed honestly and set beside the theory."""
 
 
-def given() -> set[str]:
-    """The parameters the user set on the command line (not left at their defaults)."""
-    ctx = click.get_current_context()
-    return {
-        name
-        for name in ctx.params
-        if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
-    }
-
-
-@cli.command(epilog=opt.METRICS_HELP)
+@cli.command(epilog=helptext.METRICS_HELP)
 @opt.apply(
     opt.model + opt.one_prompt + opt.single + opt.decode + opt.run + opt.drafter + opt.peer + opt.exports
 )
@@ -77,14 +68,14 @@ def run(**flags):
         console.print(f"[dim]saved {p.save_path}[/dim]")
 
 
-@cli.command(epilog=opt.METRICS_HELP)
+@cli.command(epilog=helptext.METRICS_HELP)
 @opt.apply(opt.model + opt.sweep + opt.drafter + opt.peer + opt.exports)
 @opt.dry_run
 def sweep(**flags):
     """A grid over drafters, K, temperature, top-p and prompts (or batch sizes); every finished row
     is saved at once."""
     from specbench.cli import plan
-    from specbench.measure import bench
+    from specbench.cli.jobs import measure_into
     from specbench.results.schema import sweep_key
 
     p = plan.sweep_plan(flags, given())
@@ -104,34 +95,32 @@ def sweep(**flags):
         if rows
         else "no row had finished, so nothing was written"
     )
-    interrupt_message[0] = "interrupted: " + kept()
+    note = interrupt_note()
+    note.message = "interrupted: " + kept()
     try:
         with progress_bar("sweep", len(p.todo), unit="configuration") as bar:
             for i, (job, label) in enumerate(zip(p.todo, p.labels)):
                 bar.update(i, what=label)
-                measured = job.rows(bench.run_benchmark(job.config, job.encoded), flags["dtype"])
-                done = {sweep_key(r) for r in rows}  # with --resume, a cell may lack only a peer's row
-                rows += [r for r in measured if sweep_key(r) not in done]
-                export.write_all(rows, {"json": p.output, **files})
-                interrupt_message[0] = "interrupted: " + kept()
+                measure_into(job, rows, {"json": p.output, **files}, flags["dtype"], key=sweep_key)
+                note.message = "interrupted: " + kept()
                 bar.update(i + 1)
     except KeyboardInterrupt:  # in-process callers (tests); the console script exits from __main__'s watcher
         click.echo("interrupted: " + kept(), err=True)
         sys.exit(130)
     export.write_all(rows, {fmt: path for fmt, path in p.exports.items() if path == "-"})
-    render.sweep_table(rows, p.output, p.repeats, console)
+    sweep_view.sweep_table(rows, p.output, p.repeats, console)
     for line in render.budget_warnings(rows):
         console.print(line)
     if any(r.get("implementation", "specbench") != "specbench" for r in rows):
         render.peers_report(rows, console)
-    for line in render.best_K_lines(rows):
+    for line in sweep_view.best_K_lines(rows):
         console.print(line)
     if p.batches and len(p.batches) > 1:
-        for line in render.crossover_lines(rows):
+        for line in sweep_view.crossover_lines(rows):
             console.print(line)
 
 
-@cli.command(epilog=opt.METRICS_HELP)
+@cli.command(epilog=helptext.METRICS_HELP)
 @opt.apply(opt.model + opt.one_prompt + opt.single + opt.decode + opt.trace + opt.drafter)
 @opt.dry_run
 def trace(**flags):
@@ -149,7 +138,7 @@ def trace(**flags):
     tokens, st = generate.speculative(
         p.draft, p.target, p.prompt_ids, p.n_tokens, p.K, p.warp, p.seed, record=True, drafter=p.drafter
     )
-    render.trace_text(p, tokens, st, tokenizer.decode, make_console())
+    trace_view.trace_text(p, tokens, st, tokenizer.decode, make_console())
 
 
 @cli.command("theory")
@@ -166,17 +155,11 @@ def theory_cmd(K, t_draft, t_target, r, alpha, t_verify):
         raise BadInput("--r/--alpha", "give exactly one of --r or --alpha")
     if t_verify is not None and len(K) > 1:
         raise BadInput("--t-verify", "is the target step over K+1 tokens of one K: give one K with it")
-    c, rows = t_draft / t_target, []
-    for k in K:
-        if r is not None:
-            if r < 1 / (k + 1):
-                raise BadInput("--r", f"r must be in [1/(K+1), 1] = [{1 / (k + 1):.3f}, 1] for K={k}")
-            a, tpr, s = theory.alpha_from_r(r, k), r * (k + 1), theory.speedup_from_r(r, k, t_draft, t_target)
-        else:
-            a, tpr, s = alpha, theory.expected_tokens(alpha, k), theory.speedup_from_alpha(alpha, k, c)
-        refined = theory.refined_speedup(tpr, k, t_draft, t_target, t_verify) if t_verify else None
-        rows.append((k, tpr, tpr / (k + 1), a, s, refined))
-    tables.theory_report(rows, c, r, alpha, t_verify, K_SEARCH, make_console())
+    try:
+        rows = theory.calculator_rows(K, t_draft, t_target, r, alpha, t_verify)
+    except ValueError as e:
+        raise BadInput("--r", str(e)) from None
+    tables.theory_report(rows, t_draft / t_target, r, alpha, t_verify, K_SEARCH, make_console())
 
 
 @cli.group(invoke_without_command=True)
@@ -238,14 +221,7 @@ def plot(file, output, force, budget):
     if missing:
         raise BadInput("FILE", f"{file}: {missing}; plot needs rows written by `specbench run` or `sweep`")
     output = output or Path(file).with_suffix(".png").name  # in the working directory, not beside FILE
-    if Path(output).suffix.lower() != ".png":
-        raise BadInput("--output", f"{output}: the plot is a PNG, so name the file *.png")
-    if Path(output).exists() and not force:
-        raise BadInput("--output", f"{output} exists: --force replaces it")
-    try:
-        export.check_writable(output)
-    except ExportError as e:
-        raise BadInput("--output", str(e)) from None
+    check_new_file(output, ".png", force)
     if budget:
         lacking = plotting.missing_for_budget(rows)
         if lacking:
@@ -271,7 +247,7 @@ def roofline_cmd(**flags):
     XLA's products, side by side.
     """
     from specbench.cli import plan
-    from specbench.measure import device, roofline
+    from specbench.measure import roofline
     from specbench.model.kernels import used_by
     from specbench.results.schema import ROOFLINE_COLUMNS
 
@@ -285,40 +261,14 @@ def roofline_cmd(**flags):
         "xla" if flags["kernels"] == ["xla"] else "auto",
     ):
         console.print(line)
-    K, context, rows = flags["K"], flags["context"], []
+    K, context = flags["K"], flags["context"]
     if flags["dry_run"]:
         for model, dtype in runs:
             console.print(f"  {model.name} {dtype} ({kernels_name(model)}): steps of 1 to {K + 1} tokens")
         console.print(f"dry run: {render.plural(len(runs), 'model')} to time; nothing was timed or written")
         return
-    groups = {}  # one network in each --kernels layout, timed alternately
-    for model, dtype in runs:
-        groups.setdefault((model.name, dtype), []).append(model)
     with progress_bar("roofline", 2 + len(runs) * (K + 2), unit="timing") as bar:
-        bar.update(what="read bandwidth (XLA sum over 512 MB)")
-        gbps = roofline.read_gbps()  # once, before the steps it bounds
-        bar.update(advance=1, what="matrix-product rate (XLA, 2048² float32)")
-        gflops = {"float32": roofline.matmul_gflops()}
-        bar.update(advance=1)
-        for (name, dtype), models in groups.items():
-            bar.update(what=f"timing {name} {dtype} ({', '.join(map(kernels_name, models))})")
-            if dtype not in gflops:
-                gflops[dtype] = roofline.matmul_gflops(dtype=models[0].params["wte"].dtype)
-            tick = lambda: bar.update(advance=len(models))
-            measured = roofline.roofline(
-                models,
-                K + 1,
-                context,
-                flags["iters"],
-                on_timing=tick,
-                measured_gbps=gbps,
-                measured_gflops=gflops[dtype],
-            )
-            weights = "random (timing only)" if models[0].source == "random" else models[0].source
-            rows += [
-                {**device.context(), "weights": weights, "dtype": dtype, "context": context, **r}
-                for r in measured
-            ]
+        rows = roofline.measure_runs(runs, K, context, flags["iters"], bar.update)
     tables.roofline_table(rows, context, console)
     export.write_all(rows, exports, columns=ROOFLINE_COLUMNS)
 
@@ -363,14 +313,15 @@ def report(**flags):
     kept = lambda rows: (
         f"{render.plural(len(rows), 'row')} kept in {p.directory}; run again with --resume -o {p.directory}"
     )
-    interrupt_message[0] = f"interrupted: nothing measured yet; run again with --resume -o {p.directory}"
+    note = interrupt_note()
+    note.message = f"interrupted: nothing measured yet; run again with --resume -o {p.directory}"
     try:
         with progress_bar("report", battery.total_steps(p), unit="measurement") as bar:
 
             def step(done, what, rows=()):
                 bar.update(done, what=what)
                 if rows:
-                    interrupt_message[0] = "interrupted: " + kept(rows)
+                    note.message = "interrupted: " + kept(rows)
 
             rows, sections = battery.measure(p, step)
             bar.update(battery.total_steps(p), what="done")
@@ -378,7 +329,7 @@ def report(**flags):
         click.echo("interrupted: " + kept(export.read_json(str(p.directory / "rows.json"))), err=True)
         sys.exit(130)
     info = battery.page_info(p, sections)
-    index = page.render(p.directory, rows, sections, p.shows, battery.SECTIONS, info)
+    index = page.render(p.directory, rows, sections, p.shows, info)
     console.print(
         f"wrote {index} ({render.plural(len(rows), 'row')} in rows.json, rows.csv) · open it in a browser"
     )
@@ -386,7 +337,7 @@ def report(**flags):
         console.print(line)
 
 
-def main():
+def main(note=None):
     """Run the command line. The console script enters through specbench.__main__, which first
-    makes Ctrl-C safe at any moment."""
-    cli()
+    makes Ctrl-C safe at any moment and passes the note it prints then (console.interrupt_note)."""
+    cli(obj=note)

@@ -13,11 +13,7 @@ from specbench.cli.checks import (
     check_batch,
     check_decodable,
     check_drafter_flags,
-    check_exports,
-    check_grid_resume,
     check_no_effect,
-    check_resume_settings,
-    check_save_path,
     load_model,
     load_pair,
     load_peers,
@@ -27,62 +23,24 @@ from specbench.cli.checks import (
     network_drafter,
     random_model,
     resolve_prompt,
+)
+from specbench.cli.console import BadInput
+from specbench.cli.jobs import Job
+from specbench.cli.paths import (
+    check_exports,
+    check_grid_resume,
+    check_resume_settings,
+    check_save_path,
     results_dir,
     stamp,
 )
-from specbench.cli.console import BadInput
 from specbench.errors import ExportError, WeightsError
 from specbench.measure.bench import RunConfig
 from specbench.model import tokenizer
 from specbench.model.sampling import Warp
 from specbench.results import export
 from specbench.results import schema as results
-from specbench.results.rows import drafter_settings, peer_row, result_row
-
-
-@dataclasses.dataclass(frozen=True)
-class Job:
-    """One row to measure: the benchmark's config and the labels its row carries."""
-
-    config: RunConfig
-    draft_name: str
-    prompt_id: str
-    ids: list[str]  # the batch's prompt ids (one for B = 1)
-    texts: list[str]
-    encoded: list[list[int]]
-
-    def row(self, res, dtype: str) -> dict:
-        from specbench.measure import device
-
-        B = len(self.ids)
-        return result_row(
-            res,
-            draft=self.draft_name,
-            dtype=dtype,
-            prompt_id=self.prompt_id,
-            prompt=self.texts if B > 1 else self.texts[0],
-            context=device.context(),
-            decode=tokenizer.decode,
-            batch_prompt_ids=self.ids,
-        )
-
-    def rows(self, res, dtype: str) -> list[dict]:
-        """specbench's row, then one row per peer (peer_row), with where a peer's T = 0
-        tokens leave specbench's."""
-        from specbench.measure import peers
-
-        row = self.row(res, dtype)
-        out = [row]
-        for p in res.peers:
-            notes = [
-                peers.difference_note(
-                    self.config.target, self.encoded[0], res.ar_tokens, tokens, f"{p.name} {method}"
-                )
-                for method, tokens in (("AR", p.ar_tokens), ("SD", p.sd_tokens))
-            ]
-            note = "; ".join(n for n in notes if n) if row["temperature"] == 0 else None
-            out.append(peer_row(row, p, tokenizer.decode, note or None))
-        return out
+from specbench.results.rows import drafter_settings
 
 
 @dataclasses.dataclass(frozen=True)

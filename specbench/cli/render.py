@@ -1,14 +1,12 @@
-"""What the commands print: rich tables and lines, from rows and statistics. Nothing here
-measures or decides; the commands in cli.py call one function each."""
+"""What `run` prints, and the formatting every command's output shares: rich tables and lines,
+from rows and statistics. Nothing here measures or decides; the commands in main.py call one
+function each (sweep's output: sweep_view.py; trace's: trace_view.py)."""
 
 from __future__ import annotations
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
-
-from specbench.results import schema as results
-from specbench.results import theory
 
 
 def plural(n: int, word: str) -> str:
@@ -337,132 +335,3 @@ def identity_lines(rows: list[dict]) -> list[str]:
         lines.append(f"T=0: {name} AR and SD gave {verdict_} as specbench{where}")
         lines += [f"  {r['first_difference']}" for r in mine if r.get("first_difference")]
     return lines
-
-
-# ---------------------------------------------------------------------------------------------
-# sweep
-
-
-def sweep_table(rows: list[dict], output: str, repeats: int, console: Console) -> None:
-    """The sweep's rows; like llama-bench, settings that do not vary are left out (they are in the file)."""
-    settings = [f.name for f in results.FIELDS if f.table and f.key]
-    shown = [c for c in results.TABLE_COLUMNS if c not in settings or len({str(r.get(c)) for r in rows}) > 1]
-    if not any(r.get("batch", 1) > 1 for r in rows):  # the batch columns say nothing at batch 1
-        shown = [
-            c
-            for c in shown
-            if c not in ("tokens_per_batch_round", "idle_fraction", "t_target_s", "t_verify_s")
-        ]
-    if repeats == 1:
-        shown.remove("speedup_std")
-    table = Table(
-        title=f"{plural(len(rows), 'row')} · {output}" + (" · one repeat: no spread" if repeats == 1 else "")
-    )
-    for c in shown:
-        table.add_column(
-            results.BY_NAME[c].header,
-            justify="left" if c in ("prompt_id", "draft", "implementation") else "right",
-        )
-    for r in rows:
-        table.add_row(*[results.cell(c, r.get(c)) for c in shown])
-    console.print(table)
-
-
-def best_K_lines(rows: list[dict]) -> list[str]:
-    """For each group of rows that differ only in K: the K that measured fastest, and the K each
-    row's parts predict best (theory.best_K), one line per group (per batch size with --batch)."""
-    series = results.varying(rows, exclude=("K",))
-    groups: dict[tuple, list[dict]] = {}
-    for r in rows:
-        groups.setdefault(tuple(r.get(n) for n in series), []).append(r)
-    lines = []
-    for values, group in groups.items():
-        if len({r["K"] for r in group}) < 2:
-            continue
-        measured = max(group, key=lambda r: r["speedup"])
-        predicted = sorted({r.get("best_K_predicted") for r in group if r.get("best_K_predicted")})
-        label = " · ".join(f"{n} {v}" for n, v in zip(series, values))
-        lines.append(
-            f"{label + ': ' if label else ''}best K measured {measured['K']} "
-            f"(speedup {measured['speedup']:.2f}); predicted from each row's parts: "
-            f"{', '.join(map(str, predicted)) or '—'}"
-        )
-    return lines
-
-
-def crossover_lines(rows: list[dict]) -> list[str]:
-    """Where speedup against batch size crosses 1, measured and by the refined theory, per curve."""
-    lines = []
-    for (draft, k, temp, top_p), curve in theory.batch_curves(rows).items():
-        Bs = curve["batch"]
-        if len(Bs) < 2:
-            continue
-        label = f"{draft} K={k} T={temp:g}" + (f" top-p={top_p:g}" if top_p else "")
-
-        def where(values):
-            b = theory.crossover(Bs, values)
-            if b is not None:
-                return f"crosses 1 at B ≈ {b:.1f}"
-            return f"stays above 1 up to B={Bs[-1]}" if values[-1] >= 1 else f"is below 1 from B={Bs[0]} on"
-
-        lines.append(
-            f"{label}: the measured speedup {where(curve['speedup'])}; the refined theory from the step "
-            f"times at each batch size {where(curve['refined_speedup'])}"
-        )
-    return lines
-
-
-# ---------------------------------------------------------------------------------------------
-# trace
-
-
-def trace_text(plan, tokens, st, decode, console: Console) -> None:
-    """The generation round by round: accepted drafts, the rejected draft (struck through), and the
-    resampled or bonus token; without colour (a pipe, a file) the roles are marked in the text."""
-    piece = lambda i: decode([i])
-    plain = not console.is_terminal or console.no_color
-    marks = {"rejected": "[-{}-]", "resampled": "[+{}]", "bonus": "[*{}]"}
-    mark = (lambda role, t: marks[role].format(t) if role in marks else t) if plain else (lambda role, t: t)
-    style = {
-        "accepted": "green",
-        "rejected": "red strike",
-        "resampled": "bold yellow",
-        "bonus": "bold cyan",
-        "first": "magenta",
-        "round": "dim blue",
-    }
-    out = Text(plan.prompt, style="dim")
-    out.append(piece(tokens[0]), style=style["first"])  # the prefill's draw from the target
-    left = plan.n_tokens - 1
-    for rnd in st.rounds:
-        if left <= 0:
-            break
-        out.append("│", style=style["round"])
-        a = rnd["n_accepted"]
-        for x in rnd["drafts"][: min(a, left)]:
-            out.append(piece(x), style=style["accepted"])
-        left -= a
-        if left > 0:  # the round's last token, still within N
-            if a < rnd["n_drafted"]:  # a draft was tested and rejected
-                out.append(mark("rejected", piece(rnd["drafts"][a])), style=style["rejected"])
-            role = "resampled" if a < rnd["n_drafted"] else "bonus"  # bonus: every proposed draft accepted
-            out.append(mark(role, piece(rnd["emitted"])), style=style[role])
-            left -= 1
-    legend = [
-        ("accepted draft", "accepted"),
-        (mark("rejected", "rejected draft"), "rejected"),
-        (mark("resampled", "resampled"), "resampled"),
-        (mark("bonus", "bonus"), "bonus"),
-        ("first token (prefill)", "first"),
-        ("│ round", "round"),
-    ]
-    console.print(
-        Text.assemble(("legend: ", "dim"), *[p for text, role in legend for p in ((text, style[role]), "  ")])
-    )
-    console.print(out)
-    console.print(
-        f"{st.n_rounds} rounds · {st.n_generated} tokens · tokens/round {st.tokens_per_round:.2f} · "
-        f"r {st.r:.3f} · α {st.alpha:.3f} · "
-        f"rounds accepting 0..{plan.K} drafts {st.accepted_hist.tolist()} · "
-        f"draft {plan.draft_name} · target {plan.target.name} · K={plan.K} · T={plan.warp.temperature:g}"
-    )

@@ -17,7 +17,7 @@ from pathlib import Path
 from specbench import prompts
 from specbench.cli.checks import check_batch, check_decodable, load_pair, load_peers, make_drafter
 from specbench.cli.console import BadInput
-from specbench.cli.plan import Job
+from specbench.cli.jobs import Job, measure_into
 from specbench.cli.render import plural
 from specbench.errors import ExportError
 from specbench.measure import load
@@ -25,6 +25,7 @@ from specbench.measure.bench import RunConfig
 from specbench.model import tokenizer
 from specbench.model.sampling import Warp
 from specbench.results import export
+from specbench.results.sections import BY_ID, SECTIONS
 
 SETTINGS_BEFORE = {"kernels": "xla"}  # what a report made before a setting existed was measured with
 FIXED_SECONDS = 30.0  # a dry run's rough time for the roofline, and for the self-test
@@ -81,21 +82,6 @@ class Battery:
         return 10 if self.quick else 20
 
 
-SECTIONS = {  # id: title, in the page's order
-    "device": "Device and software",
-    "roofline": "Roofline: step time against the memory bound",
-    "categories": "AR against SD on every prompt category",
-    "K": "K sweep",
-    "temperature": "Temperature and top-p",
-    "drafters": "Drafters compared",
-    "batch": "Batch size",
-    "verification": "Verification methods: token, block, k drafts (T = 1)",
-    "dial": "Speedup against acceptance: the dial (T = 0)",
-    "exactness": "Exactness",
-    "formulas": "The formulas",
-}
-
-
 @dataclasses.dataclass(frozen=True)
 class ReportPlan:
     directory: Path
@@ -123,13 +109,8 @@ def report_plan(f: dict) -> ReportPlan:
     that the largest batch fits."""
     directory = Path(f["output"])
     battery = Battery(f["quick"])
-    settings = {
-        "quick": f["quick"],
-        "draft": f["draft"],
-        "target": f["target"],
-        "dtype": f["dtype"],
-        "kernels": f["kernels"],
-        "peers": list(f["peers"]),
+    settings = {k: f[k] for k in ("quick", "draft", "target", "dtype", "kernels")} | {
+        "peers": list(f["peers"])
     }
     done = check_directory(directory, settings, f["resume"], f["force"])
     d, t = load_pair(f["draft"], f["target"], f["dtype"], kernels=f["kernels"])
@@ -137,7 +118,7 @@ def report_plan(f: dict) -> ReportPlan:
     everything = prompts.all_prompts()
     encoded = {pid: tokenizer.encode(text) for pid, text in everything.items()}
     jobs: dict[str, Job] = {}
-    shows: dict[str, list[str]] = {s: [] for s in SECTIONS}
+    shows: dict[str, list[str]] = {s.id: [] for s in SECTIONS}
 
     def add(
         section,
@@ -277,7 +258,7 @@ def measure(plan: ReportPlan, on_progress) -> tuple[list[dict], dict]:
         start = load.snapshot(helpers)
         extra = {}
         for name in todo:
-            on_progress(step, f"{SECTIONS[section]}: {name}", rows)
+            on_progress(step, f"{BY_ID[section].title}: {name}", rows)
             if name == "roofline":
                 gbps = roofline.read_gbps()
                 context = min(ROOFLINE_CONTEXT, plan.target.config.n_ctx, plan.draft.config.n_ctx)
@@ -298,28 +279,20 @@ def measure(plan: ReportPlan, on_progress) -> tuple[list[dict], dict]:
             elif name == "selftest":
                 extra["selftest"] = selftest.run(n_samples=SELFTEST_SAMPLES)
             else:
-                job = plan.jobs[name]
-                rows += [{**row, "report_job": name} for row in job.rows(bench_run(job), plan.dtype)]
+                job, tag = plan.jobs[name], {"report_job": name}
+                measure_into(job, rows, files, plan.dtype, key=job_row_key, tag=tag)
                 have.add(name)
-                export.write_all(rows, files)
             step += 1
-        end = load.snapshot(helpers)
-        seconds = sections.get(section, {}).get("seconds", 0.0) + end.wall - start.wall
-        sections[section] = {
-            **sections.get(section, {}),
-            **extra,
-            **load.others(start, end),
-            "seconds": seconds,
-        }
+        end, before = load.snapshot(helpers), sections.get(section, {})
+        seconds = before.get("seconds", 0.0) + end.wall - start.wall
+        sections[section] = {**before, **extra, **load.others(start, end), "seconds": seconds}
         save_state(plan, sections)
     return rows, sections
 
 
-def bench_run(job: Job):
-    """One job measured (bench.run_benchmark)."""
-    from specbench.measure import bench
-
-    return bench.run_benchmark(job.config, job.encoded)
+def job_row_key(row: dict) -> tuple:
+    """What tells a report's rows apart: the job, and whose implementation (specbench's or a peer's)."""
+    return row.get("report_job"), row.get("implementation", "specbench")
 
 
 def total_steps(plan: ReportPlan) -> int:

@@ -20,7 +20,7 @@ import numpy as np
 
 from specbench.measure import device, timing
 from specbench.model import kernels
-from specbench.model.gpt2 import layout, param_bytes, resident_bytes
+from specbench.model.layouts import layout, param_bytes, resident_bytes
 from specbench.model.weights import Model
 
 
@@ -145,4 +145,34 @@ def roofline(
                     "plain_over_loop": t_plain / t if n == 1 else None,
                 }
             )
+    return rows
+
+
+def measure_runs(runs: list[tuple[Model, str]], K: int, context: int, iters: int, progress) -> list[dict]:
+    """The roofline of every (model, dtype) in runs, steps of 1..K+1 tokens over a cache of
+    `context`, each row with the device's context: the read bandwidth and the matrix-product rate
+    first (once, before the steps they bound), then each network with its --kernels layouts timed
+    alternately. progress(advance=, what=) is told of every timing (2 + len(runs) (K + 2) in all)."""
+    progress(what="read bandwidth (XLA sum over 512 MB)")
+    gbps = read_gbps()
+    progress(advance=1, what="matrix-product rate (XLA, 2048² float32)")
+    gflops = {"float32": matmul_gflops()}
+    progress(advance=1)
+    groups: dict[tuple, list[Model]] = {}  # one network in each --kernels layout
+    for model, dtype in runs:
+        groups.setdefault((model.name, dtype), []).append(model)
+    rows = []
+    for (name, dtype), models in groups.items():
+        progress(what=f"timing {name} {dtype} ({', '.join(kernels.used_by(m.params) for m in models)})")
+        if dtype not in gflops:
+            gflops[dtype] = matmul_gflops(dtype=models[0].params["wte"].dtype)
+        tick = lambda: progress(advance=len(models))
+        measured = roofline(
+            models, K + 1, context, iters, on_timing=tick, measured_gbps=gbps, measured_gflops=gflops[dtype]
+        )
+        weights = "random (timing only)" if models[0].source == "random" else models[0].source
+        rows += [
+            {**device.context(), "weights": weights, "dtype": dtype, "context": context, **r}
+            for r in measured
+        ]
     return rows

@@ -16,31 +16,8 @@ import jinja2
 from specbench.results import export, readings
 from specbench.results import schema as results
 from specbench.results.budget import budget_gap
+from specbench.results.sections import COMMON_COLUMNS, SECTIONS, Section
 
-COLUMNS = {  # section -> (header, field) of its table; cells are formatted by results.cell
-    "common": [
-        ("AR time", "ar_mean_s"),
-        ("SD time", "sd_mean_s"),
-        ("speedup", "speedup"),
-        ("±", "speedup_std"),
-        ("α", "alpha"),
-        ("tok/round", "tokens_per_round"),
-        ("theory", "theory_speedup"),
-        ("refined", "refined_speedup"),
-        ("accounted", "accounted_speedup"),
-        ("measured ÷ accounted", "measured_over_accounted"),
-        ("±", "measured_over_accounted_err"),
-        ("account closes", "budget_closed"),
-        ("other load", "other_load"),
-    ],
-    "categories": [("prompt", "prompt_id")],
-    "K": [("K", "K")],
-    "temperature": [("T", "temperature"), ("top-p", "top_p")],
-    "drafters": [("drafter", "draft"), ("dynamic K", "dynamic_K")],
-    "batch": [("batch", "batch"), ("AR tok/s", "ar_tokens_per_s"), ("SD tok/s", "sd_tokens_per_s")],
-    "verification": [("verify", "verify"), ("drafts", "drafts"), ("t_verify", "t_verify_s")],
-    "dial": [("dial a", "acceptance"), ("t_verify", "t_verify_s"), ("t_target", "t_target_s")],
-}
 PEER_COLUMNS = [
     ("prompt", "prompt_id"),
     ("implementation", "implementation"),
@@ -71,6 +48,32 @@ def table(rows: list[dict], columns: list[tuple[str, str]]) -> dict:
     }
 
 
+def pairs(d: dict) -> dict:
+    """A two-column table of a dict's keys and values."""
+    return {"headers": ["", ""], "rows": [[k, str(v)] for k, v in d.items()]}
+
+
+def rows_part(s: dict, sec: Section, mine: list[dict], peers: list[dict], directory: Path) -> None:
+    """A section of measured rows, into the page's part s: its reading, its plot (bars by
+    sec.label, or plot.py's sec.plot), the time budgets where sec.budget, the table of its columns,
+    and the peers' table where the rows have peers."""
+    from specbench.results import plot
+
+    png = lambda name: directory / f"{sec.id}-{name}.png"
+    s["reading"] = sec.reading(mine)
+    if sec.label:
+        plot.plot_bars(mine, [sec.label(r) for r in mine], str(png("speedup")), sec.bars)
+    else:
+        getattr(plot, sec.plot)(mine, str(png("speedup")))
+    s["images"].append(png("speedup"))
+    if sec.budget:
+        plot.plot_budget(mine, str(png("budget")))
+        s["images"].append(png("budget"))
+    s["tables"].append(table(mine, list(sec.columns + COMMON_COLUMNS)))
+    if peers:
+        s["tables"].append(table(mine + peers, PEER_COLUMNS))
+
+
 def load_text(load: dict, under_load: bool) -> str:
     """'while measured: other processes used 0.03 cores on average · load average 1.02 → 1.10'."""
     if load.get("other_load") is None and load.get("load_average_start") is None:
@@ -87,95 +90,41 @@ def data_uri(path: Path) -> str:
     return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode()
 
 
-def render(directory: Path, rows: list[dict], sections: dict, shows: dict, titles: dict, info: dict) -> Path:
-    """Write the plots and index.html into `directory`; returns the page's path.
-    rows: the report's rows; sections: per section its load and extra results (report.measure);
-    shows: section -> the job ids it shows; titles: section -> title; info: pair, battery, times."""
-    from specbench.results import plot
-
+def render(directory: Path, rows: list[dict], sections: dict, shows: dict, info: dict) -> Path:
+    """Write the plots and index.html into `directory`, a part for each of sections.SECTIONS;
+    returns the page's path. rows: the report's rows; sections: per section id its load and extra
+    results (report.measure); shows: section id -> the job ids it shows; info: pair, battery, times."""
     by_job: dict[str, list[dict]] = {}
     for r in rows:
         by_job.setdefault(r.get("report_job"), []).append(r)
-    own = lambda section: [
-        r for j in shows.get(section, []) for r in by_job.get(j, []) if r.get("implementation") == "specbench"
-    ]
+    shown = lambda sid: [r for j in shows.get(sid, []) for r in by_job.get(j, [])]
     out = []
-    for sid, title in titles.items():
-        s = {"id": sid, "title": title, "reading": "", "images": [], "tables": []}
-        mine = own(sid)
-        png = lambda name: directory / f"{sid}-{name}.png"
-        if sid == "device":
-            s["tables"].append(
-                {"headers": ["", ""], "rows": [[k, str(v)] for k, v in info["device"].items()]}
-            )
-        elif sid == "roofline" and sections.get("roofline", {}).get("rows"):
-            rl = sections["roofline"]["rows"]
+    for sec in SECTIONS:
+        mine = [r for r in shown(sec.id) if r.get("implementation") == "specbench"]
+        s = {"id": sec.id, "title": sec.title, "reading": "", "images": [], "tables": []}
+        if sec.kind == "rows" and mine:
+            peers = [r for r in shown(sec.id) if r.get("implementation") != "specbench"]
+            rows_part(s, sec, mine, peers, directory)
+        elif sec.kind == "device":
+            s["tables"].append(pairs(info["device"]))
+        elif sec.kind == "roofline" and sections.get("roofline", {}).get("rows"):
+            from specbench.results import plot
+
+            rl, path = sections["roofline"]["rows"], directory / "roofline-steps.png"
             s["reading"] = readings.roofline(rl, info["K"])
-            plot.plot_roofline(rl, str(png("steps")))
-            s["images"].append(png("steps"))
+            plot.plot_roofline(rl, str(path))
+            s["images"].append(path)
             s["tables"].append(table(rl, ROOFLINE_COLUMNS))
-        elif sid in COLUMNS and mine:
-            reading, draw = {
-                "categories": (
-                    readings.categories,
-                    lambda p: plot.plot_bars(mine, [r["prompt_id"] for r in mine], p, "by prompt category"),
-                ),
-                "K": (readings.K_sweep, lambda p: plot.plot_K(mine, p)),
-                "temperature": (
-                    readings.temperature,
-                    lambda p: plot.plot_bars(
-                        mine,
-                        [
-                            f"T={r['temperature']:g}" + (f" p={r['top_p']:g}" if r.get("top_p") else "")
-                            for r in mine
-                        ],
-                        p,
-                        "by temperature",
-                    ),
-                ),
-                "drafters": (
-                    readings.drafters,
-                    lambda p: plot.plot_bars(
-                        mine,
-                        [r["drafter"] + (" dyn" if r.get("dynamic_K") else "") for r in mine],
-                        p,
-                        "by drafter",
-                    ),
-                ),
-                "batch": (readings.batch, lambda p: plot.plot_batch(mine, p)),
-                "verification": (
-                    readings.verification,
-                    lambda p: plot.plot_bars(
-                        mine,
-                        [readings.method_label(r) for r in mine],
-                        p,
-                        "by verification method (T = 1)",
-                    ),
-                ),
-                "dial": (readings.dial, lambda p: plot.plot_dial(mine, p)),
-            }[sid]
-            s["reading"] = reading(mine)
-            draw(str(png("speedup")))
-            s["images"].append(png("speedup"))
-            if sid == "categories":
-                plot.plot_budget(mine, str(png("budget")))
-                s["images"].append(png("budget"))
-            s["tables"].append(table(mine, COLUMNS[sid] + COLUMNS["common"]))
-            peers = [
-                r for j in shows[sid] for r in by_job.get(j, []) if r.get("implementation") != "specbench"
-            ]
-            if peers:
-                s["tables"].append(table(own(sid) + peers, PEER_COLUMNS))
-        elif sid == "exactness":
+        elif sec.kind == "exactness":
             selftest = sections.get("exactness", {}).get("selftest")
             s["reading"] = readings.exactness(rows, selftest)
             if selftest:
-                s["tables"].append({"headers": ["", ""], "rows": [[k, str(v)] for k, v in selftest.items()]})
+                s["tables"].append(pairs(selftest))
         s["images"] = [{"src": data_uri(p), "file": p.name} for p in s["images"]]
-        s["under_load"] = bool(sections.get(sid, {}).get("under_load")) or any(
+        s["under_load"] = bool(sections.get(sec.id, {}).get("under_load")) or any(
             r.get("under_load") for r in mine
         )
-        s["load_text"] = load_text(sections.get(sid, {}), s["under_load"])
+        s["load_text"] = load_text(sections.get(sec.id, {}), s["under_load"])
         out.append(s)
     busy = [s["title"] for s in out if s["under_load"]]
     unclosed = [

@@ -16,7 +16,7 @@ from specbench.results.budget import (
     closes,
     measured_over_accounted_err,
 )
-from specbench.results.schema import FIELDS, SETTINGS
+from specbench.results.schema import SETTINGS, as_row
 
 
 def drafter_settings(drafter) -> dict:
@@ -161,7 +161,7 @@ def result_row(
     if decode is not None:
         text = decode if B == 1 else (lambda seqs: [decode(ids) for ids in seqs])
         values["ar_text"], values["sd_text"] = text(res.ar_tokens), text(res.sd_tokens)
-    return {f.name: values[f.name] for f in FIELDS if f.name in values}
+    return as_row(values)
 
 
 def peer_row(row: dict, peer, decode=None, difference: str | None = None) -> dict:
@@ -203,4 +203,4 @@ def peer_row(row: dict, peer, decode=None, difference: str | None = None) -> dic
         }
     if decode is not None:
         values["ar_text"], values["sd_text"] = decode(peer.ar_tokens), decode(peer.sd_tokens)
-    return {f.name: values[f.name] for f in FIELDS if f.name in values}
+    return as_row(values)

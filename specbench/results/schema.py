@@ -178,6 +178,15 @@ SETTINGS = [f.name for f in FIELDS[: [f.name for f in FIELDS].index("batch") + 1
 PLOT_FIELDS = tuple(f.name for f in FIELDS if f.plot)
 
 
+def as_row(values: dict) -> dict:
+    """values as a row: in FIELDS' order, fields without a value left out. A key that is not a
+    field is an error (ValueError naming it), not a column silently dropped."""
+    unknown = sorted(set(values) - set(BY_NAME))
+    if unknown:
+        raise ValueError(f"not fields of a row (schema.FIELDS): {', '.join(unknown)}")
+    return {f.name: values[f.name] for f in FIELDS if f.name in values}
+
+
 def sweep_key(row: dict) -> tuple:
     """The settings that tell a sweep row apart (rows of older versions read with each key's `old`)."""
     return tuple(row.get(name, BY_NAME[name].old) for name in SWEEP_KEY)

@@ -150,3 +150,21 @@ def batch_curves(rows: list[dict]) -> dict[tuple, dict[str, list[float]]]:
             },
         }
     return curves
+
+
+def calculator_rows(Ks, t_draft: float, t_target: float, r=None, alpha=None, t_verify=None) -> list[tuple]:
+    """`specbench theory`'s rows, one per K: (K, tokens/round, r, alpha, speedup, refined or None).
+    From r: Chen et al.'s speedup_from_r, alpha by alpha_from_r; from alpha: Leviathan et al.'s
+    expected_tokens and speedup_from_alpha; refined_speedup where t_verify is given. ValueError
+    for an r below 1/(K+1), which no round can give."""
+    c, rows = t_draft / t_target, []
+    for k in Ks:
+        if r is not None:
+            if r < 1 / (k + 1):
+                raise ValueError(f"r must be in [1/(K+1), 1] = [{1 / (k + 1):.3f}, 1] for K={k}")
+            a, tpr, s = alpha_from_r(r, k), r * (k + 1), speedup_from_r(r, k, t_draft, t_target)
+        else:
+            a, tpr, s = alpha, expected_tokens(alpha, k), speedup_from_alpha(alpha, k, c)
+        refined = refined_speedup(tpr, k, t_draft, t_target, t_verify) if t_verify else None
+        rows.append((k, tpr, tpr / (k + 1), a, s, refined))
+    return rows

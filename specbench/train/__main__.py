@@ -17,14 +17,14 @@ from pathlib import Path
 import click
 import numpy as np
 
-from specbench.errors import SpecbenchError
+from specbench.cli.console import SpecbenchGroup, interrupt_note
 from specbench.model import tokenizer, weights
 from specbench.model.gpt2 import GPT2Config
 from specbench.train.data import compress, greedy_continuations, load_tokens, prepare
 from specbench.train.loop import TrainConfig, require_optax, save_model, train
 
 
-@click.group()
+@click.group(cls=SpecbenchGroup, context_settings={"help_option_names": ["-h", "--help"]})
 def main():
     """Train the bundled draft/target pair reproducibly."""
 
@@ -135,49 +135,24 @@ def train_options(layers, embd, heads, lr, kd=None):
     return decorator
 
 
-def _run(
-    data,
-    out,
-    n_layer,
-    n_embd,
-    n_head,
-    n_ctx,
-    steps,
-    batch,
-    ctx,
-    lr,
-    warmup,
-    seed,
-    checkpoint_dir,
-    checkpoint_every,
-    resume,
-    head_vocab,
-    head_extra,
-    kd=0.0,
-    teacher=None,
-    greedy_fraction=0.0,
-    greedy_samples=0,
-):
+MODEL_FLAGS = ("n_layer", "n_head", "n_embd", "n_ctx")
+TRAIN_FLAGS = ("steps", "batch", "ctx", "lr", "warmup", "seed", "greedy_fraction", "head_vocab", "head_extra")
+
+
+def train_model(flags: dict, teacher=None):
+    """Train one model as the flags say (train_options), from a checkpoint with --resume, and save
+    it to --out; a draft is distilled from `teacher` (--kd), a target learns from the data alone."""
     require_optax()
-    config = GPT2Config(n_layer=n_layer, n_head=n_head, n_embd=n_embd, n_ctx=n_ctx, n_vocab=tokenizer.N_VOCAB)
-    tc = TrainConfig(
-        steps=steps,
-        batch=batch,
-        ctx=ctx,
-        lr=lr,
-        warmup=warmup,
-        seed=seed,
-        kd=kd,
-        greedy_fraction=greedy_fraction,
-        head_vocab=head_vocab,
-        head_extra=head_extra,
-    )
+    interrupt_note().message = "interrupted: the last checkpoint is kept; rerun with --resume"
+    config = GPT2Config(**{k: flags[k] for k in MODEL_FLAGS}, n_vocab=tokenizer.N_VOCAB)
+    tc = TrainConfig(**{k: flags[k] for k in TRAIN_FLAGS if k in flags}, kd=flags.get("kd", 0.0))
+    data, ctx, seed = flags["data"], flags["ctx"], flags["seed"]
     train_tokens = load_tokens(data, "train")
     greedy = None
-    if teacher is not None and greedy_fraction > 0:
-        t0 = time.perf_counter()
+    if teacher is not None and tc.greedy_fraction > 0:
+        t0, n_samples = time.perf_counter(), flags["greedy_samples"]
         prefix_len = max(8, ctx // 4)
-        starts = np.random.default_rng(seed + 1).integers(0, train_tokens.size - prefix_len, greedy_samples)
+        starts = np.random.default_rng(seed + 1).integers(0, train_tokens.size - prefix_len, n_samples)
         prefixes = np.stack([train_tokens[s : s + prefix_len] for s in starts]).astype(np.int32)
         greedy = greedy_continuations(
             teacher.params,
@@ -187,9 +162,10 @@ def _run(
             log=lambda m: click.echo(m, err=True),
         )
         click.echo(
-            f"{greedy_samples} greedy continuations of {ctx + 1 - prefix_len} tokens from the teacher "
+            f"{n_samples} greedy continuations of {ctx + 1 - prefix_len} tokens from the teacher "
             f"in {time.perf_counter() - t0:.0f} s"
         )
+    out = flags["out"]
     params, record = train(
         config,
         train_tokens,
@@ -197,9 +173,9 @@ def _run(
         tc,
         teacher,
         log=click.echo,
-        checkpoint=checkpoint_dir / f"{out.name}.npz",
-        resume=resume,
-        checkpoint_every=checkpoint_every,
+        checkpoint=flags["checkpoint_dir"] / f"{out.name}.npz",
+        resume=flags["resume"],
+        checkpoint_every=flags["checkpoint_every"],
         greedy=greedy,
     )
     record["data"] = json.loads((data / "meta.json").read_text()) if (data / "meta.json").exists() else None
@@ -213,7 +189,7 @@ def _run(
 @train_options(layers=6, embd=384, heads=6, lr=1e-3)
 def target_cmd(**kw):
     """Train the target from scratch on next-token cross-entropy."""
-    _run(**kw)
+    train_model(kw)
 
 
 @main.command("draft")
@@ -223,25 +199,13 @@ def target_cmd(**kw):
 )
 def draft_cmd(teacher, **kw):
     """Train the draft, distilled from the target's soft predictions."""
-    _run(**kw, teacher=weights.load_model(teacher, decoding=False))
+    train_model(kw, teacher=weights.load_model(teacher, decoding=False))
 
 
 def cli_main():
-    """`python -m specbench.train`: usage errors and missing extras as one line and exit 2."""
-    try:
-        main(standalone_mode=False)
-    except click.exceptions.Exit as e:
-        raise SystemExit(e.exit_code)
-    except click.ClickException as e:
-        click.echo(f"error: {e.format_message()}", err=True)
-        raise SystemExit(2)
-    except SpecbenchError as e:
-        message = f"--{e.setting}: {e}" if e.setting else str(e)
-        click.echo(f"error: {message}", err=True)
-        raise SystemExit(2)
-    except (click.exceptions.Abort, KeyboardInterrupt):
-        click.echo("interrupted: the last checkpoint is kept; rerun with --resume", err=True)
-        raise SystemExit(130)
+    """`python -m specbench.train`: specbench's exit-code policy (cli/console.py): bad input and a
+    missing extra in one line with exit 2, Ctrl-C with exit 130 and the checkpoint kept."""
+    main(prog_name="python -m specbench.train")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,121 @@
+"""The command line's parameter types and the bounds they enforce: whole numbers, finite numbers,
+temperatures, comma lists and peers, each refused in one line naming what is allowed."""
+
+from __future__ import annotations
+
+import math
+
+import click
+
+from specbench.results import theory
+
+KERNELS = ("auto", "cpu", "xla")  # model/kernels.py's CHOICES, without importing JAX here
+VERIFY_METHODS = ("token", "block")  # drafters.VERIFY_METHODS, without importing JAX for --help
+DRAFTS_MAX = 8
+DRAFT_CONFIDENCE = 0.2  # dynamic K's default: the best of 0.2-0.8 measured on the bundled pair
+K_MAX = 128  # the largest K accepted anywhere: checked before a range like 1-100000000 is expanded
+BATCH_MAX = 65536
+# every count has a bound that can be met: a run of REPEATS_MAX repeats of a small model takes hours
+REPEATS_MAX, WARMUP_MAX, ITERS_MAX = 1000, 100, 10_000
+N_TOKENS_MAX = CONTEXT_MAX = 1_000_000  # the model's context refuses less, naming its own limit
+NGRAM_MAX = 16  # lookup's matching is unrolled per n-gram length at trace time
+TEMPERATURE_MIN, TEMPERATURE_MAX = 0.01, 100.0  # below 0.01 the logits / T overflow float32: use 0
+SEED_MAX = 2**32 - 1
+
+
+class Count(click.IntRange):
+    """A whole number in [min, max], said as such: '1e12' is not a whole number, not "not a valid
+    integer range"; a comma list (run's --K 2,2) is one value too many, not a bad range."""
+
+    name = "integer"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int) and not isinstance(value, bool):
+            return super().convert(value, param, ctx)
+        text = str(value).strip()
+        if "," in text:
+            parts = [v.strip() for v in text.split(",")]
+            twice = [v for i, v in enumerate(parts) if v in parts[:i]]
+            repeat = f" ({twice[0]} is listed twice)" if twice else ""
+            self.fail(f"{text!r} is a list{repeat}: give one value here (sweep takes lists)", param, ctx)
+        try:
+            number = int(text)
+        except ValueError:
+            self.fail(f"{text!r} is not a whole number", param, ctx)
+        return super().convert(number, param, ctx)
+
+
+class Finite(click.FloatRange):
+    """click's FloatRange, refusing NaN and infinity (which compare False with every bound)."""
+
+    def _describe_range(self) -> str:  # click shows "x<=None" for a range with no bounds
+        return super()._describe_range() if (self.min, self.max) != (None, None) else "finite"
+
+    def convert(self, value, param, ctx):
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return super().convert(number, param, ctx)
+
+
+class Temperature(Finite):
+    """0 (greedy), or a temperature in [TEMPERATURE_MIN, TEMPERATURE_MAX]."""
+
+    name = "temperature"
+
+    def convert(self, value, param, ctx):
+        t = super().convert(value, param, ctx)
+        if t != 0 and not TEMPERATURE_MIN <= t <= TEMPERATURE_MAX:
+            self.fail(
+                f"{t:g} is not in the range: temperatures are >= 0 (0 is greedy, else "
+                f"{TEMPERATURE_MIN:g}..{TEMPERATURE_MAX:g}; below that the logits / T overflow)",
+                param,
+                ctx,
+            )
+        return t
+
+
+class ListParam(click.ParamType):
+    """A comma list of distinct values, with a-b ranges for integers: '1,2,4,8', '1-8', '0,0.7,1'.
+    `item` checks each value (a click type); `most` bounds integers before a range is expanded."""
+
+    def __init__(self, kind: type, item: click.ParamType | None = None, most: int | None = None):
+        self.kind, self.item, self.most = kind, item, most
+        self.name = f"{kind.__name__} list"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, list):
+            return value
+        text = str(value)
+        if self.kind is int:
+            try:
+                return theory.parse_K_range(text, self.most)
+            except ValueError as e:
+                self.fail(f"{text!r} is not a comma list like 1,2,4,8 or 1-8 ({e})", param, ctx)
+        parts = [v.strip() for v in text.split(",")]
+        if "" in parts:
+            example = "0,0.7,1" if self.kind is float else "a,b"
+            self.fail(f"{text!r} is not a comma list like {example}", param, ctx)
+        values = [self.item.convert(v, param, ctx) if self.item else self.kind(v) for v in parts]
+        twice = [v for i, v in enumerate(values) if v in values[:i]]
+        if twice:
+            self.fail(f"{twice[0]} is listed twice", param, ctx)
+        return values
+
+
+def peer_list(ctx, param, values) -> list[str]:
+    """--peer, repeatable or a comma list: each of peers.NAMES once, in the order given."""
+    from specbench.measure.peers import NAMES
+
+    out = []
+    for value in values:
+        for name in (v.strip() for v in value.split(",")):
+            if name not in NAMES:
+                raise click.BadParameter(f"{name!r} is not a peer: use {' or '.join(NAMES)}", ctx, param)
+            if name in out:
+                raise click.BadParameter(f"{name} is listed twice", ctx, param)
+            out.append(name)
+    return out
