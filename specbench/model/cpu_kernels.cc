@@ -53,18 +53,26 @@ template <int M, int P>
 __attribute__((target_clones("avx512f", "avx2,fma", "default"))) void accumulate(
     const float* x, int64_t ldx, const float* w, int64_t n_out, float* y, int64_t ldy, int64_t j0,
     int64_t j1, int64_t k0, int64_t k1) {
+  // The loops over m and p are unrolled by pragma: left to GCC's own limits, the 12-row and
+  // larger variants kept acc in memory and ran 3-5x slower (docs/performance.md).
   for (int64_t k = k0; k < k1; k += P) {
     float xs[M][P];  // the panel's x values, broadcast from memory into each multiply-add
+#pragma GCC unroll 16
     for (int m = 0; m < M; ++m)
+#pragma GCC unroll 8
       for (int p = 0; p < P; ++p) xs[m][p] = x[m * ldx + k + p];
     const float* wk = w + k * n_out;
     for (int64_t j = j0; j < j1; j += kLanes) {
       vec acc[M];
+#pragma GCC unroll 16
       for (int m = 0; m < M; ++m) acc[m] = load(y + m * ldy + j);
+#pragma GCC unroll 8
       for (int p = 0; p < P; ++p) {
         vec wv = load(wk + p * n_out + j);
+#pragma GCC unroll 16
         for (int m = 0; m < M; ++m) acc[m] += xs[m][p] * wv;
       }
+#pragma GCC unroll 16
       for (int m = 0; m < M; ++m) store(y + m * ldy + j, acc[m]);
     }
   }
