@@ -32,11 +32,9 @@ def interrupt_note() -> types.SimpleNamespace:
     """What Ctrl-C prints before exit 130, as `.message`: specbench.__main__ makes the note, hands
     it to the command line as click's context object and prints it from its signal thread; a sweep
     or a report points it at the rows it kept. SpecbenchGroup.main makes one where none is given
-    (the tests' CliRunner, `python -m specbench.train`) and prints it on a KeyboardInterrupt."""
-    root = click.get_current_context().find_root()
-    if not isinstance(root.obj, types.SimpleNamespace):
-        root.obj = types.SimpleNamespace(message="interrupted")
-    return root.obj
+    (the tests' CliRunner, `python -m specbench.train`), so every command has one, and prints it on
+    a KeyboardInterrupt."""
+    return click.get_current_context().find_root().obj
 
 
 # The flag each setting named by a SpecbenchError stands for, where it is not simply --setting.
@@ -118,7 +116,7 @@ class SpecbenchGroup(click.Group):
             click.echo(f"error: {usage_line(e)}", err=True)
             sys.exit(2)
         except (click.exceptions.Abort, KeyboardInterrupt):
-            click.echo(getattr(note, "message", "interrupted"), err=True)
+            click.echo(note.message, err=True)
             sys.exit(130)
         except click.ClickException as e:
             click.echo(f"error: {e.format_message()}", err=True)
