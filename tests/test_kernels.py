@@ -27,9 +27,11 @@ def kernel():
         pytest.skip(f"the CPU kernel cannot run here: {why}")
 
 
-# rows, n_in, n_out: one thread (under 256 KB); the rows of w split between threads (k-split); the
-# columns split (n_out >= 8,192); more than 16 rows (two passes); k and column tails
-SHAPES = [(1, 64, 192), (5, 768, 96), (17, 37, 33), (3, 37, 8200), (16, 257, 1030), (2, 300, 1)]
+# rows, n_in, n_out: one thread (under 256 KB); 1 row (tiles of four panels), 2-3 rows (two panels)
+# and 4-6 rows (one panel), with panels left over; more than 6 rows (groups over chunks of k); a
+# last panel of 1-15 columns; panels split between threads (8,192 columns, 257 x 1,030)
+SHAPES = [(1, 64, 192), (1, 100, 1030), (5, 768, 96), (17, 37, 33), (3, 37, 8200), (16, 257, 1030)]
+SHAPES += [(2, 300, 1)]
 
 
 @pytest.mark.parametrize("rows, n_in, n_out", SHAPES, ids=[f"{r}x{i}x{o}" for r, i, o in SHAPES])
@@ -40,13 +42,15 @@ def test_kernel_products_equal_numpy_for_every_shape(kernel, rows, n_in, n_out):
     b = rng.standard_normal((3, n_out)).astype(np.float32)
     want = x.astype(np.float64) @ w[2] + b[2]
     scale = np.sqrt(n_in) * 1e-5
-    np.testing.assert_allclose(kernels.matmul(x, w, b, 2), want, rtol=1e-5, atol=scale)
-    np.testing.assert_allclose(kernels.matmul(x, w[1]), x.astype(np.float64) @ w[1], rtol=1e-5, atol=scale)
+    packed = kernels.pack(w)
+    np.testing.assert_allclose(kernels.matmul(x, packed, n_out, b, 2), want, rtol=1e-5, atol=scale)
+    one = kernels.matmul(x, kernels.pack(w[1]), n_out)
+    np.testing.assert_allclose(one, x.astype(np.float64) @ w[1], rtol=1e-5, atol=scale)
     # a traced layer index inside jit, and a batch under vmap (its rows join the product's rows)
-    traced = jax.jit(lambda x, i: kernels.matmul(x, w, b, i))(x, jnp.int32(2))
+    traced = jax.jit(lambda x, i: kernels.matmul(x, packed, n_out, b, i))(x, jnp.int32(2))
     np.testing.assert_allclose(traced, want, rtol=1e-5, atol=scale)
     batch = np.stack([x, 2 * x])
-    vmapped = jax.jit(jax.vmap(lambda x: kernels.matmul(x, w, b, 2)))(batch)
+    vmapped = jax.jit(jax.vmap(lambda x: kernels.matmul(x, packed, n_out, b, 2)))(batch)
     np.testing.assert_allclose(vmapped[1], 2 * x.astype(np.float64) @ w[2] + b[2], rtol=1e-5, atol=2 * scale)
 
 
@@ -56,17 +60,33 @@ def test_a_row_comes_out_the_same_whatever_the_number_of_rows(kernel):
     rng = np.random.default_rng(0)
     x = rng.standard_normal((40, 768)).astype(np.float32)
     w = rng.standard_normal((768, 3072)).astype(np.float32)
-    alone = np.asarray(kernels.matmul(x[3:4], w))
-    for rows in (5, 16, 40):  # 40: groups of 16 rows sharing each piece of w in cache
-        np.testing.assert_array_equal(np.asarray(kernels.matmul(x[:rows], w))[3:4], alone)
+    packed = kernels.pack(w)
+    alone = np.asarray(kernels.matmul(x[1:2], packed, 3072))  # 1 row: tiles of 4 panels
+    for rows in (2, 5, 16, 40):  # tiles of 2 panels, 1 panel; 16 and 40: groups sharing chunks of w
+        np.testing.assert_array_equal(np.asarray(kernels.matmul(x[:rows], packed, 3072))[1:2], alone)
 
 
-def test_the_kernel_layout_adds_only_a_transposed_head(kernel):
+def test_packing_keeps_every_number_in_panels_padded_with_zeros():
+    w = np.arange(2 * 3 * 37, dtype=np.float32).reshape(2, 3, 37)  # two layers, 37 columns: 3 panels
+    packed = np.asarray(kernels.pack(w))
+    assert packed.shape == (2, 3, 3, kernels.WIDTH)  # [layer, panel, row of w, column in panel]
+    np.testing.assert_array_equal(packed[1, 2, 0, :5], w[1, 0, 32:37])
+    np.testing.assert_array_equal(packed.transpose(0, 2, 1, 3).reshape(2, 3, 48)[..., :37], w)
+    assert not packed[..., 2, :, 5:].any()
+
+
+def test_the_kernel_layout_adds_packed_copies_of_every_matrix(kernel):
     params = random_model(TINY, 1).params
     kernel_params = layouts.kernel_layout(params)
-    np.testing.assert_array_equal(kernel_params["head"]["weight"], np.asarray(params["wte"]).T)
+    np.testing.assert_array_equal(kernel_params["head"]["packed"], kernels.pack(params["wte"].T))
+    c_fc = kernel_params["blocks"]["mlp"]["c_fc"]
+    np.testing.assert_array_equal(c_fc["packed"], kernels.pack(c_fc["weight"]))
     assert layouts.param_bytes(kernel_params) == layouts.param_bytes(params)
-    assert layouts.resident_bytes(kernel_params) - layouts.resident_bytes(params) == params["wte"].size * 4
+    n_panels = lambda n_out: -(-n_out // kernels.WIDTH) * kernels.WIDTH  # columns padded to whole panels
+    e, L = TINY.n_embd, TINY.n_layer
+    matrices = L * e * (n_panels(3 * e) + n_panels(e) + n_panels(4 * e)) + L * 4 * e * n_panels(e)
+    extra = (matrices + e * n_panels(TINY.n_vocab)) * 4
+    assert layouts.resident_bytes(kernel_params) - layouts.resident_bytes(params) == extra
     assert layouts.layout(kernel_params) == "kernel" and kernels.used_by(kernel_params) == "cpu"
     assert jax.tree_util.tree_structure(layouts.as_loaded(kernel_params)) == jax.tree_util.tree_structure(
         params

@@ -94,7 +94,8 @@ def roofline_table(rows: list[dict], context: int, console: Console) -> None:
         title=f"decode-step roofline · {first['device']} · cache {context} · {peak}{measured} · "
         f"{memory} · {compute}{random_note}",
         caption="limit = max(memory roof, compute roof); +MB: what the kernels' weight layout "
-        "costs beyond the weights (xla: a copy of every block matrix; cpu: a copy of the output head)",
+        "costs beyond the weights (xla: a copy of every block matrix; cpu: a packed copy of every block "
+        "matrix and of the output head)",
     )
     for f in ROOFLINE_TABLE:
         table.add_column(f.header, justify="left" if f.kind is str else "right")

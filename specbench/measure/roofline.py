@@ -42,7 +42,7 @@ def step_flops(model: Model, n_tokens: int, max_len: int) -> float:
 
 def layout_extra_bytes(model: Model) -> int:
     """Memory the weights' layout costs beyond the weights themselves: decode_layout's copy of
-    every block matrix, or kernel_layout's copy of the output head."""
+    every block matrix, or kernel_layout's packed copies of every block matrix and the output head."""
     return resident_bytes(model.params) - param_bytes(model.params)
 
 

@@ -81,16 +81,16 @@ def layer_norm(x, weight, bias, eps: float = 1e-5):
     return ((x32 - mean) * lax.rsqrt(var + eps)).astype(x.dtype) * weight + bias
 
 
-def linear(x, bias, weight, weight_t=None, layer=None):
+def linear(x, bias, weight, weight_t=None, packed=None, layer=None):
     """[n_seq, n_in] -> [n_seq, n_out]: x @ weight + bias, weight [n_in, n_out] in HF's Conv1D
-    orientation. In kernel_layout the weight and bias are every layer's, stacked, and `layer` says
-    which: a step of up to kernels.ROWS_MAX rows runs the CPU kernel, which reads the stacked
-    weight in place. In decode_layout a 1-row step uses weight_t: weight.T [n_out, n_in] cut along
-    n_in into [n_pieces, n_out, n_in / n_pieces], one product per piece, which XLA streams at the
-    memory bound (docs/performance.md)."""
+    orientation. In kernel_layout the weight, its packed copy and the bias are every layer's,
+    stacked, and `layer` says which: a step of up to kernels.ROWS_MAX rows runs the CPU kernel on
+    the packed copy, a longer one XLA's product on the weight. In decode_layout a 1-row step uses
+    weight_t: weight.T [n_out, n_in] cut along n_in into [n_pieces, n_out, n_in / n_pieces], one
+    product per piece, which XLA streams at the memory bound (docs/performance.md)."""
     if layer is not None:
-        if x.shape[0] <= kernels.ROWS_MAX and weight.dtype == jnp.float32:
-            return kernels.matmul(x, weight, bias, layer)
+        if x.shape[0] <= kernels.ROWS_MAX and packed.dtype == jnp.float32:
+            return kernels.matmul(x, packed, weight.shape[-1], bias, layer)
         return x @ weight[layer] + bias[layer]
     if weight_t is None or x.shape[0] != 1:
         return x @ weight + bias
@@ -217,10 +217,10 @@ def step(params, cache, tokens, pos, config: GPT2Config, logits_at=None):
 
 def head(params, x):
     """The output head, tied to the embedding: [n_seq, n_embd] -> [n_seq, n_vocab] float32 logits.
-    In kernel_layout a step of up to kernels.ROWS_MAX rows reads the head's [n_embd, n_vocab] copy
+    In kernel_layout a step of up to kernels.ROWS_MAX rows reads the head's packed copy (of wte.T)
     with the CPU kernel."""
-    if "head" in params and x.shape[0] <= kernels.ROWS_MAX and params["head"]["weight"].dtype == jnp.float32:
-        return kernels.matmul(x, params["head"]["weight"])
+    if "head" in params and x.shape[0] <= kernels.ROWS_MAX and params["head"]["packed"].dtype == jnp.float32:
+        return kernels.matmul(x, params["head"]["packed"], params["wte"].shape[0])
     return (x @ params["wte"].T).astype(jnp.float32)
 
 

@@ -1,13 +1,15 @@
 """specbench's CPU kernel for the decode step's matrix products, and whether it can run here.
 
-    matmul(x, w, b, layer) = x @ w[layer] + b[layer]      x [..., n_in], w [L, n_in, n_out], b [L, n_out]
+    matmul(x, pack(w), n_out, b, layer) = x @ w[layer] + b[layer]
+        x [..., n_in], w [L, n_in, n_out], b [L, n_out]
 
 A decode step of n rows (1 token, K+1 verified tokens, B sequences) must read every weight once,
 so on a memory-bound machine it should cost about what one row costs (the roofline: DESIGN.md §15,
 docs/performance.md). XLA:CPU's products read a weight once per row, or copy it per call; the kernel
 (cpu_kernels.cc, built by `pip install` through setup.py and registered here with jax.ffi) reads
-it once and applies every row to each element it loads. It reads the stacked weights of every
-layer in place, given the layer's index, so a `lax.scan` over the layers copies nothing.
+it once and applies every row to each element it loads. It reads its weights packed in panels of
+WIDTH columns (`pack`, once at load: one contiguous stream per panel), every layer's stacked, and
+takes the layer's index, so a `lax.scan` over the layers copies nothing.
 
 Where the kernel cannot run (not built, not a CPU, or its self-check fails), `unavailable()` says
 why in one line and gpt2.py keeps XLA's products: the pure-JAX path, which is also the tests'
@@ -33,8 +35,10 @@ why it cannot run), xla (XLA's own products everywhere: the pure-JAX path)."""
 TARGET = "specbench_matmul"
 LIBRARY = "_cpu_kernels"  # setup.py's extension: specbench/model/_cpu_kernels<suffix>
 ROWS_MAX = 16
-"""Steps of up to this many rows use the kernel; a longer prefill uses XLA's GEMM, which reuses
-each loaded weight across many rows better than one pass per 16 rows."""
+"""Steps of up to this many rows (per sequence) use the kernel; a longer prefill uses XLA's GEMM on
+the weights as loaded, which is made for products of many rows."""
+WIDTH = 16
+"""Columns of a packed panel (cpu_kernels.cc's kWidth): 64 bytes of float32 per row of w."""
 
 
 def library_path() -> Path | None:
@@ -75,7 +79,7 @@ def unavailable() -> str | None:
     rng = np.random.default_rng(0)
     x, w, b = (rng.standard_normal(s).astype(np.float32) for s in [(2, 3, 37), (2, 37, 83), (2, 83)])
     try:
-        got = np.asarray(jax.jit(jax.vmap(lambda x: matmul(x, w, b, 1)))(x))
+        got = np.asarray(jax.jit(jax.vmap(lambda x: matmul(x, pack(w), 83, b, 1)))(x))
     except Exception as e:  # noqa: BLE001 -- any failure of the library means: do not use it
         return f"its self-check failed ({str(e).splitlines()[0]})"
     if not np.allclose(got, x @ w[1] + b[1], rtol=1e-4, atol=1e-4):
@@ -83,17 +87,27 @@ def unavailable() -> str | None:
     return None
 
 
-def matmul(x, w, b=None, layer=0):
-    """x [..., n_in] @ w[layer] + b[layer] in float32: w [L, n_in, n_out] or [n_in, n_out], b [L, n_out]
-    or [n_out] or None, layer an int32 index (may be traced). Under vmap the batch's rows join the
-    product's rows, so a batch reads each weight once too."""
+def pack(w):
+    """w [..., n_in, n_out] packed for the kernel: [..., n_panels, n_in, WIDTH], panel p holding
+    columns p WIDTH .. p WIDTH + WIDTH - 1 of every row (zeros past n_out), n_panels = ceil(n_out /
+    WIDTH). The same numbers in another order, padded by at most WIDTH - 1 columns."""
+    *lead, n_in, n_out = w.shape
+    n_panels = -(-n_out // WIDTH)
+    padded = jnp.pad(jnp.asarray(w), [(0, 0)] * len(lead) + [(0, 0), (0, n_panels * WIDTH - n_out)])
+    return jnp.moveaxis(padded.reshape(*lead, n_in, n_panels, WIDTH), -2, -3)
+
+
+def matmul(x, packed, n_out: int, b=None, layer=0):
+    """x [..., n_in] @ w[layer] + b[layer] in float32, from packed = pack(w): w [L, n_in, n_out] or
+    [n_in, n_out], b [L, n_out] or [n_out] or None, layer an int32 index (may be traced). Under vmap
+    the batch's rows join the product's rows, so a batch reads each weight once too."""
     error = registration_error()
     if error:
         raise RuntimeError(f"specbench's CPU kernel cannot run: {error}")
-    out = jax.ShapeDtypeStruct(x.shape[:-1] + (w.shape[-1],), jnp.float32)
+    out = jax.ShapeDtypeStruct(x.shape[:-1] + (n_out,), jnp.float32)
     bias = jnp.zeros((0,), jnp.float32) if b is None else b
     call = jax.ffi.ffi_call(TARGET, out, vmap_method="expand_dims")
-    return call(x, w, bias, jnp.asarray(layer, jnp.int32))
+    return call(x, packed, bias, jnp.asarray(layer, jnp.int32))
 
 
 def wanted(params, choice: str = "auto") -> bool:

@@ -3,7 +3,8 @@
     hf      as loaded (Hugging Face's Conv1D orientation, layers stacked): the plain path, and
             the tests' oracle (gpt2.gpt2)
     decode  hf plus a [n_out, n_in] copy of every block matrix for XLA's 1-token products
-    kernel  hf plus the output head as [n_embd, n_vocab] for the CPU kernel (kernels.py)
+    kernel  hf plus a packed copy of every block matrix and of the output head (wte.T) for the
+            CPU kernel (kernels.pack)
 
 gpt2.linear and gpt2.head read whichever is there; what each costs in memory is in
 docs/performance.md, and `specbench roofline` prints it.
@@ -13,6 +14,8 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+
+from specbench.model import kernels
 
 MATRICES = (("attn", "c_attn"), ("attn", "c_proj"), ("mlp", "c_fc"), ("mlp", "c_proj"))
 
@@ -48,13 +51,17 @@ def decode_layout(params):
 
 
 def kernel_layout(params):
-    """The same weights for the CPU kernel (kernels.py): the block matrices as loaded (stacked, HF
-    orientation), which the kernel reads in place at every step size, and a copy of the output head
-    in its orientation, head.weight = wte.T [n_embd, n_vocab]. It costs wte's size again in memory
-    (docs/performance.md)."""
+    """The same weights for the CPU kernel (kernels.py): beside every block matrix (stacked, HF
+    orientation, which a prefill's XLA products read) its copy packed in panels (`packed`, every
+    layer's stacked: [n_layer, n_panels, n_in, WIDTH]), and the output head packed from wte.T
+    (head.packed, [n_panels, n_embd, WIDTH]). Made once at load. It costs the block matrices' and
+    wte's size again in memory, plus each matrix's padding to whole panels (docs/performance.md)."""
     if "head" in params:
         return params
-    return {**params, "head": {"weight": jnp.asarray(params["wte"].T)}}
+    blocks = jax.tree_util.tree_map(lambda x: x, params["blocks"])  # a copy of the dict structure
+    for part, name in MATRICES:
+        blocks[part][name]["packed"] = kernels.pack(blocks[part][name]["weight"])
+    return {**params, "blocks": blocks, "head": {"packed": kernels.pack(params["wte"].T)}}
 
 
 def for_decoding(params, kernel: bool):
@@ -71,14 +78,14 @@ def layout(params) -> str:
 
 def batch_layout(params):
     """params without decode_layout's [n_out, n_in] copies: under vmap a batch's 1-token steps are
-    B-row products, which the HF layout serves better (docs/performance.md). kernel_layout's head
-    stays: the kernel serves a batch's rows together."""
+    B-row products, which the HF layout serves better (docs/performance.md). kernel_layout's packed
+    copies stay: the kernel serves a batch's rows together."""
     return _without(params, ("weight_t",))
 
 
 def as_loaded(params):
     """params without any layout's second copies: the weights as loaded (the HF layout)."""
-    return _without(params, ("weight_t", "head"))
+    return _without(params, ("weight_t", "packed", "head"))
 
 
 def _without(params, keys: tuple[str, ...]):
@@ -94,10 +101,10 @@ def _without(params, keys: tuple[str, ...]):
 
 def param_bytes(params) -> int:
     """Bytes of the weights one decode step must read from memory: every weight once. Where a
-    layout keeps a second copy (decode_layout's weight_t, kernel_layout's head), the step reads the
-    copy instead of the original, not as well, so the copy is not counted."""
+    layout keeps a second copy (decode_layout's weight_t, kernel_layout's packed and head), the
+    step reads the copy instead of the original, not as well, so the copy is not counted."""
     leaves = jax.tree_util.tree_leaves_with_path(params)
-    second_copy = lambda path: path[-1].key == "weight_t" or path[0].key == "head"
+    second_copy = lambda path: path[-1].key in ("weight_t", "packed") or path[0].key == "head"
     return sum(x.size * x.dtype.itemsize for path, x in leaves if not second_copy(path))
 
 

@@ -15,10 +15,10 @@ import numpy as np
 
 
 def as_numpy(params, dtype=np.float32):
-    """A nested dict of arrays (JAX or NumPy) as NumPy arrays of `dtype`; the decode layout's
-    extra `weight_t` copies are left out (the reference reads the HF orientation only)."""
+    """A nested dict of arrays (JAX or NumPy) as NumPy arrays of `dtype`; the layouts' second
+    copies (`weight_t`, `packed`, `head`) are left out (the reference reads the HF orientation only)."""
     if isinstance(params, dict):
-        return {k: as_numpy(v, dtype) for k, v in params.items() if k != "weight_t"}
+        return {k: as_numpy(v, dtype) for k, v in params.items() if k not in ("weight_t", "packed", "head")}
     return np.asarray(params, dtype)
 
 
