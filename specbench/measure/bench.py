@@ -16,37 +16,11 @@ import numpy as np
 
 from specbench.measure import load, timing
 from specbench.measure.peers import PeerResult
-from specbench.model import generate, kernels
-from specbench.model.drafters import Drafter
-from specbench.model.sampling import Warp
+from specbench.measure.prepared import Prepared, RunConfig
+from specbench.model import kernels
 from specbench.model.stats import DecodeStats
-from specbench.model.weights import Model
 
-
-@dataclasses.dataclass(frozen=True)
-class RunConfig:
-    """What one benchmark decodes, and how often."""
-
-    draft: Model | None  # None when the drafter needs no draft model (lookup, layerskip)
-    target: Model
-    drafter: Drafter
-    K: int
-    warp: Warp = Warp()
-    n_tokens: int = 40
-    seed: int = 123
-    repeats: int = 5
-    warmup: int = 1
-    device_loop: bool = True
-    peers: tuple = ()  # peers.PeerProcess, timed alternately with specbench's own
-
-    @property
-    def models(self) -> list[Model]:
-        return [self.target] + ([self.draft] if self.drafter.kind == "model" else [])
-
-    @property
-    def total_steps(self) -> int:
-        """Progress units of run_benchmark: warm-up, then each repeat with its step timings."""
-        return self.warmup + self.repeats
+__all__ = ["BenchmarkResult", "PARTS", "Prepared", "RunConfig", "STEP_TIMERS", "run_benchmark"]
 
 
 @dataclasses.dataclass
@@ -79,68 +53,27 @@ PARTS = {"ar": ("ar_start", "ar_token"), "sd": ("sd_start", "round")}  # each me
 STEP_TIMERS = ("draft", "target", "verify")  # the theory's step times
 
 
-@dataclasses.dataclass(frozen=True)
-class Prepared:
-    """One configuration made ready, once and outside every clock: the prompts, the cache length
-    that fits them, and what the drafter drafts with (the dial's: an AR generation). Its methods
-    are what run_benchmark times: the two generations, each method's budget parts and the step
-    timers, each sample a device loop from a cold start (timing.py)."""
+def part_seconds(prep: Prepared, name: str, rounds: int) -> np.ndarray:
+    """One cold sample of a budget part (PARTS), in a loop as long as the generation's: the AR
+    start, N - 1 AR tokens, the SD start, or `rounds` rounds."""
+    once = dict(repeats=1, warm=False)
+    if name == "ar_start":
+        return timing.ar_start_seconds(prep, **once)
+    if name == "ar_token":
+        return timing.ar_token_seconds(prep, iters=max(1, prep.config.n_tokens - 1), **once)
+    if name == "sd_start":
+        return timing.spec_start_seconds(prep, **once)
+    return timing.round_seconds(prep, iters=rounds, **once)
 
-    config: RunConfig
-    prompts: list[list[int]]
-    max_len: int
-    draft_params: object
 
-    @classmethod
-    def make(cls, config: RunConfig, prompts: list[list[int]]) -> Prepared:
-        c = config
-        max_len = generate.plan(prompts, c.n_tokens, c.K, c.models)
-        one = prompts[0] if len(prompts) == 1 else prompts
-        draft_params = generate.prepare_drafter(
-            c.drafter, c.draft, c.target, one, c.n_tokens, c.K, c.warp, c.seed, max_len
-        )
-        return cls(config, prompts, max_len, draft_params)
-
-    def generate(self, method: str):
-        """One generation, "ar" or "sd": (tokens [N] for one prompt, [B, N] for a batch; DecodeStats)."""
-        c, one = self.config, self.prompts[0] if len(self.prompts) == 1 else self.prompts
-        kw = dict(max_len=self.max_len, device_loop=c.device_loop)
-        if method == "ar":
-            return generate.autoregressive(c.target, one, c.n_tokens, c.warp, c.seed, **kw)
-        drafting = dict(drafter=c.drafter, draft_params=self.draft_params)
-        return generate.speculative(c.draft, c.target, one, c.n_tokens, c.K, c.warp, c.seed, **kw, **drafting)
-
-    def peer_generate(self, peer, method: str):
-        """A peer's generation of the first prompt, "ar" or "sd", in its own process: (tokens, drafts
-        accepted per round or None, seconds timed there); it returns once that process is idle."""
-        c = self.config
-        if method == "ar":
-            return peer.autoregressive(self.prompts[0], c.n_tokens, c.warp, c.seed)
-        return peer.speculative(self.prompts[0], c.n_tokens, c.K, c.warp, c.seed)
-
-    def part_seconds(self, name: str, rounds: int) -> np.ndarray:
-        """One cold sample of a budget part (PARTS), in a loop as long as the generation's: the AR
-        start, N - 1 AR tokens, the SD start, or `rounds` rounds."""
-        c, once = self.config, dict(repeats=1, warm=False)
-        ar = (c.target, self.prompts, c.warp, self.max_len, c.seed)
-        sd = (c.draft, c.target, self.prompts, c.K, c.warp, self.max_len, c.seed)
-        drafting = dict(drafter=c.drafter, draft_params=self.draft_params)
-        if name == "ar_start":
-            return timing.ar_start_seconds(*ar, **once)
-        if name == "ar_token":
-            return timing.ar_token_seconds(*ar, iters=max(1, c.n_tokens - 1), **once)
-        if name == "sd_start":
-            return timing.spec_start_seconds(*sd, **drafting, **once)
-        return timing.round_seconds(*sd, iters=rounds, **drafting, **once)
-
-    def step_seconds(self, name: str) -> np.ndarray:
-        """One cold sample of a step timer (STEP_TIMERS), a 10-step loop at the run's batch size: a
-        draft step, a 1-token target step, or the verify of K + 1 tokens (of k sequences with k drafts)."""
-        c, B, once = self.config, len(self.prompts), dict(iters=10, repeats=1, warm=False)
-        if name == "draft":
-            return timing.draft_seconds(c.drafter, c.draft, c.target, self.prompts, c.K, self.max_len, **once)
-        n, batch = (1, B) if name == "target" else (c.K + 1, B * c.drafter.drafts)
-        return timing.step_seconds(c.target, n, self.max_len, batch=batch, **once)
+def step_seconds(prep: Prepared, name: str) -> np.ndarray:
+    """One cold sample of a step timer (STEP_TIMERS), a 10-step loop at the run's batch size: a
+    draft step, a 1-token target step, or the verify of K + 1 tokens (of k sequences with k drafts)."""
+    c, B, once = prep.config, len(prep.prompts), dict(iters=10, repeats=1, warm=False)
+    if name == "draft":
+        return timing.draft_seconds(prep, **once)
+    n, batch = (1, B) if name == "target" else (c.K + 1, B * c.drafter.drafts)
+    return timing.step_seconds(c.target, n, prep.max_len, batch=batch, **once)
 
 
 def run_benchmark(config: RunConfig, prompts: list[list[int]], on_progress=None) -> BenchmarkResult:
@@ -170,9 +103,9 @@ def run_benchmark(config: RunConfig, prompts: list[list[int]], on_progress=None)
         progress(c.warmup, total, "compiling the step timers")
         for method, names in PARTS.items():  # the timers' compiles, excluded too
             for name in names:
-                prep.part_seconds(name, rounds)
+                part_seconds(prep, name, rounds)
         for name in STEP_TIMERS:
-            prep.step_seconds(name)
+            step_seconds(prep, name)
         for p in c.peers:  # the peers' warm-up, excluded too; each call returns once its process is idle
             progress(c.warmup, total, f"warm-up of {p.name}")
             for _ in range(max(c.warmup, 1)):
@@ -184,10 +117,10 @@ def run_benchmark(config: RunConfig, prompts: list[list[int]], on_progress=None)
                 outputs[method] = prep.generate(method)
                 walls[method].append(time.perf_counter() - t0)
                 for name in names:
-                    steps[name].append(prep.part_seconds(name, rounds))
+                    steps[name].append(part_seconds(prep, name, rounds))
             progress(c.warmup + i, total, "timing the steps")
             for name in STEP_TIMERS:
-                steps[name].append(prep.step_seconds(name))
+                steps[name].append(step_seconds(prep, name))
             for p, out in zip(c.peers, peer_out):
                 progress(c.warmup + i, total, f"timing {p.name}")
                 for method in PARTS:

@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from specbench.measure.prepared import Prepared
 from specbench.model import drafters, generate
 from specbench.model.gpt2 import GPT2Config, init_cache, step
 from specbench.model.layouts import batch_layout
@@ -169,95 +170,64 @@ def _propose_loop(params, tokens, n, iters, drafter, K, n_vocab):
     return lax.fori_loop(0, iters, lambda _, t: propose(t, n), tokens)
 
 
-def draft_seconds(
-    drafter,
-    draft: Model | None,
-    target: Model,
-    prompts: list[list[int]],
-    K: int,
-    max_len: int,
-    iters: int = 20,
-    repeats: int = 5,
-    warm: bool = True,
-) -> np.ndarray:
+def draft_seconds(prep: Prepared, iters: int = 20, repeats: int = 5, warm: bool = True) -> np.ndarray:
     """Seconds per draft token of the drafter actually used, one per repeat, for the batch of
-    `prompts` together: a 1-token step of the draft model or of the target's first L layers (of
+    prompts together: a 1-token step of the draft model or of the target's first L layers (of
     k sequences with k drafts); for lookup and the dial, one proposal of K tokens / K (warm:
     seconds_per_iter)."""
-    B = len(prompts) * drafter.drafts
+    c, max_len = prep.config, prep.max_len
+    drafter, B = c.drafter, len(prep.prompts) * c.drafter.drafts
     if drafter.kind == "model":
-        return step_seconds(draft, 1, max_len, iters, repeats, B, warm)
+        return step_seconds(c.draft, 1, max_len, iters, repeats, B, warm)
     if drafter.kind == "layerskip":
-        first_layers = Model(
-            f"{target.name}[:{drafter.config.n_layer}]", drafter.config, target.params, target.source
-        )
+        name = f"{c.target.name}[:{drafter.config.n_layer}]"
+        first_layers = Model(name, drafter.config, c.target.params, c.target.source)
         return step_seconds(first_layers, 1, max_len, iters, repeats, B, warm)
-    buf = generate.inputs(prompts, max_len, 0).prompt_bufs
+    buf = generate.inputs(prep.prompts, max_len, 0).prompt_bufs
     tokens = jnp.zeros(buf.shape[:-1] + (max_len,), jnp.int32).at[..., : buf.shape[-1]].set(buf)
     n = jnp.full(buf.shape[:-1], max_len // 2, jnp.int32)  # a search over half the buffer: mid-generation
     params = {"reference": tokens[0] if tokens.ndim == 2 else tokens} if drafter.kind == "dial" else {}
-    loop = lambda t: _propose_loop(params, t, n, iters, drafter, K, target.config.n_vocab)
-    return seconds_per_iter(loop, tokens, iters, repeats, warm) / K
+    loop = lambda t: _propose_loop(params, t, n, iters, drafter, c.K, c.target.config.n_vocab)
+    return seconds_per_iter(loop, tokens, iters, repeats, warm) / c.K
 
 
-def _ar_start(target, prompts, warp, max_len, seed):
+def _ar_start(prep: Prepared):
     """A call that starts AR on the prompts (prefill and first token), as decoding does."""
-    x, p = generate.inputs(prompts, max_len, seed), generate.programs(len(prompts))
-    return lambda: p.ar_start_jit(target.params, *x, config=target.config, warp=warp, max_len=max_len)
+    c = prep.config
+    x, p = generate.inputs(prep.prompts, prep.max_len, c.seed), generate.programs(len(prep.prompts))
+    static = dict(config=c.target.config, warp=c.warp, max_len=prep.max_len)
+    return lambda: p.ar_start_jit(c.target.params, *x, **static)
 
 
-def _spec_start(draft, target, prompts, K, warp, max_len, seed, drafter, draft_params=None):
-    """(the drafter's weights, the round's static arguments, a call that starts SD on the prompts).
-    draft_params: generate.prepare_drafter's, when made once by the caller (the dial's)."""
-    drafter = drafter or drafters.model_drafter(draft.config)
-    if draft_params is None:
-        draft_params = generate.prepare_drafter(drafter, draft, target, prompts, 1, K, warp, seed, max_len)
-    kw = dict(drafter=drafter, target_config=target.config, warp=warp, K=K)
-    x = generate.inputs(prompts, max_len, seed)
-    start = lambda: generate.programs(len(prompts)).spec_start_jit(
-        draft_params, target.params, *x, max_len=max_len, **kw
-    )
-    return draft_params, kw, start
+def _round_arguments(prep: Prepared) -> dict:
+    """The static arguments of a speculative round."""
+    c = prep.config
+    return dict(drafter=c.drafter, target_config=c.target.config, warp=c.warp, K=c.K)
 
 
-def round_seconds(
-    draft: Model | None,
-    target: Model,
-    prompts: list[list[int]],
-    K: int,
-    warp: Warp,
-    max_len: int,
-    seed: int = 0,
-    iters: int = 5,
-    repeats: int = 5,
-    drafter=None,
-    warm: bool = True,
-    draft_params=None,
-) -> np.ndarray:
+def _spec_start(prep: Prepared):
+    """A call that starts SD on the prompts (the prefills of the target and the drafter and the
+    first token), as decoding does."""
+    c = prep.config
+    x = generate.inputs(prep.prompts, prep.max_len, c.seed)
+    start, static = generate.programs(len(prep.prompts)).spec_start_jit, _round_arguments(prep)
+    return lambda: start(prep.draft_params, c.target.params, *x, max_len=prep.max_len, **static)
+
+
+def round_seconds(prep: Prepared, iters: int = 5, repeats: int = 5, warm: bool = True) -> np.ndarray:
     """Seconds of one whole speculative round of the batch (K draft steps, verify, warping,
     accept/reject, bookkeeping) as the device loop runs it, one per repeat (warm: seconds_per_iter)."""
-    B = len(prompts)
-    draft_params, kw, start = _spec_start(
-        draft, target, prompts, K, warp, max_len, seed, drafter, draft_params
-    )
-    loop = lambda s: _rounds_loop(draft_params, target.params, s, iters, batch=B, **kw)
-    return seconds_per_iter(loop, start(), iters, repeats, warm)
+    B, target, static = len(prep.prompts), prep.config.target, _round_arguments(prep)
+    loop = lambda s: _rounds_loop(prep.draft_params, target.params, s, iters, batch=B, **static)
+    return seconds_per_iter(loop, _spec_start(prep)(), iters, repeats, warm)
 
 
-def ar_token_seconds(
-    target: Model,
-    prompts: list[list[int]],
-    warp: Warp,
-    max_len: int,
-    seed: int = 0,
-    iters: int = 10,
-    repeats: int = 5,
-    warm: bool = True,
-) -> np.ndarray:
+def ar_token_seconds(prep: Prepared, iters: int = 10, repeats: int = 5, warm: bool = True) -> np.ndarray:
     """Seconds of one autoregressive token for every sequence of the batch (decode step, warping,
     sampling) in the device loop, one per repeat (warm: seconds_per_iter)."""
-    loop = lambda s: _ar_loop(target.params, s, iters, target.config, warp, len(prompts))
-    return seconds_per_iter(loop, _ar_start(target, prompts, warp, max_len, seed)(), iters, repeats, warm)
+    c = prep.config
+    loop = lambda s: _ar_loop(c.target.params, s, iters, c.target.config, c.warp, len(prep.prompts))
+    return seconds_per_iter(loop, _ar_start(prep)(), iters, repeats, warm)
 
 
 def _call_seconds(call, repeats: int, warm: bool) -> np.ndarray:
@@ -265,34 +235,13 @@ def _call_seconds(call, repeats: int, warm: bool) -> np.ndarray:
     return seconds_per_iter(lambda _: call(), None, 1, repeats, warm)
 
 
-def ar_start_seconds(
-    target: Model,
-    prompts: list[list[int]],
-    warp: Warp,
-    max_len: int,
-    seed: int = 0,
-    repeats: int = 5,
-    warm: bool = True,
-) -> np.ndarray:
+def ar_start_seconds(prep: Prepared, repeats: int = 5, warm: bool = True) -> np.ndarray:
     """Seconds of the start of AR, one per repeat: the target's prefill and the first token, one
     dispatch with its sync, as decoding runs them."""
-    return _call_seconds(_ar_start(target, prompts, warp, max_len, seed), repeats, warm)
+    return _call_seconds(_ar_start(prep), repeats, warm)
 
 
-def spec_start_seconds(
-    draft: Model | None,
-    target: Model,
-    prompts: list[list[int]],
-    K: int,
-    warp: Warp,
-    max_len: int,
-    seed: int = 0,
-    repeats: int = 5,
-    drafter=None,
-    warm: bool = True,
-    draft_params=None,
-) -> np.ndarray:
+def spec_start_seconds(prep: Prepared, repeats: int = 5, warm: bool = True) -> np.ndarray:
     """Seconds of the start of SD, one per repeat: the prefills of the target and the drafter and
     the first token, one dispatch with its sync, as decoding runs them."""
-    _, _, start = _spec_start(draft, target, prompts, K, warp, max_len, seed, drafter, draft_params)
-    return _call_seconds(start, repeats, warm)
+    return _call_seconds(_spec_start(prep), repeats, warm)

@@ -1,0 +1,85 @@
+"""One configuration of a benchmark, and that configuration made ready to run and time.
+
+`RunConfig` says what is decoded and how often; `Prepared` holds what is made from it once, outside
+every clock (the prompts, the cache length that fits them, the drafter's weights), and is what
+both the generations (bench.py) and the timers (timing.py) consume.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from specbench.model import generate
+from specbench.model.drafters import Drafter
+from specbench.model.sampling import Warp
+from specbench.model.weights import Model
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    """What one benchmark decodes, and how often."""
+
+    draft: Model | None  # None when the drafter needs no draft model (lookup, layerskip)
+    target: Model
+    drafter: Drafter
+    K: int
+    warp: Warp = Warp()
+    n_tokens: int = 40
+    seed: int = 123
+    repeats: int = 5
+    warmup: int = 1
+    device_loop: bool = True
+    peers: tuple = ()  # peers.PeerProcess, timed alternately with specbench's own
+
+    @property
+    def models(self) -> list[Model]:
+        return [self.target] + ([self.draft] if self.drafter.kind == "model" else [])
+
+    @property
+    def total_steps(self) -> int:
+        """Progress units of run_benchmark: warm-up, then each repeat with its step timings."""
+        return self.warmup + self.repeats
+
+
+@dataclasses.dataclass(frozen=True)
+class Prepared:
+    """One configuration made ready, once and outside every clock: the prompts, the cache length
+    that fits them, and what the drafter drafts with (the dial's: an AR generation). Its methods
+    run the two generations; timing.py's timers take it whole."""
+
+    config: RunConfig
+    prompts: list[list[int]]
+    max_len: int
+    draft_params: object
+
+    @classmethod
+    def make(cls, config: RunConfig, prompts: list[list[int]]) -> Prepared:
+        c = config
+        max_len = generate.plan(prompts, c.n_tokens, c.K, c.models)
+        one = prompts[0] if len(prompts) == 1 else prompts
+        draft_params = generate.prepare_drafter(
+            c.drafter, c.draft, c.target, one, c.n_tokens, c.K, c.warp, c.seed, max_len
+        )
+        return cls(config, prompts, max_len, draft_params)
+
+    def generate(self, method: str):
+        """One generation, "ar" or "sd": (tokens [N] for one prompt, [B, N] for a batch; DecodeStats)."""
+        c, one = self.config, self.one
+        kw = dict(max_len=self.max_len, device_loop=c.device_loop)
+        if method == "ar":
+            return generate.autoregressive(c.target, one, c.n_tokens, c.warp, c.seed, **kw)
+        drafting = dict(drafter=c.drafter, draft_params=self.draft_params)
+        return generate.speculative(c.draft, c.target, one, c.n_tokens, c.K, c.warp, c.seed, **kw, **drafting)
+
+    def peer_generate(self, peer, method: str):
+        """A peer's generation of the first prompt, "ar" or "sd", in its own process: (tokens, drafts
+        accepted per round or None, seconds timed there); it returns once that process is idle."""
+        c = self.config
+        if method == "ar":
+            return peer.autoregressive(self.prompts[0], c.n_tokens, c.warp, c.seed)
+        return peer.speculative(self.prompts[0], c.n_tokens, c.K, c.warp, c.seed)
+
+    @property
+    def one(self):
+        """The prompts as decoding takes them: one prompt, or the list of a batch."""
+        return self.prompts[0] if len(self.prompts) == 1 else self.prompts
