@@ -11,9 +11,12 @@ wte.T; build its library from that commit and pass its path:
     python scripts/kernel_ab.py /tmp/old_kernel.so tiny-target --rows 1,2,5
     python scripts/kernel_ab.py /tmp/old_kernel.so 124M --rows 1,2,5     # random weights if not downloaded
     python scripts/kernel_ab.py /tmp/old_kernel.so tiny-target --rows 1 --batch 4
+    python scripts/kernel_ab.py /tmp/old_kernel.so tiny-target --draft tiny-draft --temperature 1
 
 Prints the median step time of each (timing.step_seconds: device loops of 10 steps, 7 samples
-each, the order of the two swapped every repeat) and t(n)/t(first).
+each, the order of the two swapped every repeat) and t(n)/t(first); with --draft, the median
+time of a whole speculative round of K = 4 on the default prompt (timing.round_seconds: device
+loops of 8 rounds) instead.
 """
 
 from __future__ import annotations
@@ -26,8 +29,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from specbench import prompts
 from specbench.measure import timing
-from specbench.model import gpt2, kernels, layouts, weights
+from specbench.measure.prepared import Prepared, RunConfig
+from specbench.model import drafters, gpt2, kernels, layouts, weights
+from specbench.model.sampling import Warp
+from specbench.model.tokenizer import encode
 
 OLD_TARGET = "specbench_matmul_before_packing"
 
@@ -67,6 +74,31 @@ def load(name: str) -> weights.Model:
     return weights.load_model(name, kernels_choice="cpu")
 
 
+def before_packing(model: weights.Model) -> weights.Model:
+    """The same model in the earlier kernel's layout: the weights as loaded and the head as wte.T."""
+    params = {**layouts.as_loaded(model.params), "head": {"weight": jnp.asarray(model.params["wte"].T)}}
+    return dataclasses.replace(model, params=params)
+
+
+def rounds(args):
+    """A speculative round of K = 4 on the default prompt with each kernel, alternated."""
+    draft, target = load(args.draft), load(args.model)
+    ids = [encode(prompts.DEFAULT_PROMPT)]
+    preps, pairs = {}, {"before": (before_packing(draft), before_packing(target)), "packed": (draft, target)}
+    for name, (d, t) in pairs.items():
+        config = RunConfig(d, t, drafters.model_drafter(d.config), 4, Warp(temperature=args.temperature))
+        preps[name] = Prepared.make(config, ids)
+    for prep in preps.values():  # compiles, untimed
+        timing.round_seconds(prep, iters=8, repeats=1)
+    samples = {name: [] for name in preps}
+    for r in range(args.repeats):
+        for name in list(preps) if r % 2 == 0 else list(reversed(preps)):
+            samples[name].extend(timing.round_seconds(preps[name], iters=8, repeats=1, warm=False))
+    print(f"{args.draft} -> {args.model}, K = 4, T = {args.temperature}, a round (median of {args.repeats}):")
+    for name, t in samples.items():
+        print(f"  {name:7s} {float(np.median(t)) * 1e3:.2f} ms")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("old_library", help="the earlier kernel's library (see the module docstring)")
@@ -74,13 +106,16 @@ def main():
     parser.add_argument("--rows", default="1,2,5", help="step shapes, tokens per sequence")
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--draft", help="time a speculative round of this draft and the model instead")
+    parser.add_argument("--temperature", type=float, default=0.0)
     args = parser.parse_args()
     library = ctypes.cdll.LoadLibrary(args.old_library)
     jax.ffi.register_ffi_target(OLD_TARGET, jax.ffi.pycapsule(library.specbench_matmul), platform="cpu")
     use_old_kernel_without_packed_copies()
+    if args.draft:
+        return rounds(args)
     new = load(args.model)
-    old_params = {**layouts.as_loaded(new.params), "head": {"weight": jnp.asarray(new.params["wte"].T)}}
-    models = {"before": dataclasses.replace(new, params=old_params), "packed": new}
+    models = {"before": before_packing(new), "packed": new}
     rows = [int(n) for n in args.rows.split(",")]
     time = lambda m, n, warm: timing.step_seconds(m, n, 128, 10, 1, args.batch, warm=warm)
     for n in rows:  # compiles, untimed
