@@ -16,6 +16,7 @@ from specbench.results import theory
 from conftest import random_model
 from exactness import (
     DRAFT,
+    MANY_SAMPLES,
     N_SAMPLES,
     P_THRESHOLD,
     TARGET,
@@ -139,7 +140,7 @@ def batch_samples(draft, target, prompts, warp, K, verdict, n_tokens=3):
     keys = jax.random.split(jax.random.PRNGKey(7), N_SAMPLES // 2 * len(prompts)).reshape(
         N_SAMPLES // 2, len(prompts), -1
     )
-    return np.asarray(jax.jit(jax.vmap(lambda k: run(k).tokens))(keys))
+    return np.asarray(jax.jit(jax.vmap(lambda k: run(k).tokens), compiler_options=MANY_SAMPLES)(keys))
 
 
 @pytest.mark.parametrize("verdict", [accept_reject, broken_accept_reject], ids=["exact", "broken"])

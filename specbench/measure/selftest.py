@@ -67,9 +67,20 @@ def chi_square_p(samples, expected_probs) -> float:
     return float(jax.scipy.special.gammaincc((len(observed) - 1) / 2, statistic / 2))
 
 
-def sampled_tokens(draft, target, prompt, warp, K, verdict, n_tokens=3, drafter=None, n_samples=N_SAMPLES):
+def sampled_tokens(
+    draft,
+    target,
+    prompt,
+    warp,
+    K,
+    verdict,
+    n_tokens=3,
+    drafter=None,
+    n_samples=N_SAMPLES,
+    compiler_options=None,
+):
     """n_samples independent speculative generations of n_tokens, each on its own key:
-    [n_samples, n_tokens]."""
+    [n_samples, n_tokens]. compiler_options: XLA's, for the one program that draws them all."""
     drafter = drafter or drafters.model_drafter(draft.config)
     buf = jnp.asarray(np.array(prompt + [0] * (8 - len(prompt)), np.int32))
     run = functools.partial(
@@ -87,7 +98,7 @@ def sampled_tokens(draft, target, prompt, warp, K, verdict, n_tokens=3, drafter=
         verdict=verdict,
     )
     keys = jax.random.split(jax.random.PRNGKey(2024), n_samples)
-    tokens = jax.jit(jax.vmap(lambda k: run(k).tokens))(keys)
+    tokens = jax.jit(jax.vmap(lambda k: run(k).tokens), compiler_options=compiler_options)(keys)
     return np.asarray(tokens)[:, len(prompt) : len(prompt) + n_tokens]
 
 

@@ -147,6 +147,7 @@ def sample(key, pr, block: int = 256):
     the index found has cdf[i-1] <= u < cdf[i], and the clips guard the rounding case u = total.
     """
     n_vocab = pr.shape[-1]
+    block = min(block, n_vocab)  # a small vocabulary is one block, not padded to `block`
     n_blocks = -(-n_vocab // block)
     blocks = jnp.pad(pr, (0, n_blocks * block - n_vocab)).reshape(n_blocks, block)
     idx_b, idx_t = jnp.arange(n_blocks), jnp.arange(block)
