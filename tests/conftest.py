@@ -2,6 +2,8 @@
 
 import gc
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
@@ -45,6 +47,34 @@ def random_model(
 
     params = jax.tree_util.tree_map_with_path(perturb, params)
     return Model(name, config, params, "random")
+
+
+CACHE = "JAX_COMPILATION_CACHE_DIR"
+CACHE_KEY = pytest.StashKey[str]()  # the directory the run's first process made, to remove at the end
+
+
+def pytest_configure(config):
+    """One persistent XLA compilation cache for the whole run: its two xdist workers and the
+    subprocesses the tests start (they inherit the environment) load a program another has compiled
+    instead of compiling it again. A run's cache starts empty and is removed when the run ends."""
+    if not hasattr(config, "workerinput") and CACHE not in os.environ:  # the run's first process
+        os.environ[CACHE] = tempfile.mkdtemp(prefix="specbench-tests-xla-")
+        config.stash[CACHE_KEY] = os.environ[CACHE]
+    # every program is cached, however small. (A size limit would make JAX lock the cache around
+    # each read and write, but its bookkeeping made the whole suite slower.)
+    settings = {
+        "jax_persistent_cache_min_compile_time_secs": 0,
+        "jax_persistent_cache_min_entry_size_bytes": 0,
+    }
+    for name, value in settings.items():
+        os.environ[name.upper()] = str(value)
+        jax.config.update(name, value)
+    jax.config.update("jax_compilation_cache_dir", os.environ.get(CACHE))
+
+
+def pytest_unconfigure(config):
+    if CACHE_KEY in config.stash:
+        shutil.rmtree(config.stash[CACHE_KEY], ignore_errors=True)
 
 
 @pytest.fixture(autouse=True, scope="module")
