@@ -81,7 +81,8 @@ def pytest_unconfigure(config):
 def fresh_jax_caches():
     """Drop the compiled programs and traces of each test module when it ends. Kept for the whole
     session they slowed every later test 2-5x (the same test took 36 s late in the suite, 7 s
-    alone), and no module reuses another's programs."""
+    alone), and no module reuses another's programs in memory (pytest_configure's persistent
+    cache still loads them from disk)."""
     yield
     jax.clear_caches()
     gc.collect()

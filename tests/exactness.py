@@ -26,10 +26,9 @@ from specbench.model.sampling import accept_reject, sample
 from specbench.model.weights import Model
 
 MANY_SAMPLES = {"xla_backend_optimization_level": 1}
-"""XLA's options for a program that draws thousands of samples at once. The tests compile without
-LLVM's optimisation (conftest.py), which makes such a program run 3.5x slower than it compiles:
-optimised, a 20,000-sample round of the chi-square tests compiles in 8 s instead of 4.5 and runs in
-4 s instead of 14."""
+"""XLA's options for a program that draws thousands of samples at once: the rest of the suite
+compiles without LLVM's optimisation (conftest.py), which would leave such a program running far
+longer than it compiles (docs/internals.md, "How the suite stays affordable")."""
 
 sampled_tokens = functools.partial(selftest.sampled_tokens, compiler_options=MANY_SAMPLES)
 
