@@ -110,23 +110,30 @@ def role_p_values(target, prompt, warp, tokens, accepted, drafted, K) -> dict[st
     forward = jax.vmap(lambda t: probs(gpt2(target.params, t, target.config), warp))
     q = np.asarray(jax.jit(forward, compiler_options=MANY_SAMPLES)(tokens))
     V = q.shape[-1]
+    # each emitted token as (role, sample, position), a round at a time over all samples at once
+    roles, samples, places = [], [], []
+
+    def add(role, where, pos):
+        roles.append(np.broadcast_to(np.asarray(role, object), where.shape)[where])
+        samples.append(np.flatnonzero(where))
+        places.append(pos[where])
+
+    S, every = tokens.shape[0], np.ones(tokens.shape[0], bool)
+    pos, previous = np.full(S, P + 1), None  # token P is the prefill's draw
+    for a, d in zip(accepted.T, drafted.T):
+        for i in range(K + 1):
+            add(np.where((i == a) & (a == d), "bonus", f"draft {i + 1}"), i <= a, pos + i)
+        if previous is not None:
+            add(previous, every, pos)
+        previous = np.where(a == d, "after bonus", "after rejection")
+        pos = pos + a + 1
+    roles, samples, places = (np.concatenate(x) for x in (roles, samples, places))
     observed, expected = {}, {}
-
-    def add(role, s, pos):
-        observed.setdefault(role, np.zeros(V))[tokens[s, pos]] += 1
-        expected.setdefault(role, np.zeros(V))
-        expected[role] += q[s, pos - 1]  # the distribution of token pos given tokens < pos
-
-    for s in range(tokens.shape[0]):
-        pos, previous = P + 1, None  # token P is the prefill's draw
-        for a, d in zip(accepted[s], drafted[s]):
-            for i in range(a + 1):
-                role = "bonus" if i == a and a == d else f"draft {i + 1}"
-                add(role, s, pos + i)
-            if previous is not None:
-                add(previous, s, pos)
-            previous = "after bonus" if a == d else "after rejection"
-            pos += a + 1
+    for role in dict.fromkeys(roles):
+        s, at = samples[roles == role], places[roles == role]
+        observed[role] = np.bincount(tokens[s, at], minlength=V).astype(float)
+        # q[s, at - 1]: the distribution of token `at` given the tokens before it
+        expected[role] = q[s, at - 1].sum(axis=0, dtype=np.float64)
     p_values = {}
     for role in observed:
         n = observed[role].sum()
