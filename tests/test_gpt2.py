@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from specbench.model import kernels, layouts
-from specbench.model.gpt2 import GPT2Config, gpt2, init_cache, step_jit
+from specbench.model.gpt2 import GPT2Config, gpt2, init_cache, step, step_jit
 from specbench.model.layouts import decode_layout, decode_pieces, kernel_layout
 from specbench.model.weights import Model
 
@@ -45,6 +45,33 @@ def test_cached_logits_match_full_forward(config, layout, monkeypatch):
         logits, cache = step_jit(model.params, cache, tokens[pos : pos + n], jnp.int32(pos), config=config)
         np.testing.assert_allclose(logits, full[pos : pos + n], atol=1e-5, rtol=1e-5)
         pos += n
+
+
+@pytest.mark.parametrize("limit", [None, 8], ids=["prefill-within-limit", "prefill-over-limit"])
+@pytest.mark.parametrize("layout", ["hf", "kernel"])
+def test_a_long_prefill_matches_full_forward(layout, limit, monkeypatch):
+    # a prompt of 30 tokens (a bucket of 32): within kernels.ROWS_MAX, its products run the kernel
+    # (kernel layout) and its attention few_token_attention; over the limit, XLA's GEMM and the
+    # batched products over the heads
+    if layout == "kernel" and kernels.unavailable():
+        pytest.skip(f"the CPU kernel cannot run here: {kernels.unavailable()}")
+    if limit:
+        monkeypatch.setattr(kernels, "ROWS_MAX", limit)
+    config = CONFIGS[1]
+    model = random_model(config, seed=5)
+    tokens = jnp.asarray(np.random.default_rng(4).integers(0, config.n_vocab, 34), jnp.int32)
+    full = np.asarray(gpt2(model.params, tokens, config))  # uncached, in the HF layout
+    if layout == "kernel":
+        model = Model(model.name, config, kernel_layout(model.params), model.source)
+    padded = jnp.concatenate([tokens[:30], jnp.zeros(2, jnp.int32)])
+    cache = init_cache(config, config.n_ctx)
+    run = jax.jit(lambda *a: step(*a, config))  # traced here, under this test's limit
+    prefill = run.lower(model.params, cache, padded, jnp.int32(0)).as_text()
+    assert (kernels.TARGET in prefill) == (layout == "kernel" and not limit)
+    logits, cache = run(model.params, cache, padded, jnp.int32(0))
+    np.testing.assert_allclose(logits[:30], full[:30], atol=1e-5, rtol=1e-5)
+    logits, _ = run(model.params, cache, tokens[30:34], jnp.int32(30))  # then a verify step
+    np.testing.assert_allclose(logits, full[30:34], atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("layout", ["decode", "kernel"])

@@ -106,6 +106,12 @@ def mlp(x, c_fc, c_proj):  # [n_seq, n_embd] -> [n_seq, n_embd]
     return linear(gelu(linear(x, **c_fc)), **c_proj)  # via [n_seq, 4*n_embd]
 
 
+FEW_TOKENS = 16
+"""A cached step of up to this many new tokens (a verify step, a draft's 2-token step) attends by
+few_token_attention, and on the CPU so does a prefill of up to kernels.ROWS_MAX tokens; a longer
+one by batched products over the heads (docs/performance.md, "Prefill")."""
+
+
 def cached_attention(q, k, v, k_cache, v_cache, pos):
     """The new tokens' attention over the cache entries before pos and over each other, causally.
 
@@ -120,7 +126,7 @@ def cached_attention(q, k, v, k_cache, v_cache, pos):
     scale = 1.0 / math.sqrt(q.shape[-1])
     if max_len and n_seq == 1:
         return one_token_attention(q, k, v, k_cache, v_cache, pos, scale)
-    if max_len and n_seq <= kernels.ROWS_MAX:
+    if max_len and n_seq <= (kernels.ROWS_MAX if jax.default_backend() == "cpu" else FEW_TOKENS):
         return few_token_attention(q, k, v, k_cache, v_cache, pos, scale)
     # a prefill, or the uncached forward: batched products over heads (the keys are cached head-major)
     v_heads = jnp.swapaxes(v_cache, 0, 1)  # [n_head, max_len, hd]

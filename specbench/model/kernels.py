@@ -34,9 +34,10 @@ CHOICES = ("auto", "cpu", "xla")
 why it cannot run), xla (XLA's own products everywhere: the pure-JAX path)."""
 TARGET = "specbench_matmul"
 LIBRARY = "_cpu_kernels"  # setup.py's extension: specbench/model/_cpu_kernels<suffix>
-ROWS_MAX = 16
-"""Steps of up to this many rows (per sequence) use the kernel; a longer prefill uses XLA's GEMM on
-the weights as loaded, which is made for products of many rows."""
+ROWS_MAX = 256
+"""Steps of up to this many rows (per sequence) use the kernel: every decode and verify step, and
+the prefill of a prompt of up to 256 tokens. A longer prefill uses XLA's GEMM on the weights as
+loaded, which overtakes the kernel between 256 and 512 rows (docs/performance.md, "Prefill")."""
 WIDTH = 16
 """Columns of a packed panel (cpu_kernels.cc's kWidth): 64 bytes of float32 per row of w."""
 
