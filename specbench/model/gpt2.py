@@ -120,15 +120,18 @@ def cached_attention(q, k, v, k_cache, v_cache, pos):
     masked). One softmax runs over both score blocks, so this equals causal attention over the cache
     with k, v written at pos; the cache is only read here and written once per step, after all
     layers (step). With an empty cache (max_len 0) it is plain causal self-attention: the uncached
-    forward, gpt2().
+    forward, gpt2(). A prefill at pos 0 (a Python int, known when traced) reads no cache entry.
     """
-    n_seq, max_len = q.shape[0], v_cache.shape[0]
+    n_seq, cached = q.shape[0], v_cache.shape[0] > 0
     scale = 1.0 / math.sqrt(q.shape[-1])
-    if max_len and n_seq == 1:
+    if cached and isinstance(pos, int) and pos == 0:  # a prefill into an empty cache: none of it is read
+        k_cache, v_cache = k_cache[..., :0], v_cache[:0]
+    if cached and n_seq == 1:
         return one_token_attention(q, k, v, k_cache, v_cache, pos, scale)
-    if max_len and n_seq <= (kernels.ROWS_MAX if jax.default_backend() == "cpu" else FEW_TOKENS):
+    if cached and n_seq <= (kernels.ROWS_MAX if jax.default_backend() == "cpu" else FEW_TOKENS):
         return few_token_attention(q, k, v, k_cache, v_cache, pos, scale)
-    # a prefill, or the uncached forward: batched products over heads (the keys are cached head-major)
+    # a long prefill, or the uncached forward: batched products over heads (the keys are cached head-major)
+    max_len = v_cache.shape[0]
     v_heads = jnp.swapaxes(v_cache, 0, 1)  # [n_head, max_len, hd]
     q_heads = jnp.swapaxes(q, 0, 1)  # [n_head, n_seq, hd]
     old = jnp.einsum("hqd,hdk->hqk", q_heads, k_cache).astype(jnp.float32) * scale  # [n_head, n_seq, max_len]
