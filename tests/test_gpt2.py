@@ -65,12 +65,16 @@ def test_a_long_prefill_matches_full_forward(layout, limit, monkeypatch):
         model = Model(model.name, config, kernel_layout(model.params), model.source)
     padded = jnp.concatenate([tokens[:30], jnp.zeros(2, jnp.int32)])
     cache = init_cache(config, config.n_ctx)
-    run = jax.jit(lambda *a: step(*a, config))  # traced here, under this test's limit
-    prefill = run.lower(model.params, cache, padded, jnp.int32(0)).as_text()
-    assert (kernels.TARGET in prefill) == (layout == "kernel" and not limit)
-    logits, cache = run(model.params, cache, padded, jnp.int32(0))
+    # traced here, under this test's limit; position 0 a Python int, as decoding.start passes it (a
+    # prefill at 0 reads no cache entry), then a verify step at a traced position
+    prefill = jax.jit(lambda params, cache, tokens: step(params, cache, tokens, 0, config))
+    assert (kernels.TARGET in prefill.lower(model.params, cache, padded).as_text()) == (
+        layout == "kernel" and not limit
+    )
+    logits, cache = prefill(model.params, cache, padded)
     np.testing.assert_allclose(logits[:30], full[:30], atol=1e-5, rtol=1e-5)
-    logits, _ = run(model.params, cache, tokens[30:34], jnp.int32(30))  # then a verify step
+    verify = jax.jit(lambda *a: step(*a, config))
+    logits, _ = verify(model.params, cache, tokens[30:34], jnp.int32(30))
     np.testing.assert_allclose(logits, full[30:34], atol=1e-5, rtol=1e-5)
 
 
