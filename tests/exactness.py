@@ -17,7 +17,6 @@ from specbench.measure.selftest import (  # noqa: F401  (re-exported for the tes
     SMALL_T,
     broken_accept_reject,
     chi_square_p,
-    target_marginals,
 )
 from specbench.model import kernels
 from specbench.model.gpt2 import GPT2Config
@@ -26,11 +25,13 @@ from specbench.model.sampling import accept_reject, sample
 from specbench.model.weights import Model
 
 MANY_SAMPLES = {"xla_backend_optimization_level": 1}
-"""XLA's options for a program that draws thousands of samples at once: the rest of the suite
+"""XLA's options for a program that draws thousands of samples, or scores thousands of
+continuations (target_marginals), at once: the rest of the suite
 compiles without LLVM's optimisation (conftest.py), which would leave such a program running far
 longer than it compiles (docs/internals.md, "How the suite stays affordable")."""
 
 sampled_tokens = functools.partial(selftest.sampled_tokens, compiler_options=MANY_SAMPLES)
+target_marginals = functools.partial(selftest.target_marginals, compiler_options=MANY_SAMPLES)
 
 TARGET = GPT2Config(n_layer=2, n_head=2, n_embd=32, n_ctx=128, n_vocab=97)
 DRAFT = GPT2Config(n_layer=1, n_head=2, n_embd=16, n_ctx=128, n_vocab=97)

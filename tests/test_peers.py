@@ -56,7 +56,10 @@ def broken_accept_reject(rng, drafts, p, q):
     return out + [reference.sample(rng, q[len(drafts)])]
 
 
-N_FIRST = 6000  # samples of the first token: a few seconds of NumPy
+N_FIRST = 3000
+"""Samples of the first token, a few seconds of NumPy. Enough: at 3,000 the broken control's
+chi-square statistic was 445 on 9 degrees of freedom, where p = 1e-3 is 27.9 (the correct
+sampler's p-value 0.75)."""
 
 
 @pytest.mark.parametrize("broken", [False, True])

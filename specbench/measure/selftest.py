@@ -34,16 +34,20 @@ def broken_accept_reject(key, draft_tokens, p, q, n_drafted=None):
     return n_accepted, sample(jax.random.fold_in(key, 1), q[n_accepted])
 
 
-def target_marginals(target: Model, prompt, warp: Warp, n_positions: int, chunk: int = 8192):
-    """Exact distribution of each of the first n_positions new tokens, by enumerating the target."""
+def target_marginals(
+    target: Model, prompt, warp: Warp, n_positions: int, chunk: int = 8192, compiler_options=None
+):
+    """Exact distribution of each of the first n_positions new tokens, by enumerating the target.
+    compiler_options: XLA's, for the program that scores a chunk of continuations."""
     V = target.config.n_vocab
     seqs = np.array(prompt)[None, :]  # all continuations so far, with their probabilities
     weights = np.ones(1)
-    last = jax.jit(jax.vmap(lambda s: gpt2(target.params, s, target.config)[-1]))
+    last = lambda s: probs(gpt2(target.params, s, target.config)[-1], warp)  # [V] float32
+    next_q = jax.jit(jax.vmap(last), compiler_options=compiler_options)
     out = []
     for i in range(n_positions):
-        logits = np.concatenate([last(jnp.asarray(seqs[j : j + chunk])) for j in range(0, len(seqs), chunk)])
-        q = np.asarray(probs(jnp.asarray(logits), warp), np.float64)  # [n_seqs, V]
+        chunks = [next_q(jnp.asarray(seqs[j : j + chunk])) for j in range(0, len(seqs), chunk)]
+        q = np.concatenate([np.asarray(c) for c in chunks]).astype(np.float64)  # [n_seqs, V]
         joint = weights[:, None] * q
         out.append(joint.sum(0))
         if i + 1 < n_positions:
