@@ -32,14 +32,15 @@ import jax
 import numpy as np
 
 from specbench import prompts
-from specbench.model import decoding, gpt2, kernels, weights
+from specbench.model import attention, decoding, kernels, weights
 from specbench.model.sampling import Warp
 from specbench.model.tokenizer import encode
 
 
 def earlier_attention(path: str):
-    """cached_attention of the gpt2.py at path, loaded as a module of its own."""
-    spec = importlib.util.spec_from_file_location("gpt2_earlier", path)
+    """cached_attention of the gpt2.py (before the attention had a module of its own) or
+    attention.py at path, loaded as a module of its own."""
+    spec = importlib.util.spec_from_file_location("attention_earlier", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # its dataclasses look their module up
     spec.loader.exec_module(module)
@@ -50,7 +51,10 @@ def ways(args) -> dict[str, tuple[object, str, object]]:
     """{label: (module, attribute, value)}: the setting each program is traced with."""
     if args.attention:
         earlier = earlier_attention(args.attention)
-        return {"earlier": (gpt2, "cached_attention", earlier), "today": (gpt2, "cached_attention", None)}
+        return {
+            "earlier": (attention, "cached_attention", earlier),
+            "today": (attention, "cached_attention", None),
+        }
     return {"16": (kernels, "ROWS_MAX", 16), str(args.limit): (kernels, "ROWS_MAX", args.limit)}
 
 
@@ -78,7 +82,9 @@ def main():
         "--max-len", type=int, help="the cache's length (default: the longest prompt's bucket)"
     )
     parser.add_argument("--limit", type=int, default=kernels.ROWS_MAX, help="the row limit compared with 16")
-    parser.add_argument("--attention", help="an earlier gpt2.py, whose cached_attention is compared instead")
+    parser.add_argument(
+        "--attention", help="an earlier gpt2.py or attention.py, whose cached_attention is compared instead"
+    )
     args = parser.parse_args()
     if kernels.unavailable():
         raise SystemExit(f"the CPU kernel cannot run here: {kernels.unavailable()}")
