@@ -88,10 +88,13 @@ def unavailable() -> str | None:
     return None
 
 
+@jax.jit
 def pack(w):
     """w [..., n_in, n_out] packed for the kernel: [..., n_panels, n_in, WIDTH], panel p holding
     columns p WIDTH .. p WIDTH + WIDTH - 1 of every row (zeros past n_out), n_panels = ceil(n_out /
-    WIDTH). The same numbers in another order, padded by at most WIDTH - 1 columns."""
+    WIDTH). The same numbers in another order, padded by at most WIDTH - 1 columns. Jitted: one
+    program per matrix shape, where the eager pad, reshape and move compiled three
+    (docs/performance.md)."""
     *lead, n_in, n_out = w.shape
     n_panels = -(-n_out // WIDTH)
     padded = jnp.pad(jnp.asarray(w), [(0, 0)] * len(lead) + [(0, 0), (0, n_panels * WIDTH - n_out)])
