@@ -12,8 +12,8 @@ The keys are stored transposed per head (K^T), so that a step's scores q K^T rea
 
 `step(params, cache, tokens, pos)` runs `tokens` (n_seq of them) at positions pos .. pos+n_seq-1:
 each layer attends over the cache entries before pos (mask `key_idx < pos`) and, causally, over
-the new tokens' own keys (attention.py); after the last layer their keys and values are written into the cache
-at pos with one `lax.dynamic_update_slice`. `pos` is a traced int32, so one program serves
+the new tokens' own keys (attention.py); after the last layer their keys and values are written
+into the cache at pos with one `lax.dynamic_update_slice`. `pos` is a traced int32, so one program serves
 every position; there is one compiled program per `n_seq` (prefill bucket, decode = 1,
 verify = K+1). Rolling back after a rejected draft is free: set `pos` back, and the stale
 entries are masked until they are overwritten.
