@@ -1,12 +1,14 @@
 """Every drafter is exact: greedy tokens equal the target's, sampled tokens follow its distribution."""
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from specbench.measure import timing
-from specbench.model import drafters
+from specbench.model import decoding, draft_vocab, drafters
 from specbench.model.generate import autoregressive, speculative
 from specbench.model.sampling import Warp, accept_reject
 
@@ -20,6 +22,7 @@ from exactness import (
     noisy_copy,
     sampled_tokens,
     target_marginals,
+    with_kernel,
 )
 
 
@@ -51,11 +54,26 @@ def drafter_cases(target):
         "layerskip-1": (None, drafters.layerskip_drafter(target.config, 1)),
         "layerskip-1-dynamic": (None, drafters.layerskip_drafter(target.config, 1, confidence=0.6)),
         "model-dynamic": ("draft", drafters.model_drafter(TARGET, confidence=0.6)),
+        # heads over the 40 most frequent of the 97 tokens: targets that want others reject drafts
+        "model-vocab": ("draft", dataclasses.replace(drafters.model_drafter(TARGET), vocab=40)),
+        "layerskip-1-vocab": (
+            None,
+            dataclasses.replace(drafters.layerskip_drafter(target.config, 1), vocab=40),
+        ),
     }
 
 
 @pytest.mark.parametrize(
-    "case", ["lookup-1", "lookup-3", "layerskip-1", "layerskip-1-dynamic", "model-dynamic"]
+    "case",
+    [
+        "lookup-1",
+        "lookup-3",
+        "layerskip-1",
+        "layerskip-1-dynamic",
+        "model-dynamic",
+        "model-vocab",
+        "layerskip-1-vocab",
+    ],
 )
 def test_greedy_speculative_equals_autoregressive_for_every_drafter(target, draft, case):
     uses_draft, drafter = drafter_cases(target)[case]
@@ -151,6 +169,55 @@ def test_dynamic_K_broken_sampler_is_detected(small_target, record_property):
     p_values = dynamic_K_p_values(small_target, broken_accept_reject)
     record_property("p_values", p_values)
     print(f"\ndynamic K negative control: chi-square p-values {p_values}")
+    assert max(p_values) < P_THRESHOLD
+
+
+@pytest.mark.parametrize("kernel", [False, True], ids=["hf", "kernel"])
+def test_a_draft_vocabulary_draws_from_the_drafts_own_distribution_restricted_to_it(target, draft, kernel):
+    """FR-Spec's draft: p is the full head's softmax renormalised over the kept tokens, zero elsewhere,
+    and every draft is a kept token."""
+    if kernel:
+        draft, target = with_kernel(draft, target)
+    full = drafters.model_drafter(TARGET)
+    kept = draft_vocab.frequent_ids(40, TARGET.n_vocab)
+    prompt = jnp.asarray([5, 6, 7, 8, 0, 0, 0, 0], jnp.int32)
+    tokens = jnp.zeros(64, jnp.int32).at[:8].set(prompt)
+    ps, drafts = {}, {}
+    for vocab in (None, 40):
+        drafter = dataclasses.replace(full, vocab=vocab)
+        params = decoding.draft_params_for(drafter, draft, target)
+        state = drafters.start(drafter, params, prompt, 64)
+        _, drafts[vocab], ps[vocab], _ = drafters.propose(
+            drafter, params, state, tokens, jnp.int32(4), jax.random.PRNGKey(3), Warp(1.0), 3, TARGET.n_vocab
+        )
+    assert set(np.asarray(drafts[40]).tolist()) <= set(kept.tolist())
+    restricted = np.asarray(ps[40][0])
+    outside = np.setdiff1d(np.arange(TARGET.n_vocab), kept)
+    assert np.all(restricted[outside] == 0)
+    first = np.asarray(ps[None][0])  # the first draft's p reads only the committed tokens
+    np.testing.assert_allclose(restricted[kept], first[kept] / first[kept].sum(), rtol=1e-5, atol=1e-7)
+
+
+def vocab_p_values(small_target, verdict):
+    """Chi-square p-values of new tokens 2 and 3 with a draft whose head covers 6 of the 12 tokens."""
+    exact = target_marginals(small_target, [3, 7, 1], Warp(1.0), 3)
+    draft = noisy_copy(small_target, 0.3, 1)
+    drafter = dataclasses.replace(drafters.model_drafter(SMALL_T), vocab=6)
+    tokens = sampled_tokens(draft, small_target, [3, 7, 1], Warp(1.0), K=3, verdict=verdict, drafter=drafter)
+    return [chi_square_p(tokens[:, i], exact[i]) for i in (1, 2)]
+
+
+def test_draft_vocabulary_sampling_follows_target_distribution(small_target, record_property):
+    p_values = vocab_p_values(small_target, accept_reject)
+    record_property("p_values", p_values)
+    print(f"\ndraft vocabulary: chi-square p-values {p_values}")
+    assert min(p_values) > P_THRESHOLD
+
+
+def test_draft_vocabulary_broken_sampler_is_detected(small_target, record_property):
+    p_values = vocab_p_values(small_target, broken_accept_reject)
+    record_property("p_values", p_values)
+    print(f"\ndraft vocabulary negative control: chi-square p-values {p_values}")
     assert max(p_values) < P_THRESHOLD
 
 

@@ -3,7 +3,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from specbench.model import kernels, layouts
+from specbench.model import draft_vocab, kernels, layouts
 from specbench.model.gpt2 import GPT2Config, gpt2, init_cache, step, step_jit
 from specbench.model.layouts import decode_layout, decode_pieces, kernel_layout
 from specbench.model.weights import Model
@@ -135,6 +135,25 @@ def test_logits_at_one_row_equals_that_row_of_all():
     )
     assert one.shape == (1, config.n_vocab)
     np.testing.assert_allclose(one[0], full[6], atol=1e-6)
+
+
+@pytest.mark.parametrize("layout", ["hf", "kernel"])
+def test_a_head_over_some_tokens_gives_the_full_heads_columns_for_them(layout):
+    """A draft vocabulary (draft_vocab.restrict): the step's logits are those of its tokens, for
+    every step shape the drafter runs (1 token, the first draft's 2, a prompt)."""
+    if layout == "kernel" and kernels.unavailable():
+        pytest.skip(f"the CPU kernel cannot run here: {kernels.unavailable()}")
+    config = CONFIGS[2]
+    model = random_model(config, seed=5)
+    params = kernel_layout(model.params) if layout == "kernel" else model.params
+    ids = np.sort(np.random.default_rng(0).choice(config.n_vocab, 37, replace=False))
+    restricted = draft_vocab.restrict(params, ids)
+    tokens = jnp.asarray(np.random.default_rng(1).integers(0, config.n_vocab, 8), jnp.int32)
+    for n_seq in (1, 2, 8):
+        full, _ = step(params, init_cache(config, 16), tokens[:n_seq], 0, config)
+        some, _ = step(restricted, init_cache(config, 16), tokens[:n_seq], 0, config)
+        assert some.shape == (n_seq, ids.size)
+        np.testing.assert_allclose(np.asarray(some), np.asarray(full)[:, ids], rtol=1e-6, atol=1e-6)
 
 
 def test_the_decode_layout_reads_as_many_bytes_and_batches_use_the_hf_layout():

@@ -39,7 +39,7 @@ import numpy as np
 from jax import lax
 
 from specbench.errors import DecodeError
-from specbench.model import drafters
+from specbench.model import draft_vocab, drafters
 from specbench.model.drafters import Drafter
 from specbench.model.gpt2 import GPT2Config, init_cache, step
 from specbench.model.sampling import Warp, argmax, draw, greedy_verdict, probs
@@ -136,7 +136,8 @@ def validate(prompt_ids, n_tokens: int, K: int, models: list[Model], max_len: in
 
 def draft_params_for(drafter: Drafter, draft: Model | None, target: Model, reference=None):
     """The weights a drafter runs: the draft model's, the target's own (layer-skip), none (lookup),
-    or for the dial the target's greedy tokens `reference` [max_len] (generate.prepare_drafter)."""
+    or for the dial the target's greedy tokens `reference` [max_len] (generate.prepare_drafter).
+    A drafter with a vocabulary gets its head restricted to it (draft_vocab.py)."""
     if drafter.kind == "dial":
         if reference is None:
             raise DecodeError(
@@ -152,8 +153,16 @@ def draft_params_for(drafter: Drafter, draft: Model | None, target: Model, refer
                 f"{sorted({draft.config.n_vocab, target.config.n_vocab})})",
                 "draft",
             )
-        return draft.params
-    return target.params if drafter.kind == "layerskip" else {}
+        return restricted(drafter, draft.params)
+    return restricted(drafter, target.params) if drafter.kind == "layerskip" else {}
+
+
+def restricted(drafter: Drafter, params):
+    """A network drafter's weights, with its head restricted to its vocabulary where it has one
+    (draft_vocab.py)."""
+    if drafter.vocab is None:
+        return params
+    return draft_vocab.restrict(params, draft_vocab.frequent_ids(drafter.vocab, drafter.config.n_vocab))
 
 
 def prompt_buffer(prompt_ids, max_len: int):

@@ -35,6 +35,10 @@ Dynamic K (`confidence`): a model or layer-skip drafter stops after the first dr
 probability (softmax of its logits, before warping) falls below the threshold, as HF's assisted
 generation does with `assistant_confidence_threshold`. The stopping rule depends only on the
 draft's side, so exactness holds; the verify step keeps its one K+1 shape.
+
+A draft vocabulary (`vocab`): a model or layer-skip drafter whose head keeps only the most
+frequent tokens (draft_vocab.py, FR-Spec) draws among them, and p is zero at every other token,
+so the accept/reject rule keeps it exact too.
 """
 
 from __future__ import annotations
@@ -67,6 +71,7 @@ class Drafter:
     verify: str = "token"
     drafts: int = 1
     acceptance: float | None = None
+    vocab: int | None = None  # a network drafter's head covers only this many tokens (FR-Spec)
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -89,6 +94,8 @@ class Drafter:
             raise ValueError("the dial drafter, and it alone, takes an acceptance")
         if self.acceptance is not None and not 0 <= self.acceptance <= 1:
             raise ValueError(f"acceptance must be in [0, 1] (got {self.acceptance})")
+        if self.vocab is not None and (self.kind not in NETWORK_KINDS or self.vocab < 1):
+            raise ValueError(f"a draft vocabulary is >= 1 tokens of a network drafter (got {self.vocab})")
 
 
 def model_drafter(config: GPT2Config, confidence: float | None = None) -> Drafter:
@@ -139,7 +146,7 @@ def propose(drafter: Drafter, params, dstate, tokens, n, key, warp: Warp, K: int
         drafts = dial(params["reference"], n, key, K, n_vocab, drafter.acceptance)
         # proposed with certainty, as lookup: one-hot p (no columns at T = 0, its only use)
         return dstate, drafts, jax.nn.one_hot(drafts, p_width(warp, n_vocab), dtype=jnp.float32), jnp.int32(K)
-    return _network_propose(drafter, params, dstate, tokens, n, key, warp, K)
+    return _network_propose(drafter, params, dstate, tokens, n, key, warp, K, n_vocab)
 
 
 def p_width(warp: Warp, n_vocab: int) -> int:
@@ -152,18 +159,27 @@ def _zero_after(p, n_drafted):
     return jnp.where(jnp.arange(p.shape[0])[:, None] < n_drafted, p, 0.0)
 
 
-def _network_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: Warp, K: int):
+def _network_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: Warp, K: int, n_vocab: int):
     """Model and layer-skip drafting: K cached steps (fewer with dynamic K), each drawing from p.
 
     The first step re-reads [tokens[n-2], tokens[n-1]] at n-2, n-1: that writes the previous
     round's last draft into the cache when all of them were accepted (decoding.py, step 1).
+    A head restricted to some tokens (draft_vocab.py) draws among them: its column j is token
+    head_tokens[j], and p is zero at every other token.
     """
     config = drafter.config
     keys = jax.random.split(key, K)
     logits, cache = step(
         params, dstate["cache"], lax.dynamic_slice(tokens, (n - 2,), (2,)), n - 2, config, logits_at=1
     )
-    V = p_width(warp, logits.shape[-1])
+    V = p_width(warp, n_vocab)
+    head_tokens = params.get("head_tokens")
+
+    def draw_token(key, logits):  # (token id, its distribution over the vocabulary's V columns)
+        x, p = draw(key, logits, warp)
+        if head_tokens is None:
+            return x, p[:V]
+        return head_tokens[x], (jnp.zeros(V, jnp.float32).at[head_tokens].set(p) if V else p[:0])
 
     def confident(logits):
         return (
@@ -173,8 +189,8 @@ def _network_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: War
 
     def body(carry):
         i, cache, logits, drafts, p, _ = carry
-        x, p_i = draw(keys[i], logits[0], warp)
-        drafts, p = drafts.at[i].set(x), p.at[i].set(p_i[:V])
+        x, p_i = draw_token(keys[i], logits[0])
+        drafts, p = drafts.at[i].set(x), p.at[i].set(p_i)
         go_on = confident(logits[0]) if drafter.confidence is not None else jnp.bool_(True)
         # the next draft's logits; after the K-th draft there is none to compute
         logits, cache = lax.cond(

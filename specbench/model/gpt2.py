@@ -157,10 +157,12 @@ def step(params, cache, tokens, pos, config: GPT2Config, logits_at=None):
 def head(params, x):
     """The output head, tied to the embedding: [n_seq, n_embd] -> [n_seq, n_vocab] float32 logits.
     In kernel_layout a step of up to kernels.ROWS_MAX rows reads the head's packed copy (of wte.T)
-    with the CPU kernel."""
+    with the CPU kernel. A draft's head may cover only some tokens (params["head_tokens"], V' ids:
+    draft_vocab.restrict); its logits are then [n_seq, V'], column j for token head_tokens[j]."""
+    wte = params["head_wte"] if "head_tokens" in params else params["wte"]
     if "head" in params and x.shape[0] <= kernels.ROWS_MAX and params["head"]["packed"].dtype == jnp.float32:
-        return kernels.matmul(x, params["head"]["packed"], params["wte"].shape[0])
-    return (x @ params["wte"].T).astype(jnp.float32)
+        return kernels.matmul(x, params["head"]["packed"], wte.shape[0])
+    return (x @ wte.T).astype(jnp.float32)
 
 
 @jax.custom_batching.custom_vmap
