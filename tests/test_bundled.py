@@ -1,5 +1,6 @@
 """The bundled pair in gpt2_weights/: it loads, matches its config, and decodes exactly."""
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -8,7 +9,7 @@ import numpy as np
 import pytest
 
 from specbench import prompts
-from specbench.model import generate, hf_layout, tokenizer, weights
+from specbench.model import draft_vocab, drafters, generate, hf_layout, tokenizer, weights
 from specbench.model.generate import speculative
 from specbench.model.gpt2 import gpt2
 
@@ -54,6 +55,14 @@ def test_greedy_speculative_equals_autoregressive_on_every_built_in_prompt(pair)
     # and one prompt alone, through the single-sequence programs
     one, _ = speculative(draft, target, ids[0], 24, 4)
     np.testing.assert_array_equal(one, ar[0])
+    # and drafting over the vocabulary the bundled draft declares (what `specbench run` uses)
+    vocab = draft_vocab.declared(draft.source)
+    assert vocab == 8192
+    drafter = dataclasses.replace(drafters.model_drafter(draft.config), vocab=vocab)
+    sd, st = generate.speculative(draft, target, ids, 24, 4, drafter=drafter)
+    for pid, a, s in zip(prompts.all_prompts(), ar, sd):
+        np.testing.assert_array_equal(s, a, err_msg=f"{pid}, draft vocabulary {vocab}")
+    assert st.alpha > 0.3
 
 
 def test_the_bundled_pair_is_the_default(monkeypatch):
