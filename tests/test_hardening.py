@@ -51,6 +51,9 @@ CASES = [
     (["run", "--draft-layers", "1"], "--draft-layers", "layerskip"),
     (["run", "--ngram", "2"], "--ngram", "lookup"),
     (["run", "--draft-confidence", "0.5"], "--draft-confidence", "--dynamic-K"),
+    (["run", "--drafter", "lookup", "--draft-vocab", "100"], "--draft-vocab", "network drafter"),
+    (["run", "--draft-vocab", "0"], "--draft-vocab", "1..32768"),
+    (["run", "--draft-vocab", "most"], "--draft-vocab", "not auto, full or a number"),
     (["run", "--export-csv", "-", "--export-json", "-"], "--export-*", "standard output"),
     (["sweep", "--K", "2,2"], "--K", "listed twice"),
     (["sweep", "--drafter", "model,model"], "--drafter", "listed twice"),
@@ -267,6 +270,7 @@ values = {
     "--ngram": domain(st.integers(1, 16).map(str), ["17", "300"]),
     "--draft-layers": domain(st.sampled_from(["1"]), ["2", "5"]),
     "--draft-confidence": domain(st.floats(0.01, 0.99).map(str), ["1.5"]),
+    "--draft-vocab": domain(st.sampled_from(["auto", "full", "16", "40"]), ["0", "40000", "x"]),
     "--prompt": domain(st.text(min_size=1, max_size=30), ["caf\udce9", "the " * 300]),
     "--prompt-id": domain(st.sampled_from(["fairy-1", "list-1"]), ["all", "narrative", "nope"]),
     "--prompts": domain(st.sampled_from(["fairy", "fairy-1,list-1", "list-1"]), ["nope", "fairy-1,fairy-1"]),
@@ -289,7 +293,7 @@ values |= {
 }
 flags = ["--dynamic-K", "--host-loop", "--no-save", "--resume", "--force", "--random-init", "--quick"]
 DECODE = {"--K", "--temperature", "--top-p", "--top-k", "--n-tokens", "--seed", "--dtype", "--kernels"}
-DRAFTER = {"--drafter", "--ngram", "--draft-layers", "--draft-confidence", "--dynamic-K"}
+DRAFTER = {"--drafter", "--ngram", "--draft-layers", "--draft-confidence", "--dynamic-K", "--draft-vocab"}
 EXPORTS = {"--export-csv", "--export-json"}
 # the flags each command takes (values or on/off), drawn from `values` and `flags`
 COMMANDS = {
@@ -305,7 +309,7 @@ COMMANDS = {
     | {"--host-loop", "--resume", "--force"},
     "trace": DECODE | DRAFTER | {"--prompt", "--prompt-id"},
     "roofline": EXPORTS | {"--model", "--random-init", "--dtype", "--K", "--context", "--iters", "--kernels"},
-    "report": {"--dtype", "--kernels", "--output", "--quick", "--resume", "--force"},
+    "report": {"--dtype", "--kernels", "--output", "--quick", "--resume", "--force", "--draft-vocab"},
     "theory": {"--K", "--t-draft", "--t-target", "--r", "--alpha", "--t-verify"},
 }
 DRY = {"run", "sweep", "trace", "roofline", "report"}  # theory only computes
@@ -397,7 +401,9 @@ def test_resuming_a_finished_report_leaves_it_as_it_is(env, tmp_path, monkeypatc
     copy = tmp_path / "rep"
     shutil.copytree(RECORDED_REPORT, copy)
     before = {p.name: p.read_bytes() for p in copy.iterdir()}
-    result = invoke("report", "-o", copy, "--resume", "--quick")
+    result = invoke("report", "-o", copy, "--resume", "--quick")  # it was measured with the draft's full head
+    assert_one_line_error(result, "--resume", "draft_vocab 'full' there, 'auto' now")
+    result = invoke("report", "-o", copy, "--resume", "--quick", "--draft-vocab", "full")
     assert result.exit_code == 0, result.output
     assert "is complete: nothing is left to measure" in result.output
     assert {p.name: p.read_bytes() for p in copy.iterdir()} == before

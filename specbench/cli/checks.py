@@ -181,6 +181,8 @@ def method_variants(drafter, name: str, verifies, drafts, acceptances) -> list[t
 
 def network_drafter(kind: str, draft, target, f: dict):
     """(Drafter, its name): what drafts, before the verify method and the draft count."""
+    import dataclasses
+
     from specbench.model import drafters
 
     conf = f["draft_confidence"] if f["dynamic_K"] and kind in ("model", "layerskip") else None
@@ -195,8 +197,31 @@ def network_drafter(kind: str, draft, target, f: dict):
             raise BadInput(
                 "--draft-layers", f"must be in 1..{n_layer - 1}: {target.name} has {n_layer} layers (got {L})"
             )
-        return drafters.layerskip_drafter(target.config, L, conf), f"{target.name}[:{L}]"
-    return drafters.model_drafter(draft.config, conf), draft.name
+        drafter, name = drafters.layerskip_drafter(target.config, L, conf), f"{target.name}[:{L}]"
+    else:
+        drafter, name = drafters.model_drafter(draft.config, conf), draft.name
+    network = draft if kind == "model" else target
+    return dataclasses.replace(drafter, vocab=draft_vocabulary(f, network)), name
+
+
+def draft_vocabulary(f: dict, network) -> int | None:
+    """--draft-vocab for this drafting network: the tokens its head covers (None: all of them).
+    Beside a peer, which drafts over the whole vocabulary, auto is the whole vocabulary too."""
+    from specbench.errors import SpecbenchError
+    from specbench.model import draft_vocab
+
+    choice = f.get("draft_vocab", "auto")
+    if f.get("peers"):
+        if choice not in ("auto", None):
+            raise BadInput("--draft-vocab", "peers draft over the whole vocabulary: leave it out with --peer")
+        return None
+    try:
+        n = draft_vocab.declared(network.source) if choice == "auto" else choice
+        if n is not None:
+            draft_vocab.frequent_ids(n, network.config.n_vocab)  # refused here, before any work
+    except SpecbenchError as e:
+        raise BadInput("--draft-vocab", str(e)) from None
+    return n
 
 
 def load_peers(names: list[str], drafter, draft, target, batch: int) -> tuple:
@@ -294,6 +319,8 @@ def check_no_effect(f: dict, given: set[str], kinds: list[str], temperatures: li
             raise BadInput(
                 "--" + name.replace("_", "-"), f"only the {kind} drafter uses it (--drafter {kind})"
             )
+    if "draft_vocab" in given and not {"model", "layerskip"} & set(kinds):
+        raise BadInput("--draft-vocab", "only a network drafter has a head (--drafter model or layerskip)")
     if "draft_confidence" in given and not f["dynamic_K"]:
         raise BadInput("--draft-confidence", "is dynamic K's threshold: it needs --dynamic-K")
     if sum(f.get(flag) == "-" for flag in FORMATS) > 1:

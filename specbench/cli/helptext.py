@@ -43,3 +43,7 @@ ACCEPTANCE_HELP = (
     "deploy. It proposes the target's own greedy tokens, each kept with probability a, else "
     "replaced by a wrong one: alpha = a, the tokens are AR's, drafting costs nothing."
 )
+DRAFT_VOCAB_HELP = (
+    "model, layerskip: the tokens the draft's head covers: the N most frequent of the bundled pair's "
+    "training text (FR-Spec), or full; auto: what the draft declares (the bundled draft: 8192), else full."
+)

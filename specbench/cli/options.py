@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from specbench import prompts
-from specbench.cli.helptext import ACCEPTANCE_HELP, DRAFTS_HELP, KERNELS_HELP, VERIFY_HELP
+from specbench.cli.helptext import ACCEPTANCE_HELP, DRAFT_VOCAB_HELP, DRAFTS_HELP, KERNELS_HELP, VERIFY_HELP
 from specbench.cli.params import (
     CONTEXT_MAX,
     DRAFT_CONFIDENCE,
@@ -20,6 +20,7 @@ from specbench.cli.params import (
     VERIFY_METHODS,
     WARMUP_MAX,
     Count,
+    DraftVocab,
     Finite,
     ListParam,
     Temperature,
@@ -66,6 +67,9 @@ decode = [
     click.option("--top-k", type=Count(min=1), default=None, help="Keep the k most likely tokens."),
     click.option("--seed", type=Count(0, SEED_MAX), default=123, show_default=True),
 ]
+draft_vocab = click.option(  # run, sweep and trace's, and report's
+    "--draft-vocab", type=DraftVocab(), default="auto", show_default=True, help=DRAFT_VOCAB_HELP
+)
 drafter = [
     click.option(
         "--ngram",
@@ -80,6 +84,7 @@ drafter = [
         default=None,
         help="layerskip: how many of the target's first blocks draft [default: a third of them].",
     ),
+    draft_vocab,
     click.option(
         "--dynamic-K",
         "dynamic_K",
@@ -108,6 +113,7 @@ report = [
     ),
     click.option("--resume", is_flag=True, help="Complete the report in --output (same settings)."),
     click.option("--force", is_flag=True, help="Write into an --output that holds something else."),
+    draft_vocab,
 ]
 peer = [
     click.option(
@@ -134,13 +140,7 @@ one_prompt = [
 ]
 single = [  # run and trace: one K, one warp
     click.option(
-        "--K",
-        "-k",
-        "K",
-        type=Count(1, K_MAX),
-        default=4,
-        show_default=True,
-        help="Draft tokens per round.",
+        "--K", "-k", "K", type=Count(1, K_MAX), default=4, show_default=True, help="Draft tokens per round."
     ),
     click.option(
         "--temperature",
@@ -152,11 +152,7 @@ single = [  # run and trace: one K, one warp
     ),
     click.option("--top-p", type=Finite(0, 1, min_open=True), default=None, help="Nucleus mass, in (0, 1]."),
     click.option(
-        "--verify",
-        type=click.Choice(VERIFY_METHODS),
-        default="token",
-        show_default=True,
-        help=VERIFY_HELP,
+        "--verify", type=click.Choice(VERIFY_METHODS), default="token", show_default=True, help=VERIFY_HELP
     ),
     click.option("--drafts", type=Count(1, DRAFTS_MAX), default=1, show_default=True, help=DRAFTS_HELP),
     click.option("--acceptance", type=Finite(0, 1), default=None, help=ACCEPTANCE_HELP),

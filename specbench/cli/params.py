@@ -12,6 +12,7 @@ from specbench.results import theory
 KERNELS = ("auto", "cpu", "xla")  # model/kernels.py's CHOICES, without importing JAX here
 VERIFY_METHODS = ("token", "block")  # drafters.VERIFY_METHODS, without importing JAX for --help
 DRAFTS_MAX = 8
+DRAFT_VOCAB_MAX = 32768  # the ranks gpt2_weights/tokenizer/frequent.json keeps (draft_vocab.py)
 DRAFT_CONFIDENCE = 0.2  # dynamic K's default: the best of 0.2-0.8 measured on the bundled pair
 K_MAX = 128  # the largest K accepted anywhere: checked before a range like 1-100000000 is expanded
 BATCH_MAX = 65536
@@ -43,6 +44,25 @@ class Count(click.IntRange):
         except ValueError:
             self.fail(f"{text!r} is not a whole number", param, ctx)
         return super().convert(number, param, ctx)
+
+
+class DraftVocab(click.ParamType):
+    """--draft-vocab: "auto", "full", or a number of tokens (draft_vocab.py); gives None for the
+    full head, "auto", or the number."""
+
+    name = "auto|full|N"
+
+    def convert(self, value, param, ctx):
+        text = str(value).strip().lower()
+        if text in ("auto", "full"):
+            return None if text == "full" else "auto"
+        try:
+            number = int(text)
+        except ValueError:
+            self.fail(f"{value!r} is not auto, full or a number of tokens", param, ctx)
+        if not 1 <= number <= DRAFT_VOCAB_MAX:
+            self.fail(f"{number} tokens: give 1..{DRAFT_VOCAB_MAX}, auto or full", param, ctx)
+        return number
 
 
 class Finite(click.FloatRange):

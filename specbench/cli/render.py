@@ -73,10 +73,10 @@ def run_header(job, d, t) -> str:
             f"to deploy) · {target}"
         )
     elif spec.kind == "layerskip":
-        layers = f"{job.draft_name}: its first {spec.config.n_layer} blocks"
+        layers = f"{job.draft_name}: its first {spec.config.n_layer} blocks{head_of(spec)}"
         pair = f"drafter [bold]layer-skip[/bold] ({layers}) · {target}"
     else:
-        pair = f"draft [bold]{d.name}[/bold] ({d.config.n_layer}x{d.config.n_embd}) · {target}"
+        pair = f"draft [bold]{d.name}[/bold] ({d.config.n_layer}x{d.config.n_embd}{head_of(spec)}) · {target}"
     w, B = c.warp, len(job.ids)
     return (
         pair
@@ -90,6 +90,11 @@ def run_header(job, d, t) -> str:
         + (f" · batch {B}" if B > 1 else "")
         + (" · random weights: timing only" if "random" in (t.source, d.source if d else "") else "")
     )
+
+
+def head_of(spec) -> str:
+    """How much of the vocabulary a network drafter's head covers, where not all of it."""
+    return f", head over the {spec.vocab:,} most frequent tokens" if spec.vocab else ""
 
 
 def batch_line(row: dict) -> str:

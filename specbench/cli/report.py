@@ -27,7 +27,8 @@ from specbench.model.sampling import Warp
 from specbench.results import export
 from specbench.results.sections import BY_ID, SECTIONS
 
-SETTINGS_BEFORE = {"kernels": "xla"}  # what a report made before a setting existed was measured with
+# what a report made before a setting existed was measured with
+SETTINGS_BEFORE = {"kernels": "xla", "draft_vocab": "full"}
 FIXED_SECONDS = 30.0  # a dry run's rough time for the roofline, and for the self-test
 STATE_FILE = "report.json"  # the settings and the sections' load; marks a directory as a report
 K_DEFAULT = 4
@@ -110,11 +111,13 @@ def report_plan(f: dict) -> ReportPlan:
     directory = Path(f["output"])
     battery = Battery(f["quick"])
     settings = {k: f[k] for k in ("quick", "draft", "target", "dtype", "kernels")} | {
-        "peers": list(f["peers"])
+        "peers": list(f["peers"]),
+        "draft_vocab": "full" if f["draft_vocab"] is None else f["draft_vocab"],
     }
     done = check_directory(directory, settings, f["resume"], f["force"])
     d, t = load_pair(f["draft"], f["target"], f["dtype"], kernels=f["kernels"])
     options = {"ngram": 3, "draft_layers": None, "draft_confidence": 0.2}
+    options |= {"draft_vocab": f["draft_vocab"], "peers": f["peers"]}
     everything = prompts.all_prompts()
     encoded = {pid: tokenizer.encode(text) for pid, text in everything.items()}
     jobs: dict[str, Job] = {}

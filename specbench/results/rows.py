@@ -31,6 +31,7 @@ def drafter_settings(drafter) -> dict:
             "verify": "token",
             "drafts": 1,
             "acceptance": None,
+            "draft_vocab": None,
         }
     return {
         "drafter": drafter.kind,
@@ -41,6 +42,7 @@ def drafter_settings(drafter) -> dict:
         "verify": drafter.verify,
         "drafts": drafter.drafts,
         "acceptance": drafter.acceptance,
+        "draft_vocab": drafter.vocab,
     }
 
 
