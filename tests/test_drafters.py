@@ -149,26 +149,35 @@ def test_lookup_broken_sampler_is_detected(small_target, record_property):
     assert min(p_values) < P_THRESHOLD
 
 
-def dynamic_K_p_values(small_target, verdict):
-    """Chi-square p-values of new tokens 2 and 3 under dynamic K (a noisy draft stopping below 0.6)."""
+# drafters of a noisy copy of the target (noise 0.3) that change what it proposes
+NOISY_DRAFTERS = {
+    "dynamic-K": drafters.model_drafter(SMALL_T, confidence=0.6),  # stops below a top probability of 0.6
+    "draft-vocabulary": dataclasses.replace(drafters.model_drafter(SMALL_T), vocab=6),  # 6 of the 12 tokens
+}
+
+
+def noisy_draft_p_values(small_target, case, verdict):
+    """Chi-square p-values of new tokens 2 and 3 drafted by NOISY_DRAFTERS[case]."""
     exact = target_marginals(small_target, [3, 7, 1], Warp(1.0), 3)
     draft = noisy_copy(small_target, 0.3, 1)
-    drafter = drafters.model_drafter(SMALL_T, confidence=0.6)
+    drafter = NOISY_DRAFTERS[case]
     tokens = sampled_tokens(draft, small_target, [3, 7, 1], Warp(1.0), K=3, verdict=verdict, drafter=drafter)
     return [chi_square_p(tokens[:, i], exact[i]) for i in (1, 2)]
 
 
-def test_dynamic_K_sampling_follows_target_distribution(small_target, record_property):
-    p_values = dynamic_K_p_values(small_target, accept_reject)
+@pytest.mark.parametrize("case", NOISY_DRAFTERS)
+def test_noisy_drafters_sampling_follows_target_distribution(small_target, case, record_property):
+    p_values = noisy_draft_p_values(small_target, case, accept_reject)
     record_property("p_values", p_values)
-    print(f"\ndynamic K: chi-square p-values {p_values}")
+    print(f"\n{case}: chi-square p-values {p_values}")
     assert min(p_values) > P_THRESHOLD
 
 
-def test_dynamic_K_broken_sampler_is_detected(small_target, record_property):
-    p_values = dynamic_K_p_values(small_target, broken_accept_reject)
+@pytest.mark.parametrize("case", NOISY_DRAFTERS)
+def test_noisy_drafters_broken_sampler_is_detected(small_target, case, record_property):
+    p_values = noisy_draft_p_values(small_target, case, broken_accept_reject)
     record_property("p_values", p_values)
-    print(f"\ndynamic K negative control: chi-square p-values {p_values}")
+    print(f"\n{case} negative control: chi-square p-values {p_values}")
     assert max(p_values) < P_THRESHOLD
 
 
@@ -196,29 +205,6 @@ def test_a_draft_vocabulary_draws_from_the_drafts_own_distribution_restricted_to
     assert np.all(restricted[outside] == 0)
     first = np.asarray(ps[None][0])  # the first draft's p reads only the committed tokens
     np.testing.assert_allclose(restricted[kept], first[kept] / first[kept].sum(), rtol=1e-5, atol=1e-7)
-
-
-def vocab_p_values(small_target, verdict):
-    """Chi-square p-values of new tokens 2 and 3 with a draft whose head covers 6 of the 12 tokens."""
-    exact = target_marginals(small_target, [3, 7, 1], Warp(1.0), 3)
-    draft = noisy_copy(small_target, 0.3, 1)
-    drafter = dataclasses.replace(drafters.model_drafter(SMALL_T), vocab=6)
-    tokens = sampled_tokens(draft, small_target, [3, 7, 1], Warp(1.0), K=3, verdict=verdict, drafter=drafter)
-    return [chi_square_p(tokens[:, i], exact[i]) for i in (1, 2)]
-
-
-def test_draft_vocabulary_sampling_follows_target_distribution(small_target, record_property):
-    p_values = vocab_p_values(small_target, accept_reject)
-    record_property("p_values", p_values)
-    print(f"\ndraft vocabulary: chi-square p-values {p_values}")
-    assert min(p_values) > P_THRESHOLD
-
-
-def test_draft_vocabulary_broken_sampler_is_detected(small_target, record_property):
-    p_values = vocab_p_values(small_target, broken_accept_reject)
-    record_property("p_values", p_values)
-    print(f"\ndraft vocabulary negative control: chi-square p-values {p_values}")
-    assert max(p_values) < P_THRESHOLD
 
 
 def test_no_recompiles_whatever_the_draft_length(target, draft):
