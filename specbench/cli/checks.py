@@ -206,15 +206,11 @@ def network_drafter(kind: str, draft, target, f: dict):
 
 def draft_vocabulary(f: dict, network) -> int | None:
     """--draft-vocab for this drafting network: the tokens its head covers (None: all of them).
-    Beside a peer, which drafts over the whole vocabulary, auto is the whole vocabulary too."""
+    A peer drafts over the whole vocabulary whatever this says (docs/peers.md)."""
     from specbench.errors import SpecbenchError
     from specbench.model import draft_vocab
 
     choice = f.get("draft_vocab", "auto")
-    if f.get("peers"):
-        if choice not in ("auto", None):
-            raise BadInput("--draft-vocab", "peers draft over the whole vocabulary: leave it out with --peer")
-        return None
     try:
         n = draft_vocab.declared(network.source) if choice == "auto" else choice
         if n is not None:

@@ -117,7 +117,7 @@ def report_plan(f: dict) -> ReportPlan:
     done = check_directory(directory, settings, f["resume"], f["force"])
     d, t = load_pair(f["draft"], f["target"], f["dtype"], kernels=f["kernels"])
     options = {"ngram": 3, "draft_layers": None, "draft_confidence": 0.2}
-    options |= {"draft_vocab": f["draft_vocab"], "peers": f["peers"]}
+    options["draft_vocab"] = f["draft_vocab"]
     everything = prompts.all_prompts()
     encoded = {pid: tokenizer.encode(text) for pid, text in everything.items()}
     jobs: dict[str, Job] = {}
