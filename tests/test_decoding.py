@@ -9,7 +9,16 @@ from specbench.errors import DecodeError
 from specbench.measure import timing
 from specbench.model.generate import autoregressive, speculative
 from specbench.model.gpt2 import GPT2Config
-from specbench.model.sampling import Warp, accept_reject, greedy_verdict, probs, residual, sample
+from specbench.model.sampling import (
+    TargetRows,
+    Warp,
+    accept_reject,
+    greedy_verdict,
+    probs,
+    residual,
+    sample,
+    sample_residual,
+)
 from specbench.model.stats import DecodeStats
 
 from conftest import random_model
@@ -142,6 +151,37 @@ def test_the_greedy_verdict_is_accept_reject_on_one_hot_distributions():
         want = greedy_verdict(drafts, target, n_drafted)
         got = jax.vmap(lambda k: accept_reject(k, drafts, p, jax.nn.one_hot(target, V), n_drafted))(keys)
         assert set(map(int, got[0])) == {int(want[0])} and set(map(int, got[1])) == {int(want[1])}
+
+
+@pytest.mark.parametrize("warp", [Warp(1.0), Warp(0.7, top_k=5), Warp(1.3, top_p=0.8)], ids=str)
+def test_the_verdict_on_target_rows_is_the_verdict_on_their_probabilities(warp):
+    # the round hands accept_reject the target's logits as TargetRows, which warps a row only when
+    # the verdict reads it: under every key the count and the token must be those that the whole
+    # [K+1, V] array of warped probabilities gives, whatever the drafts and n_drafted
+    rng, V, K = np.random.default_rng(1), 11, 4
+    keys = jax.random.split(jax.random.PRNGKey(2), 64)
+    same = []
+    for _ in range(30):
+        logits = jnp.asarray(rng.normal(size=(K + 1, V)) * 2, jnp.float32)
+        p_rows = rng.dirichlet(np.full(V, 0.5), K)
+        drafts = jnp.asarray([rng.choice(V, p=row) for row in p_rows], jnp.int32)
+        p = jnp.asarray(p_rows, jnp.float32)
+        n_drafted = jnp.int32(rng.integers(0, K + 1))
+        p = jnp.where(jnp.arange(K)[:, None] < n_drafted, p, 0.0)
+        lazy = jax.vmap(lambda k: accept_reject(k, drafts, p, TargetRows(logits, warp), n_drafted))(keys)
+        eager = jax.vmap(lambda k: accept_reject(k, drafts, p, probs(logits, warp), n_drafted))(keys)
+        same += [np.array_equal(lazy[0], eager[0]) and np.array_equal(lazy[1], eager[1])]
+    assert all(same)
+
+
+def test_the_residual_draw_falls_back_to_q_where_nothing_is_left():
+    # norm(max(q - p, 0)) when q <= p everywhere (q == p: a rejection only by rounding) is q itself
+    q = jnp.asarray([0.0, 0.25, 0.0, 0.75], jnp.float32)
+    keys = jax.random.split(jax.random.PRNGKey(3), 4000)
+    draws = np.asarray(jax.vmap(lambda k: sample_residual(k, q, q))(keys))
+    assert chi_square_p(draws, np.asarray(q)) > P_THRESHOLD
+    p = jnp.asarray([0.5, 0.5, 0.0, 0.0], jnp.float32)  # the residual of the worked example's shape: [3]
+    assert set(np.asarray(jax.vmap(lambda k: sample_residual(k, q, p))(keys)).tolist()) == {3}
 
 
 def test_worked_example_from_seed_004():
@@ -285,6 +325,9 @@ def test_two_level_sampler_matches_its_distribution():
     draws = np.asarray(jax.jit(jax.vmap(lambda k: sample(k, jnp.asarray(pr, jnp.float32), block=64)))(keys))
     assert pr[draws].min() > 0, "drew a token of probability 0"
     assert chi_square_p(draws, pr) > P_THRESHOLD
+    weights = jnp.asarray(7.5 * pr, jnp.float32)  # weights need not sum to 1: u is scaled by their sum
+    draws = np.asarray(jax.jit(jax.vmap(lambda k: sample(k, weights, block=64)))(keys))
+    assert pr[draws].min() > 0 and chi_square_p(draws, pr) > P_THRESHOLD
     for one in (0, 63, 64, 999):  # a one-hot anywhere, the last partial block included
         assert int(sample(jax.random.PRNGKey(one), jax.nn.one_hot(one, V), block=64)) == one
 

@@ -42,7 +42,7 @@ from specbench.errors import DecodeError
 from specbench.model import draft_vocab, drafters
 from specbench.model.drafters import Drafter
 from specbench.model.gpt2 import GPT2Config, init_cache, step
-from specbench.model.sampling import Warp, argmax, draw, greedy_verdict, probs
+from specbench.model.sampling import TargetRows, Warp, argmax, draw, greedy_verdict, probs
 from specbench.model.verify import VERDICTS, multi_draft_verdict
 from specbench.model.weights import Model
 
@@ -242,8 +242,8 @@ def spec_round(
         if warp.temperature == 0:
             n_accepted, emitted = greedy_verdict(drafts, argmax(logits), n_drafted)
         else:
-            judge = verdict or VERDICTS[drafter.verify]
-            n_accepted, emitted = judge(k_verdict, drafts, p, probs(logits, warp), n_drafted)
+            judge = verdict or VERDICTS[drafter.verify]  # warps the rows it reads (TargetRows)
+            n_accepted, emitted = judge(k_verdict, drafts, p, TargetRows(logits, warp), n_drafted)
 
     # 4. commit a + 1 tokens (the rest of the cache write is overwritten later)
     idx = jnp.arange(K + 1)

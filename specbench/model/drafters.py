@@ -174,12 +174,8 @@ def _network_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: War
     )
     V = p_width(warp, n_vocab)
     head_tokens = params.get("head_tokens")
-
-    def draw_token(key, logits):  # (token id, its distribution over the vocabulary's V columns)
-        x, p = draw(key, logits, warp)
-        if head_tokens is None:
-            return x, p[:V]
-        return head_tokens[x], (jnp.zeros(V, jnp.float32).at[head_tokens].set(p) if V else p[:0])
+    # p is kept in the head's own columns while drafting, and spread over the vocabulary once
+    columns = V if head_tokens is None or V == 0 else head_tokens.shape[0]
 
     def confident(logits):
         return (
@@ -189,8 +185,9 @@ def _network_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: War
 
     def body(carry):
         i, cache, logits, drafts, p, _ = carry
-        x, p_i = draw_token(keys[i], logits[0])
-        drafts, p = drafts.at[i].set(x), p.at[i].set(p_i)
+        column, p_i = draw(keys[i], logits[0], warp)
+        x = column if head_tokens is None else head_tokens[column]
+        drafts, p = drafts.at[i].set(x), p.at[i].set(p_i[:columns])
         go_on = confident(logits[0]) if drafter.confidence is not None else jnp.bool_(True)
         # the next draft's logits; after the K-th draft there is none to compute
         logits, cache = lax.cond(
@@ -207,10 +204,12 @@ def _network_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: War
         cache,
         logits,
         jnp.zeros(K, jnp.int32),
-        jnp.zeros((K, V), jnp.float32),
+        jnp.zeros((K, columns), jnp.float32),
         jnp.bool_(True),
     )
     n_steps, cache, _, drafts, p, last_confident = lax.while_loop(more, body, init)
+    if columns != V:  # column j is token head_tokens[j]; p is zero at every other token
+        p = jnp.zeros((K, V), jnp.float32).at[:, head_tokens].set(p)
     # with dynamic K the draft whose confidence fell short is not proposed
     n_drafted = jnp.where(last_confident, n_steps, n_steps - 1).astype(jnp.int32)
     if drafter.confidence is not None:  # without dynamic K every one of the K rows was drafted

@@ -139,29 +139,31 @@ def _nucleus_threshold_radix(pr, top_p: float):
 
 
 def sample(key, pr, block: int = 256):
-    """Draw one token id from probabilities pr [V] by inverting the CDF with one uniform number.
+    """Draw one token id from pr [V], probabilities or any weights >= 0 with a positive sum, by
+    inverting the CDF with one uniform number scaled by that sum.
 
     One random number instead of V Gumbel draws (jax.random.categorical). The CDF is inverted in
     two levels, first over blocks of `block` tokens and then inside the chosen block, because a
-    cumsum over all 50,257 entries is slow on the CPU. A token of probability 0 is never drawn:
-    the index found has cdf[i-1] <= u < cdf[i], and the clips guard the rounding case u = total.
+    cumsum over all 50,257 entries is slow on the CPU. The chosen block is sliced from pr itself
+    (the last block starts early enough to fit, its extra tokens masked), not from a padded copy:
+    slicing a padded copy cost several times the rest (measured). A token of weight 0 is never
+    drawn: the index found has cdf[i-1] <= u < cdf[i], and the clips guard the rounding case
+    u = total.
     """
     n_vocab = pr.shape[-1]
     block = min(block, n_vocab)  # a small vocabulary is one block, not padded to `block`
     n_blocks = -(-n_vocab // block)
-    blocks = jnp.pad(pr, (0, n_blocks * block - n_vocab)).reshape(n_blocks, block)
-    idx_b, idx_t = jnp.arange(n_blocks), jnp.arange(block)
-    block_cdf = jnp.cumsum(jnp.sum(blocks, axis=-1))
+    sums = jnp.sum(jnp.pad(pr, (0, n_blocks * block - n_vocab)).reshape(n_blocks, block), axis=-1)
+    block_cdf = jnp.cumsum(sums)
     u = jax.random.uniform(key, dtype=pr.dtype) * block_cdf[-1]
-    last_block = jnp.max(
-        jnp.where(block_cdf > jnp.concatenate([jnp.zeros(1, pr.dtype), block_cdf[:-1]]), idx_b, 0)
-    )
+    last_block = jnp.max(jnp.where(sums > 0, jnp.arange(n_blocks), 0))
     b = jnp.minimum(jnp.searchsorted(block_cdf, u, side="right"), last_block)
     u_in = u - jnp.where(b > 0, block_cdf[jnp.maximum(b - 1, 0)], 0.0)
-    inner = blocks[b]
-    last_in = jnp.max(jnp.where(inner > 0, idx_t, 0))
+    start = jnp.minimum(b * block, n_vocab - block)
+    inner = jnp.where(start + jnp.arange(block) >= b * block, lax.dynamic_slice(pr, (start,), (block,)), 0.0)
+    last_in = jnp.max(jnp.where(inner > 0, jnp.arange(block), 0))
     j = jnp.minimum(jnp.searchsorted(jnp.cumsum(inner), u_in, side="right"), last_in)
-    return (b * block + j).astype(jnp.int32)
+    return (start + j).astype(jnp.int32)
 
 
 def draw(key, logits, warp: Warp):
@@ -175,6 +177,13 @@ def draw(key, logits, warp: Warp):
         return token, jax.nn.one_hot(token, logits.shape[-1], dtype=jnp.float32)
     pr = probs(logits, warp)
     return sample(key, pr), pr
+
+
+def sample_residual(key, q, p):
+    """A token from residual(q, p) = norm(max(q - p, 0)), drawn from the unnormalised weights
+    (sample scales by their sum), or from q where they are all zero, as residual falls back."""
+    r = jnp.maximum(q - p, 0.0)
+    return lax.cond(jnp.sum(r) > 0, lambda: sample(key, r), lambda: sample(key, q))
 
 
 def residual(q, p):
@@ -195,33 +204,65 @@ def with_zero_row(p):
 
 
 def draft_row(p, i):
-    """with_zero_row(p)[i] without copying p: row i of p [K, V], or zeros at i = K."""
-    return jnp.where(i < p.shape[0], p[jnp.minimum(i, p.shape[0] - 1)], 0.0)
+    """with_zero_row(p)[i] without copying p: row i of p [K, V], or zeros at i = K. The row is
+    made once (an optimization barrier): fused into each consumer's loop, the dynamic slice
+    made those loops several times slower on the CPU (measured)."""
+    return lax.optimization_barrier(jnp.where(i < p.shape[0], p[jnp.minimum(i, p.shape[0] - 1)], 0.0))
+
+
+@dataclasses.dataclass(frozen=True)
+class TargetRows:
+    """The target's logits at a round's K+1 positions [K+1, V] and the warp: rows[i] is row i's
+    warped distribution, computed when it is read. A verdict that stops at the first rejection
+    reads only the rows it tests, so the warping of the rows after it is never computed."""
+
+    logits: jax.Array
+    warp: Warp
+
+    def __getitem__(self, i):
+        return probs(self.logits[i], self.warp)
+
+    def all(self):
+        """Every row's warped distribution: [K+1, V]."""
+        return probs(self.logits, self.warp)
+
+
+def all_rows(q):
+    """q as a [K+1, V] array of probabilities: every row of a TargetRows, or q itself."""
+    return q.all() if isinstance(q, TargetRows) else q
 
 
 def accept_reject(key, draft_tokens, p, q, n_drafted=None):
     """One round's verdict, token by token (Leviathan et al. 2023, Algorithm 1; Chen et al. 2023,
     Algorithm 2).
 
-    draft_tokens [K] were drawn from p [K, V]; q [K+1, V] is the target at the same positions
-    plus one. Returns (n_accepted in 0..K, the emitted token: resampled from the residual at the
-    first rejection, or the bonus token from q[K] if all K were accepted).
+    draft_tokens [K] were drawn from p [K, V]; q is the target at the same positions plus one:
+    [K+1, V] probabilities, or a TargetRows. Returns (n_accepted in 0..K, the emitted token:
+    resampled from the residual at the first rejection, or the bonus token from q[K] if all K
+    were accepted). Draft i is accepted iff u_i p_i(x_i) < q_i(x_i), in order, so only rows
+    0 .. n_accepted of q are read: about 1 / (1 - alpha) of the K + 1 at acceptance alpha.
 
     n_drafted (default K): only the first n_drafted drafts were proposed; the rows of p after
     them must be zero, so at position n_drafted the residual is q itself: the target's own draw.
     """
     n_draft = draft_tokens.shape[0]
+    n_drafted = n_draft if n_drafted is None else n_drafted
     k_accept, k_emit = jax.random.split(key)
     u = jax.random.uniform(k_accept, (n_draft,))
-    p_x = jnp.take_along_axis(p, draft_tokens[:, None], axis=-1)[:, 0]
-    q_x = jnp.take_along_axis(q[:n_draft], draft_tokens[:, None], axis=-1)[:, 0]
-    accepted = u * p_x < q_x  # u < min(1, q/p), without dividing; p_x > 0 because x ~ p
-    if n_drafted is not None:
-        accepted &= jnp.arange(n_draft) < n_drafted
-    n_accepted = jnp.sum(jnp.cumprod(accepted.astype(jnp.int32)))  # accepted before the first rejection
+    p_x = jnp.take_along_axis(p, draft_tokens[:, None], axis=-1)[:, 0]  # > 0 where drafted: x ~ p
+
+    def accepted(state):  # u < min(1, q/p), without dividing
+        i, row = state
+        j = jnp.minimum(i, n_draft - 1)
+        return (i < n_drafted) & (u[j] * p_x[j] < row[draft_tokens[j]])
+
+    def next_row(state):
+        i, _ = state
+        return i + 1, q[i + 1]
+
+    n_accepted, row = lax.while_loop(accepted, next_row, (jnp.int32(0), q[0]))
     # at n_accepted == K the residual of q[K] against the zero row is q[K] itself
-    emitted = sample(k_emit, residual(q[n_accepted], draft_row(p, n_accepted)))
-    return n_accepted.astype(jnp.int32), emitted
+    return n_accepted, sample_residual(k_emit, row, draft_row(p, n_accepted))
 
 
 def greedy_verdict(draft_tokens, target_tokens, n_drafted=None):

@@ -25,7 +25,15 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from specbench.model.sampling import accept_reject, draft_row, residual, sample, with_zero_row
+from specbench.model.sampling import (
+    accept_reject,
+    all_rows,
+    draft_row,
+    residual,
+    sample,
+    sample_residual,
+    with_zero_row,
+)
 
 METHODS = ("token", "block")
 
@@ -78,13 +86,12 @@ def block_verdict(key, draft_tokens, p, q, n_drafted=None):
     passes. The first tau drafts are accepted; the emitted token is the bonus from q_K when
     tau = K, else a draw from norm(max(eta_tau q_tau - p_tau, 0)). Same signature and result as
     sampling.accept_reject: (n_accepted, emitted)."""
-    K = draft_tokens.shape[0]
+    K, q = draft_tokens.shape[0], all_rows(q)  # every row's Z_i is read
     k_coins, k_emit = jax.random.split(key)
     h, eta = block_hazards(draft_tokens, p, q, n_drafted)
     passed = jax.random.uniform(k_coins, (K,)) <= h[1:]
     tau = jnp.max(jnp.where(passed, jnp.arange(1, K + 1), 0)).astype(jnp.int32)
-    emitted = sample(k_emit, residual(eta[tau] * q[tau], draft_row(p, tau)))
-    return tau, emitted
+    return tau, sample_residual(k_emit, eta[tau] * q[tau], draft_row(p, tau))
 
 
 def multi_draft_verdict(key, draft_tokens, p, q, n_drafted, update_residual: bool = True):
