@@ -143,13 +143,18 @@ def test_the_greedy_verdict_is_accept_reject_on_one_hot_distributions():
     # give the same count and token under every key, whatever the drafts, argmaxes and n_drafted
     rng, V, K = np.random.default_rng(0), 7, 4
     keys = jax.random.split(jax.random.PRNGKey(0), 16)
-    for _ in range(40):
-        target = jnp.asarray(rng.integers(0, V, K + 1), jnp.int32)
-        drafts = jnp.where(rng.random(K) < 0.6, target[:K], jnp.asarray(rng.integers(0, V, K), jnp.int32))
-        n_drafted = jnp.int32(rng.integers(0, K + 1))
+
+    def case(target, drafts, n_drafted):  # (greedy_verdict, accept_reject under every key)
         p = jnp.where(jnp.arange(K)[:, None] < n_drafted, jax.nn.one_hot(drafts, V), 0.0)
-        want = greedy_verdict(drafts, target, n_drafted)
-        got = jax.vmap(lambda k: accept_reject(k, drafts, p, jax.nn.one_hot(target, V), n_drafted))(keys)
+        one = lambda k: accept_reject(k, drafts, p, jax.nn.one_hot(target, V), n_drafted)
+        return greedy_verdict(drafts, target, n_drafted), jax.vmap(one)(keys)
+
+    targets = jnp.asarray(rng.integers(0, V, (40, K + 1)), jnp.int32)
+    drafts = jnp.where(
+        rng.random((40, K)) < 0.6, targets[:, :K], jnp.asarray(rng.integers(0, V, (40, K)), jnp.int32)
+    )
+    wants, gots = jax.jit(jax.vmap(case))(targets, drafts, jnp.asarray(rng.integers(0, K + 1, 40), jnp.int32))
+    for want, got in zip(zip(*wants), zip(*gots)):  # one case at a time
         assert set(map(int, got[0])) == {int(want[0])} and set(map(int, got[1])) == {int(want[1])}
 
 
@@ -158,20 +163,23 @@ def test_the_verdict_on_target_rows_is_the_verdict_on_their_probabilities(warp):
     # the round hands accept_reject the target's logits as TargetRows, which warps a row only when
     # the verdict reads it: under every key the count and the token must be those that the whole
     # [K+1, V] array of warped probabilities gives, whatever the drafts and n_drafted
-    rng, V, K = np.random.default_rng(1), 11, 4
+    rng, V, K, cases = np.random.default_rng(1), 11, 4, 30
+    logits = jnp.asarray(rng.normal(size=(cases, K + 1, V)) * 2, jnp.float32)
+    p = rng.dirichlet(np.full(V, 0.5), (cases, K))
+    drafts = jnp.asarray([[rng.choice(V, p=row) for row in case] for case in p], jnp.int32)
+    n_drafted = jnp.asarray(rng.integers(0, K + 1, cases), jnp.int32)
+    p = jnp.where(jnp.arange(K)[:, None] < n_drafted[:, None, None], jnp.asarray(p, jnp.float32), 0.0)
     keys = jax.random.split(jax.random.PRNGKey(2), 64)
-    same = []
-    for _ in range(30):
-        logits = jnp.asarray(rng.normal(size=(K + 1, V)) * 2, jnp.float32)
-        p_rows = rng.dirichlet(np.full(V, 0.5), K)
-        drafts = jnp.asarray([rng.choice(V, p=row) for row in p_rows], jnp.int32)
-        p = jnp.asarray(p_rows, jnp.float32)
-        n_drafted = jnp.int32(rng.integers(0, K + 1))
-        p = jnp.where(jnp.arange(K)[:, None] < n_drafted, p, 0.0)
-        lazy = jax.vmap(lambda k: accept_reject(k, drafts, p, TargetRows(logits, warp), n_drafted))(keys)
-        eager = jax.vmap(lambda k: accept_reject(k, drafts, p, probs(logits, warp), n_drafted))(keys)
-        same += [np.array_equal(lazy[0], eager[0]) and np.array_equal(lazy[1], eager[1])]
-    assert all(same)
+
+    def both(logits, p, drafts, n):  # (lazy, eager) verdicts of one case under every key
+        lazy = lambda k: accept_reject(k, drafts, p, TargetRows(logits, warp), n)
+        eager = lambda k: accept_reject(k, drafts, p, probs(logits, warp), n)
+        return jax.vmap(lazy)(keys), jax.vmap(eager)(keys)
+
+    lazy, eager = jax.jit(jax.vmap(both))(logits, p, drafts, n_drafted)
+    np.testing.assert_array_equal(lazy[0], eager[0])
+    np.testing.assert_array_equal(lazy[1], eager[1])
+    assert 0 < np.mean(np.asarray(lazy[0]) == np.asarray(n_drafted)[:, None]) < 1  # both ends are met
 
 
 def test_the_residual_draw_falls_back_to_q_where_nothing_is_left():
