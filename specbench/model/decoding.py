@@ -42,7 +42,7 @@ from specbench.errors import DecodeError
 from specbench.model import draft_vocab, drafters
 from specbench.model.drafters import Drafter
 from specbench.model.gpt2 import GPT2Config, init_cache, step
-from specbench.model.sampling import TargetRows, Warp, argmax, draw, greedy_verdict, probs
+from specbench.model.sampling import TargetRows, Warp, argmax, draw, greedy_verdict
 from specbench.model.verify import VERDICTS, multi_draft_verdict
 from specbench.model.weights import Model
 
@@ -283,8 +283,8 @@ def _k_drafts_round(
         n_accepted, emitted = greedy_verdict(drafts[0], argmax(logits[0]), n_drafted[0])
         branch = jnp.int32(0)
     else:
-        judge = verdict or multi_draft_verdict
-        n_accepted, emitted, branch = judge(k_verdict, drafts, p, probs(logits, warp), n_drafted)
+        judge = verdict or multi_draft_verdict  # warps the rows it visits (TargetRows)
+        n_accepted, emitted, branch = judge(k_verdict, drafts, p, TargetRows(logits, warp), n_drafted)
     chosen = lambda tree: jax.tree_util.tree_map(lambda x: x[branch], tree)
     return chosen(dstates), chosen(target_caches), drafts[branch], n_accepted, emitted, n_drafted[branch]
 

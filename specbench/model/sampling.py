@@ -212,9 +212,10 @@ def draft_row(p, i):
 
 @dataclasses.dataclass(frozen=True)
 class TargetRows:
-    """The target's logits at a round's K+1 positions [K+1, V] and the warp: rows[i] is row i's
-    warped distribution, computed when it is read. A verdict that stops at the first rejection
-    reads only the rows it tests, so the warping of the rows after it is never computed."""
+    """The target's logits at a round's K+1 positions [K+1, V] (with k drafts [k, K+1, V]) and
+    the warp: rows[i] (rows[j, i]) is that row's warped distribution, computed when it is read.
+    A verdict that stops at the first rejection reads only the rows it tests, so the warping of
+    the rows after it is never computed."""
 
     logits: jax.Array
     warp: Warp

@@ -98,7 +98,8 @@ def multi_draft_verdict(key, draft_tokens, p, q, n_drafted, update_residual: boo
     """One round's verdict over k draft sequences: SpecInfer's multi-step speculative sampling
     (Miao et al. 2024, Algorithm 2, for k sequences drawn independently from the draft).
 
-    draft_tokens [k, K], p [k, K, V], q [k, K+1, V] (the target on each sequence), n_drafted [k].
+    draft_tokens [k, K], p [k, K, V], q [k, K+1, V] (the target on each sequence; or a
+    sampling.TargetRows, of which only the rows visited are warped), n_drafted [k].
     At depth i the sequences still alive (those whose first i drafts equal the accepted prefix)
     are tried in order: candidate x of sequence j is accepted with probability min(1, r(x) / p_j(x)),
     starting from r = q_i; each rejection replaces r by norm(max(r - p_j, 0)). The first accepted
@@ -116,8 +117,8 @@ def multi_draft_verdict(key, draft_tokens, p, q, n_drafted, update_residual: boo
     coins = jax.random.uniform(k_coins, (K, k))
     first_alive = lambda alive: jnp.argmax(alive).astype(jnp.int32)
 
-    def depth(i, carry):
-        alive, stopped, n_accepted, r_stop = carry
+    def depth(carry):  # visited while every depth before it accepted a candidate
+        i, alive, _, n_accepted, _ = carry
         r = q[first_alive(alive), i]
         token, found = jnp.int32(0), jnp.bool_(False)
         for j in range(k):  # k is small and static: the candidates in order, unrolled
@@ -129,15 +130,19 @@ def multi_draft_verdict(key, draft_tokens, p, q, n_drafted, update_residual: boo
             if update_residual:
                 r = jnp.where(rejected, residual(r, p[j, i]), r)
             found = found | accepted
-        go_on = ~stopped & found
-        alive = jnp.where(go_on, alive & (draft_tokens[:, i] == token), alive)
-        r_stop = jnp.where(~stopped & ~found, r, r_stop)
-        return alive, stopped | ~found, n_accepted + go_on.astype(jnp.int32), r_stop
+        alive = jnp.where(found, alive & (draft_tokens[:, i] == token), alive)
+        return i + 1, alive, ~found, n_accepted + found.astype(jnp.int32), r  # r: emitted if ~found
 
-    init = (jnp.ones(k, bool), jnp.bool_(False), jnp.int32(0), jnp.zeros(q.shape[-1], q.dtype))
-    alive, stopped, n_accepted, r_stop = lax.fori_loop(0, K, depth, init)
+    init = (
+        jnp.int32(0),
+        jnp.ones(k, bool),
+        jnp.bool_(False),
+        jnp.int32(0),
+        jnp.zeros(p.shape[-1], jnp.float32),
+    )
+    _, alive, stopped, n_accepted, r_stop = lax.while_loop(lambda c: (c[0] < K) & ~c[2], depth, init)
     branch = first_alive(alive)
-    emitted = sample(k_emit, jnp.where(stopped, r_stop, q[branch, K]))
+    emitted = sample(k_emit, lax.cond(stopped, lambda: r_stop, lambda: q[branch, K]))
     return n_accepted, emitted, branch
 
 
