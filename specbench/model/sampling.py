@@ -145,10 +145,10 @@ def sample(key, pr, block: int = 256):
     One random number instead of V Gumbel draws (jax.random.categorical). The CDF is inverted in
     two levels, first over blocks of `block` tokens and then inside the chosen block, because a
     cumsum over all 50,257 entries is slow on the CPU. The chosen block is sliced from pr itself
-    (the last block starts early enough to fit, its extra tokens masked), not from a padded copy:
-    slicing a padded copy cost several times the rest (measured). A token of weight 0 is never
-    drawn: the index found has cdf[i-1] <= u < cdf[i], and the clips guard the rounding case
-    u = total.
+    (the last block starts early enough to fit, its extra tokens masked), not from a padded copy,
+    whose slice cost several times the rest (docs/performance.md, "The verdict at T > 0"). A token
+    of weight 0 is never drawn: the index found has cdf[i-1] <= u < cdf[i], and the clips guard
+    the rounding case u = total.
     """
     n_vocab = pr.shape[-1]
     block = min(block, n_vocab)  # a small vocabulary is one block, not padded to `block`
@@ -206,7 +206,7 @@ def with_zero_row(p):
 def draft_row(p, i):
     """with_zero_row(p)[i] without copying p: row i of p [K, V], or zeros at i = K. The row is
     made once (an optimization barrier): fused into each consumer's loop, the dynamic slice
-    made those loops several times slower on the CPU (measured)."""
+    made those loops several times slower on the CPU (docs/performance.md)."""
     return lax.optimization_barrier(jnp.where(i < p.shape[0], p[jnp.minimum(i, p.shape[0] - 1)], 0.0))
 
 
@@ -241,7 +241,8 @@ def accept_reject(key, draft_tokens, p, q, n_drafted=None):
     [K+1, V] probabilities, or a TargetRows. Returns (n_accepted in 0..K, the emitted token:
     resampled from the residual at the first rejection, or the bonus token from q[K] if all K
     were accepted). Draft i is accepted iff u_i p_i(x_i) < q_i(x_i), in order, so only rows
-    0 .. n_accepted of q are read: about 1 / (1 - alpha) of the K + 1 at acceptance alpha.
+    0 .. n_accepted of q are read: (1 - alpha^(K+1)) / (1 - alpha) of the K + 1 in expectation
+    at acceptance alpha.
 
     n_drafted (default K): only the first n_drafted drafts were proposed; the rows of p after
     them must be zero, so at position n_drafted the residual is q itself: the target's own draw.
