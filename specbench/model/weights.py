@@ -57,6 +57,12 @@ REGISTRY: dict[str, ModelSpec] = {
             random_seed=0,
         ),
         ModelSpec(
+            "random-1558M",
+            "random weights, GPT-2 XL's shape (timing only)",
+            _gpt2(48, 25, 1600),
+            random_seed=0,
+        ),
+        ModelSpec(
             "random-draft",
             "first layer of random-target (timing only)",
             GPT2Config(n_layer=1, n_head=4, n_embd=256, n_ctx=1024),
