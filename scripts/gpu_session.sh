@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Measurements on a lent GPU machine (the workplace's device tool runs this in a copy of the
 # checkout, with the image's own Python, JAX and torch; nothing is installed). Usage:
-#   bash scripts/gpu_session.sh STAGE...   stages: env run roofline report-bundled report-pair peer tests
+#   bash scripts/gpu_session.sh STAGE...   stages: env loops run roofline report-bundled report-pair peer tests
 # Every stage has its own time limit, writes its log and files under $OUT, and a failed stage
 # does not stop the next.
 set -uo pipefail
@@ -22,6 +22,9 @@ for s in "$@"; do
     case $s in
     env)
         stage env 60 bash -c 'nvidia-smi; python3 -c "import jax, jaxlib, torch; print(jax.__version__, jaxlib.__version__, jax.devices(), torch.__version__, torch.cuda.is_available())"'
+        ;;
+    loops)  # what an iteration of each kind of device loop costs (docs/gpu.md)
+        stage loops 120 python3 scripts/loop_cost.py
         ;;
     run)
         stage run-bundled-f32 150 $sb run --K 4 -t 0 --repeats 10 --no-save --export-json "$OUT/run-bundled-f32-T0.json"
