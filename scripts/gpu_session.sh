@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Measurements on a lent GPU machine (the workplace's device tool runs this in a copy of the
 # checkout, with the image's own Python, JAX and torch; nothing is installed). Usage:
-#   bash scripts/gpu_session.sh STAGE...   stages: env loops run roofline report-bundled report-pair peer tests
+#   bash scripts/gpu_session.sh STAGE...   stages: env loops verdict run roofline report-bundled report-pair peer tests
 # Every stage has its own time limit, writes its log and files under $OUT, and a failed stage
 # does not stop the next.
 set -uo pipefail
@@ -25,6 +25,10 @@ for s in "$@"; do
         ;;
     loops)  # what an iteration of each kind of device loop costs (docs/gpu.md)
         stage loops 120 python3 scripts/loop_cost.py
+        ;;
+    verdict)  # the T = 1 verdict over all rows (2967239) against the lazy one; needs, made here
+        # beforehand and carried: git show 2967239:specbench/model/sampling.py > .gpu/sampling-2967239.py
+        stage verdict 240 python3 scripts/verdict_ab.py --repeats 8 --before .gpu/sampling-2967239.py
         ;;
     run)
         stage run-bundled-f32 150 $sb run --K 4 -t 0 --repeats 10 --no-save --export-json "$OUT/run-bundled-f32-T0.json"

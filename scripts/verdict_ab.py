@@ -7,9 +7,11 @@ so that the host's drift hits all three alike:
     python scripts/verdict_ab.py --repeats 12
 
 The old verdict is read from git (`git show 2967239:specbench/model/sampling.py`), so this needs
-the repository's history. Everything else (the drafter, the step, the timers) is today's in all
-three, so the difference between the first two is the verdict alone. Prints the median round
-(timing.round_seconds: device loops of 5 rounds, 5 samples a repeat) and AR token of each.
+the repository's history, or that file saved beforehand and named with --before (a GPU machine
+gets the working tree without .git: scripts/gpu_session.sh's verdict stage). Everything else (the
+drafter, the step, the timers) is today's in all three, so the difference between the first two
+is the verdict alone. Prints the median round (timing.round_seconds: device loops of 5 rounds, 5
+samples a repeat) and AR token of each.
 """
 
 from __future__ import annotations
@@ -34,11 +36,14 @@ from specbench.model.sampling import Warp
 BEFORE = "2967239"
 
 
-def old_sampling():
-    """sampling.py as it was at BEFORE, imported as a module of its own."""
-    source = subprocess.run(
-        ["git", "show", f"{BEFORE}:specbench/model/sampling.py"], capture_output=True, text=True, check=True
-    ).stdout
+def old_sampling(saved: str | None = None):
+    """sampling.py as it was at BEFORE (from git, or the copy at `saved`), imported as a module of
+    its own."""
+    show = ["git", "show", f"{BEFORE}:specbench/model/sampling.py"]
+    if saved:
+        source = Path(saved).read_text()
+    else:
+        source = subprocess.run(show, capture_output=True, text=True, check=True).stdout
     path = Path(tempfile.mkdtemp()) / "sampling_before.py"
     path.write_text(source)
     spec = importlib.util.spec_from_file_location("sampling_before", path)
@@ -51,8 +56,9 @@ def old_sampling():
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeats", type=int, default=8)
+    ap.add_argument("--before", help=f"sampling.py of {BEFORE}, saved (default: read from git)")
     args = ap.parse_args()
-    before = old_sampling()
+    before = old_sampling(args.before)
     draft, target = load_pair(None, None, "float32")
     prompt = tokenizer.encode(prompts.all_prompts()[prompts.DEFAULT_PROMPT_ID])
     vocab = draft_vocab.declared(draft.source)  # the bundled draft's 8,192 tokens, as --draft-vocab auto
