@@ -178,7 +178,7 @@ def test_decode_pieces_are_the_fewest_that_divide_n_in_under_the_fusion_threshol
 def test_float32_steps_multiply_in_float32():
     """Every product of a float32 step asks for float32 arithmetic: on a GPU with TF32 matrix
     units XLA's default rounds the operands to 10-bit mantissas, and a verify step and a 1-token
-    step then disagree (measured on an H100: cached logits 1e-2 off, greedy SD != AR)."""
+    step then disagree: cached logits differ and greedy SD != AR (docs/gpu.md)."""
     config = GPT2Config(n_layer=1, n_head=2, n_embd=16, n_ctx=32, n_vocab=37)
     model = random_model(config, seed=3)
     cache = init_cache(config, config.n_ctx)

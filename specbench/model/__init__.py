@@ -10,7 +10,7 @@ import jax
 
 # float32 means float32. On GPUs with TF32 matrix units (Ampere, Hopper), XLA's default multiplies
 # float32 matrices with 10-bit mantissas: the K+1-row verify and the 1-token step then round
-# differently (1e-2 relative on an H100), cached logits stop matching uncached ones, and greedy
+# differently, cached logits stop matching uncached ones, and greedy
 # speculative decoding stops giving autoregressive decoding's tokens. "highest" asks for float32
 # products; it changes nothing for bfloat16 inputs and nothing on the CPU (docs/gpu.md).
 jax.config.update("jax_default_matmul_precision", "highest")
