@@ -89,6 +89,15 @@ def fresh_jax_caches():
 
 
 @pytest.fixture(scope="module")
+def shared():
+    """shared(name, make): make()'s result, made by the first test of the module that asks for
+    name and kept for the others (an exact sampler's draws and its broken control's, drawn by one
+    program)."""
+    made = {}
+    return lambda name, make: made[name] if name in made else made.setdefault(name, make())
+
+
+@pytest.fixture(scope="module")
 def small_pair():
     """A draft and a target over a 12-token vocabulary: small enough to enumerate the target's
     exact distribution for the chi-square tests (exactness.py)."""

@@ -65,25 +65,28 @@ def wrong_bonus_accept_reject(key, draft_tokens, p, q, n_drafted=None):
 
 
 def round_samples(
-    draft_params, target, prompt, warp, K, drafter, verdict=None, n_rounds=2, n_samples=N_SAMPLES
+    draft_params, target, prompt, warp, K, drafter, verdicts=(None,), n_rounds=2, n_samples=N_SAMPLES
 ):
-    """n_samples independent generations of n_rounds rounds each: (tokens [S, L], accepted [S, R],
-    drafted [S, R]), tokens including the prompt."""
+    """For each verdict (None: the drafter's own, verify.verdict_of), n_samples independent
+    generations of n_rounds rounds each: (tokens [S, L], accepted [S, R], drafted [S, R]), tokens
+    including the prompt. One compiled program draws them all (selftest.one_of)."""
     from jax import lax
 
     from specbench.model import decoding
+    from specbench.model.verify import verdict_of
 
     P, max_len = len(prompt), target.config.n_ctx  # the small models' 16: room for 2 rounds of K = 3
     buf = jnp.asarray(np.array(prompt + [0] * (8 - len(prompt)), np.int32))
 
-    def one(key):
+    def one(draft_params, target_params, key, index):
         state = decoding.spec_start(
-            draft_params, target.params, buf, jnp.int32(P), key, drafter, target.config, warp, max_len, K
+            draft_params, target_params, buf, jnp.int32(P), key, drafter, target.config, warp, max_len, K
         )
+        judge = selftest.one_of([v or verdict_of(drafter) for v in verdicts], index)
 
         def body(s, _):
             s, rnd = decoding.spec_round(
-                draft_params, target.params, s, drafter, target.config, warp, K, verdict
+                draft_params, target_params, s, drafter, target.config, warp, K, judge
             )
             return s, (rnd.n_accepted, rnd.n_drafted)
 
@@ -91,7 +94,11 @@ def round_samples(
         return state.tokens, accepted, drafted
 
     keys = jax.random.split(jax.random.PRNGKey(7), n_samples)
-    return tuple(np.asarray(x) for x in jax.jit(jax.vmap(one), compiler_options=MANY_SAMPLES)(keys))
+    draw = jax.jit(jax.vmap(one, in_axes=(None, None, 0, None)), compiler_options=MANY_SAMPLES)
+    return [
+        tuple(np.asarray(x) for x in draw(draft_params, target.params, keys, jnp.int32(i)))
+        for i in range(len(verdicts))
+    ]
 
 
 def role_p_values(target, prompt, warp, tokens, accepted, drafted, K) -> dict[str, float]:

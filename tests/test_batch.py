@@ -1,13 +1,11 @@
 """Batched decoding: every sequence of a batch is exactly what decoding it alone gives."""
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from specbench.measure import timing
+from specbench.measure import selftest, timing
 from specbench.model import batched, drafters, generate
 from specbench.model.generate import autoregressive
 from specbench.model.sampling import Warp, accept_reject
@@ -117,39 +115,52 @@ def test_crossover_interpolates_where_the_speedup_falls_below_one():
 # T > 0: one sequence inside a batch of other prompts follows the target's distribution
 
 
-def batch_samples(draft, target, prompts, warp, K, verdict, n_tokens=3):
-    """N_SAMPLES / 2 independent batches, each with its own B keys; the new tokens of every sequence.
-    (Half the samples of the single-sequence tests: three sequences each, and the sampler itself
-    is tested at full power there.)"""
+def batch_samples(draft, target, prompts, warp, K, verdicts, n_tokens=3):
+    """For each verdict, N_SAMPLES / 2 independent batches, each with its own B keys; the new tokens
+    of every sequence, all drawn by one program (selftest.one_of). (Half the samples of the
+    single-sequence tests: three sequences each, and the sampler itself is tested at full power
+    there.)"""
     drafter = drafters.model_drafter(draft.config)
     bufs, n_prompts = batched.prompt_buffers(prompts, 16)
-    run = functools.partial(
-        batched.spec_generate,
-        draft.params,
-        target.params,
-        bufs,
-        n_prompts,
-        jnp.int32(n_tokens),
-        drafter=drafter,
-        target_config=target.config,
-        warp=warp,
-        max_len=16,
-        K=K,
-        verdict=verdict,
-    )
+
+    def tokens(draft_params, target_params, keys, index):
+        return batched.spec_generate(
+            draft_params,
+            target_params,
+            bufs,
+            n_prompts,
+            jnp.int32(n_tokens),
+            keys,
+            drafter=drafter,
+            target_config=target.config,
+            warp=warp,
+            max_len=16,
+            K=K,
+            verdict=selftest.one_of(verdicts, index),
+        ).tokens
+
     keys = jax.random.split(jax.random.PRNGKey(7), N_SAMPLES // 2 * len(prompts)).reshape(
         N_SAMPLES // 2, len(prompts), -1
     )
-    return np.asarray(jax.jit(jax.vmap(lambda k: run(k).tokens), compiler_options=MANY_SAMPLES)(keys))
+    draw = jax.jit(jax.vmap(tokens, in_axes=(None, None, 0, None)), compiler_options=MANY_SAMPLES)
+    return [np.asarray(draw(draft.params, target.params, keys, jnp.int32(i))) for i in range(len(verdicts))]
+
+
+@pytest.fixture(scope="module")
+def batch_draws(small_pair):
+    """The middle sequence's exact marginals, and its tokens under the exact sampler and the broken
+    control, both drawn by one program."""
+    draft, target = small_pair
+    prompts = [[5, 2], [3, 7, 1], [9, 9, 4, 0, 11]]  # the tested sequence is the middle one
+    warp, verdicts = Warp(1.0), (accept_reject, broken_accept_reject)
+    draws = batch_samples(draft, target, prompts, warp, K=2, verdicts=verdicts)
+    return target_marginals(target, prompts[1], warp, 3), {v: d[:, 1, 3:6] for v, d in zip(verdicts, draws)}
 
 
 @pytest.mark.parametrize("verdict", [accept_reject, broken_accept_reject], ids=["exact", "broken"])
-def test_a_sequence_in_a_batch_follows_the_target_distribution(small_pair, verdict, record_property):
-    draft, target = small_pair
-    prompts = [[5, 2], [3, 7, 1], [9, 9, 4, 0, 11]]  # the tested sequence is the middle one
-    warp = Warp(1.0)
-    exact = target_marginals(target, prompts[1], warp, 3)
-    tokens = batch_samples(draft, target, prompts, warp, K=2, verdict=verdict)[:, 1, 3:6]
+def test_a_sequence_in_a_batch_follows_the_target_distribution(batch_draws, verdict, record_property):
+    exact, draws = batch_draws
+    tokens = draws[verdict]
     p_values = [chi_square_p(tokens[:, i], exact[i]) for i in (1, 2)]
     record_property("p_values", p_values)
     print(f"\n{verdict.__name__} in a batch of 3: chi-square p-values {p_values}")

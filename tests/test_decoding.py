@@ -265,16 +265,27 @@ def test_nothing_recompiles_after_warmup(target, pairs):
 # T > 0: the speculative tokens follow the target's exact distribution
 
 
+def token_draws(shared, small_pair, warp, layout):
+    """(exact marginals of new tokens 0-2, the exact sampler's tokens, the broken control's): K = 2,
+    both samplers drawn by one program."""
+
+    def make():
+        draft, target = small_pair if layout == "hf" else with_kernel(*small_pair)
+        prompt = [3, 7, 1]
+        exact = target_marginals(target, prompt, warp, 3)
+        verdicts = (accept_reject, broken_accept_reject)
+        return exact, *sampled_tokens(draft, target, prompt, warp, K=2, verdicts=verdicts)
+
+    return shared(("tokens", warp, layout), make)
+
+
 @pytest.mark.parametrize(
     "warp, layout",
     [(Warp(1.0), "hf"), (Warp(0.8, top_k=5), "hf"), (Warp(1.2, top_p=0.85), "hf"), (Warp(1.0), "kernel")],
     ids=["T1", "T0.8-topk5", "T1.2-topp0.85", "T1-kernel"],
 )
-def test_speculative_sampling_follows_target_distribution(small_pair, warp, layout, record_property):
-    draft, target = small_pair if layout == "hf" else with_kernel(*small_pair)
-    prompt = [3, 7, 1]
-    exact = target_marginals(target, prompt, warp, 3)
-    tokens = sampled_tokens(draft, target, prompt, warp, K=2, verdict=accept_reject)
+def test_speculative_sampling_follows_target_distribution(shared, small_pair, warp, layout, record_property):
+    exact, tokens, _ = token_draws(shared, small_pair, warp, layout)
     # positions 1 and 2 come from speculative rounds (position 0 is the prefill's draw from q)
     p_values = [chi_square_p(tokens[:, i], exact[i]) for i in (1, 2)]
     record_property("p_values", p_values)
@@ -283,11 +294,8 @@ def test_speculative_sampling_follows_target_distribution(small_pair, warp, layo
 
 
 @pytest.mark.parametrize("layout", ["hf", "kernel"])
-def test_broken_sampler_is_detected(small_pair, layout, record_property):
-    draft, target = small_pair if layout == "hf" else with_kernel(*small_pair)
-    prompt, warp = [3, 7, 1], Warp(1.0)
-    exact = target_marginals(target, prompt, warp, 3)
-    tokens = sampled_tokens(draft, target, prompt, warp, K=2, verdict=broken_accept_reject)
+def test_broken_sampler_is_detected(shared, small_pair, layout, record_property):
+    exact, _, tokens = token_draws(shared, small_pair, Warp(1.0), layout)
     p_values = [chi_square_p(tokens[:, i], exact[i]) for i in (1, 2)]
     record_property("p_values", p_values)
     print(f"\nnegative control: chi-square p-values {p_values}")
@@ -295,24 +303,28 @@ def test_broken_sampler_is_detected(small_pair, layout, record_property):
 
 
 @pytest.fixture(scope="module")
-def full_round_marginals(small_pair):
-    return target_marginals(small_pair[1], [3, 7, 1], Warp(1.0), 6)
+def full_round_draws(small_pair):
+    """K = 3, 6 new tokens: their exact marginals, and the tokens of the exact sampler and of the
+    wrong-bonus control, drawn by one program."""
+    target = small_pair[1]
+    draft = noisy_copy(target, 0.3, 13)
+    prompt, warp, K = [3, 7, 1], Warp(1.0), 3
+    exact = target_marginals(target, prompt, warp, K + 3)
+    verdicts = (accept_reject, wrong_bonus_accept_reject)
+    draws = sampled_tokens(draft, target, prompt, warp, K=K, verdicts=verdicts, n_tokens=K + 3)
+    return exact, dict(zip(verdicts, draws))
 
 
 @pytest.mark.parametrize(
     "verdict", [accept_reject, wrong_bonus_accept_reject], ids=["exact", "wrong-bonus-row"]
 )
-def test_every_position_of_a_round_the_bonus_and_the_next_round(
-    small_pair, full_round_marginals, verdict, record_property
-):
+def test_every_position_of_a_round_the_bonus_and_the_next_round(full_round_draws, verdict, record_property):
     # K = 3, N = 6: new positions 1..3 are the round's drafts (or what replaced a rejected one), 4 is
     # its bonus or resampled token, 5 the first token of the next round; an agreeing draft makes the
     # bonus frequent, so a bonus drawn from the wrong row of q shows at position 4 and only there
-    target = small_pair[1]
-    draft = noisy_copy(target, 0.3, 13)
-    prompt, warp, K = [3, 7, 1], Warp(1.0), 3
-    exact = full_round_marginals  # of the same prompt, warp and K + 3 positions
-    tokens = sampled_tokens(draft, target, prompt, warp, K=K, verdict=verdict, n_tokens=K + 3)
+    K = 3
+    exact, draws = full_round_draws
+    tokens = draws[verdict]
     p_values = [chi_square_p(tokens[:, i], exact[i]) for i in range(1, K + 3)]
     record_property("p_values", p_values)
     print(f"\n{verdict.__name__}, K=3, positions 1-5: chi-square p-values {p_values}")

@@ -121,26 +121,32 @@ def small_target():
     return random_model(SMALL_T, 12, "small-target", scale=30)
 
 
-def lookup_sampled(target, warp, verdict):
-    # the prompt repeats itself, so the lookup drafter has something to propose
-    return sampled_tokens(
-        None, target, [3, 7, 3, 7, 3], warp, K=2, verdict=verdict, drafter=drafters.lookup_drafter(2)
-    )
+def lookup_draws(shared, target, warp):
+    """(exact marginals, the exact sampler's tokens, the broken control's) of the lookup drafter,
+    both samplers drawn by one program. The prompt repeats itself, so lookup has something to
+    propose."""
+
+    def make():
+        prompt, verdicts = [3, 7, 3, 7, 3], (accept_reject, broken_accept_reject)
+        tokens = sampled_tokens(
+            None, target, prompt, warp, K=2, verdicts=verdicts, drafter=drafters.lookup_drafter(2)
+        )
+        return target_marginals(target, prompt, warp, 3), *tokens
+
+    return shared(("lookup", warp), make)
 
 
 @pytest.mark.parametrize("warp", [Warp(1.0), Warp(0.8, top_k=5)], ids=["T1", "T0.8-topk5"])
-def test_lookup_sampling_follows_target_distribution(small_target, warp, record_property):
-    exact = target_marginals(small_target, [3, 7, 3, 7, 3], warp, 3)
-    tokens = lookup_sampled(small_target, warp, accept_reject)
+def test_lookup_sampling_follows_target_distribution(shared, small_target, warp, record_property):
+    exact, tokens, _ = lookup_draws(shared, small_target, warp)
     p_values = [chi_square_p(tokens[:, i], exact[i]) for i in (1, 2)]
     record_property("p_values", p_values)
     print(f"\nlookup {warp}: chi-square p-values {p_values}")
     assert min(p_values) > P_THRESHOLD
 
 
-def test_lookup_broken_sampler_is_detected(small_target, record_property):
-    exact = target_marginals(small_target, [3, 7, 3, 7, 3], Warp(1.0), 3)
-    tokens = lookup_sampled(small_target, Warp(1.0), broken_accept_reject)
+def test_lookup_broken_sampler_is_detected(shared, small_target, record_property):
+    exact, _, tokens = lookup_draws(shared, small_target, Warp(1.0))
     p_values = [chi_square_p(tokens[:, i], exact[i]) for i in (1, 2)]
     record_property("p_values", p_values)
     print(f"\nlookup negative control: chi-square p-values {p_values}")
@@ -156,26 +162,32 @@ NOISY_DRAFTERS = {
 }
 
 
-def noisy_draft_p_values(small_target, case, verdict):
-    """Chi-square p-values of new tokens 2 and 3 drafted by NOISY_DRAFTERS[case]."""
-    exact = target_marginals(small_target, [3, 7, 1], Warp(1.0), 3)
-    draft = noisy_copy(small_target, 0.3, 1)
-    drafter = NOISY_DRAFTERS[case]
-    tokens = sampled_tokens(draft, small_target, [3, 7, 1], Warp(1.0), K=3, verdict=verdict, drafter=drafter)
-    return [chi_square_p(tokens[:, i], exact[i]) for i in (1, 2)]
+def noisy_draft_p_values(shared, small_target, case):
+    """Chi-square p-values of new tokens 2 and 3 drafted by NOISY_DRAFTERS[case]: (the exact
+    sampler's, the broken control's), both drawn by one program."""
+
+    def make():
+        exact = target_marginals(small_target, [3, 7, 1], Warp(1.0), 3)
+        draft, verdicts = noisy_copy(small_target, 0.3, 1), (accept_reject, broken_accept_reject)
+        draws = sampled_tokens(
+            draft, small_target, [3, 7, 1], Warp(1.0), K=3, verdicts=verdicts, drafter=NOISY_DRAFTERS[case]
+        )
+        return [[chi_square_p(tokens[:, i], exact[i]) for i in (1, 2)] for tokens in draws]
+
+    return shared(("noisy", case), make)
 
 
 @pytest.mark.parametrize("case", NOISY_DRAFTERS)
-def test_noisy_drafters_sampling_follows_target_distribution(small_target, case, record_property):
-    p_values = noisy_draft_p_values(small_target, case, accept_reject)
+def test_noisy_drafters_sampling_follows_target_distribution(shared, small_target, case, record_property):
+    p_values, _ = noisy_draft_p_values(shared, small_target, case)
     record_property("p_values", p_values)
     print(f"\n{case}: chi-square p-values {p_values}")
     assert min(p_values) > P_THRESHOLD
 
 
 @pytest.mark.parametrize("case", NOISY_DRAFTERS)
-def test_noisy_drafters_broken_sampler_is_detected(small_target, case, record_property):
-    p_values = noisy_draft_p_values(small_target, case, broken_accept_reject)
+def test_noisy_drafters_broken_sampler_is_detected(shared, small_target, case, record_property):
+    _, p_values = noisy_draft_p_values(shared, small_target, case)
     record_property("p_values", p_values)
     print(f"\n{case} negative control: chi-square p-values {p_values}")
     assert max(p_values) < P_THRESHOLD

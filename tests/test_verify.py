@@ -186,13 +186,27 @@ CASES = {  # name: (drafter settings, verdict, exact?)
 }
 
 
-@pytest.mark.parametrize("case", list(CASES))
-def test_every_role_of_a_round_follows_the_target(role_pair, case, record_property):
+def role_draws(shared, role_pair, settings):
+    """(tokens, accepted, drafted) of the drafter with these settings, for each case of CASES that
+    has them: the exact verdict first, then its broken controls, all drawn by one program."""
     draft, target = role_pair
-    settings, verdict, exact = CASES[case]
-    drafter = drafters.Drafter("model", draft.config, **settings)
+    cases = [name for name, (s, _, _) in CASES.items() if s == settings]
+
+    def make():
+        drafter = drafters.Drafter("model", draft.config, **settings)
+        verdicts = [CASES[name][1] for name in cases]
+        draws = round_samples(draft.params, target, [3, 7, 1], Warp(1.0), 3, drafter, verdicts)
+        return dict(zip(cases, draws))
+
+    return shared(("roles", *sorted(settings.items())), make)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_every_role_of_a_round_follows_the_target(shared, role_pair, case, record_property):
+    draft, target = role_pair
+    settings, _, exact = CASES[case]
     warp, K, prompt = Warp(1.0), 3, [3, 7, 1]
-    tokens, accepted, drafted = round_samples(draft.params, target, prompt, warp, K, drafter, verdict)
+    tokens, accepted, drafted = role_draws(shared, role_pair, settings)[case]
     p_values = role_p_values(target, prompt, warp, tokens, accepted, drafted, K)
     record_property("p_values", p_values)
     print(f"\n{case}: " + ", ".join(f"{role} {p:.2g}" for role, p in sorted(p_values.items())))
@@ -203,11 +217,9 @@ def test_every_role_of_a_round_follows_the_target(role_pair, case, record_proper
         assert min(p_values.values()) < P_THRESHOLD
 
 
-def test_block_verification_accepts_more_per_round_than_token_by_token(role_pair):
-    draft, target = role_pair
-    mean = {}
-    for verify in ("token", "block"):
-        drafter = drafters.Drafter("model", draft.config, verify=verify)
-        _, accepted, _ = round_samples(draft.params, target, [3, 7, 1], Warp(1.0), 3, drafter, n_samples=5000)
-        mean[verify] = accepted.mean()
+def test_block_verification_accepts_more_per_round_than_token_by_token(shared, role_pair):
+    # the exact samplers' draws of the tests above
+    mean = {
+        name: role_draws(shared, role_pair, CASES[name][0])[name][1].mean() for name in ("token", "block")
+    }
     assert mean["block"] > mean["token"]

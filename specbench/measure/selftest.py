@@ -11,11 +11,10 @@ nothing.
 
 from __future__ import annotations
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
 from specbench.model import decoding, drafters
 from specbench.model.gpt2 import GPT2Config, gpt2, init_params
@@ -71,39 +70,53 @@ def chi_square_p(samples, expected_probs) -> float:
     return float(jax.scipy.special.gammaincc((len(observed) - 1) / 2, statistic / 2))
 
 
+def one_of(verdicts, index):
+    """verdicts[index], chosen by a traced index (lax.switch): one compiled program runs a sampler
+    and its broken control, where a verdict given as a static argument would compile one each."""
+    return lambda *args: lax.switch(index, [lambda v=v: v(*args) for v in verdicts])
+
+
 def sampled_tokens(
     draft,
     target,
     prompt,
     warp,
     K,
-    verdict,
+    verdicts,
     n_tokens=3,
     drafter=None,
     n_samples=N_SAMPLES,
     compiler_options=None,
-):
-    """n_samples independent speculative generations of n_tokens, each on its own key:
-    [n_samples, n_tokens]. compiler_options: XLA's, for the one program that draws them all."""
+) -> list[np.ndarray]:
+    """For each verdict, n_samples independent speculative generations of n_tokens, each on its own
+    key: [n_samples, n_tokens]. One compiled program draws them all (one_of).
+    compiler_options: XLA's, for that program."""
     drafter = drafter or drafters.model_drafter(draft.config)
     buf = jnp.asarray(np.array(prompt + [0] * (8 - len(prompt)), np.int32))
-    run = functools.partial(
-        decoding.spec_generate,
-        decoding.draft_params_for(drafter, draft, target),
-        target.params,
-        buf,
-        jnp.int32(len(prompt)),
-        jnp.int32(n_tokens),
-        drafter=drafter,
-        target_config=target.config,
-        warp=warp,
-        max_len=16,
-        K=K,
-        verdict=verdict,
-    )
+
+    def tokens(draft_params, target_params, key, index):
+        return decoding.spec_generate(
+            draft_params,
+            target_params,
+            buf,
+            jnp.int32(len(prompt)),
+            jnp.int32(n_tokens),
+            key,
+            drafter=drafter,
+            target_config=target.config,
+            warp=warp,
+            max_len=16,
+            K=K,
+            verdict=one_of(verdicts, index),
+        ).tokens
+
+    draw = jax.jit(jax.vmap(tokens, in_axes=(None, None, 0, None)), compiler_options=compiler_options)
     keys = jax.random.split(jax.random.PRNGKey(2024), n_samples)
-    tokens = jax.jit(jax.vmap(lambda k: run(k).tokens), compiler_options=compiler_options)(keys)
-    return np.asarray(tokens)[:, len(prompt) : len(prompt) + n_tokens]
+    params = decoding.draft_params_for(drafter, draft, target), target.params
+    return [
+        np.asarray(draw(*params, keys, jnp.int32(i)))[:, len(prompt) : len(prompt) + n_tokens]
+        for i in range(len(verdicts))
+    ]
 
 
 def small_model(config: GPT2Config, seed: int, name: str, scale: float = 30.0) -> Model:
@@ -128,13 +141,17 @@ def run(n_samples: int = N_SAMPLES, K: int = 3, n_positions: int = 2) -> dict:
     draft, target = small_model(SMALL_D, 11, "small-draft"), small_model(SMALL_T, 12, "small-target")
     prompt, warp = [1, 2], Warp(1.0)
     exact = target_marginals(target, prompt, warp, n_positions)
-    p_of = lambda verdict: min(
-        chi_square_p(tokens, exact[i])
-        for i, tokens in enumerate(
-            sampled_tokens(draft, target, prompt, warp, K, verdict, n_positions, n_samples=n_samples).T
-        )
+    draws = sampled_tokens(
+        draft,
+        target,
+        prompt,
+        warp,
+        K,
+        (accept_reject, broken_accept_reject),
+        n_positions,
+        n_samples=n_samples,
     )
-    p_exact, p_broken = p_of(accept_reject), p_of(broken_accept_reject)
+    p_exact, p_broken = (min(chi_square_p(t, exact[i]) for i, t in enumerate(d.T)) for d in draws)
     return {
         "n_samples": n_samples,
         "K": K,

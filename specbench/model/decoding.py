@@ -43,7 +43,7 @@ from specbench.model import draft_vocab, drafters
 from specbench.model.drafters import Drafter
 from specbench.model.gpt2 import GPT2Config, init_cache, step
 from specbench.model.sampling import TargetRows, Warp, argmax, draw, greedy_verdict
-from specbench.model.verify import VERDICTS, multi_draft_verdict
+from specbench.model.verify import verdict_of
 from specbench.model.weights import Model
 
 # ---------------------------------------------------------------------------------------------
@@ -219,8 +219,8 @@ def spec_round(
 ) -> tuple[SpecState, Round]:
     """One speculative round (module docstring, steps 1-4).
 
-    `verdict` is the drafter's verify rule by default (verify.VERDICTS; with k drafts,
-    verify.multi_draft_verdict); the tests swap in broken ones to show they can fail.
+    `verdict` is the drafter's verify rule by default (verify.verdict_of); the tests swap in
+    broken ones to show they can fail.
     """
     key, k_draft, k_verdict = jax.random.split(state.key, 3)
     n, tokens = state.n, state.tokens
@@ -242,7 +242,7 @@ def spec_round(
         if warp.temperature == 0:
             n_accepted, emitted = greedy_verdict(drafts, argmax(logits), n_drafted)
         else:
-            judge = verdict or VERDICTS[drafter.verify]  # warps the rows it reads (TargetRows)
+            judge = verdict or verdict_of(drafter)  # warps the rows it reads (TargetRows)
             n_accepted, emitted = judge(k_verdict, drafts, p, TargetRows(logits, warp), n_drafted)
 
     # 4. commit a + 1 tokens (the rest of the cache write is overwritten later)
@@ -283,7 +283,7 @@ def _k_drafts_round(
         n_accepted, emitted = greedy_verdict(drafts[0], argmax(logits[0]), n_drafted[0])
         branch = jnp.int32(0)
     else:
-        judge = verdict or multi_draft_verdict  # warps the rows it visits (TargetRows)
+        judge = verdict or verdict_of(drafter)  # warps the rows it visits (TargetRows)
         n_accepted, emitted, branch = judge(k_verdict, drafts, p, TargetRows(logits, warp), n_drafted)
     chosen = lambda tree: jax.tree_util.tree_map(lambda x: x[branch], tree)
     return chosen(dstates), chosen(target_caches), drafts[branch], n_accepted, emitted, n_drafted[branch]

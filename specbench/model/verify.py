@@ -147,3 +147,8 @@ def multi_draft_verdict(key, draft_tokens, p, q, n_drafted, update_residual: boo
 
 
 VERDICTS = {"token": accept_reject, "block": block_verdict}
+
+
+def verdict_of(drafter):
+    """The drafter's verify rule: multi_draft_verdict with k drafts, else VERDICTS[drafter.verify]."""
+    return multi_draft_verdict if drafter.drafts > 1 else VERDICTS[drafter.verify]
