@@ -79,20 +79,31 @@ def memory_bytes() -> int | None:
         return None
 
 
-@functools.lru_cache(maxsize=1)
-def git_commit() -> str:
-    """The checkout's commit, or '' outside one."""
+PROJECT_ROOT = Path(__file__).resolve().parents[2]  # the folder that holds specbench/
+
+
+def git(args: list[str], cwd: Path) -> str | None:
+    """git's output in `cwd`, stripped, or None where git fails or is missing."""
     try:
-        out = subprocess.run(
-            ["git", "rev-parse", "--short=12", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            cwd=Path(__file__).resolve().parent,
-        )
-        return out.stdout.strip() if out.returncode == 0 else ""
+        out = subprocess.run(["git", *args], capture_output=True, text=True, timeout=5, cwd=cwd)
     except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+@functools.lru_cache(maxsize=4)
+def git_commit(root: Path = PROJECT_ROOT) -> str:
+    """The commit of the code that runs: specbench's own checkout's HEAD, with '-dirty' when the
+    package folder has uncommitted changes; '' where `root` is not the top of a git checkout (an
+    installed copy, or a copy inside some other repository, whose commit says nothing of this code)."""
+    top = git(["rev-parse", "--show-toplevel"], root)
+    if top is None or Path(top).resolve() != root.resolve():
         return ""
+    head = git(["rev-parse", "--short=12", "HEAD"], root)
+    if not head:
+        return ""
+    changed = git(["status", "--porcelain", "--", "specbench"], root)
+    return head + ("-dirty" if changed else "")
 
 
 def context() -> dict:
