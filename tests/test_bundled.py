@@ -12,6 +12,7 @@ from specbench import prompts
 from specbench.model import draft_vocab, drafters, generate, hf_layout, tokenizer, weights
 from specbench.model.generate import speculative
 from specbench.model.gpt2 import gpt2
+from specbench.results import repetition
 
 BUNDLED = Path(__file__).resolve().parent.parent / "gpt2_weights"
 
@@ -52,6 +53,11 @@ def test_greedy_speculative_equals_autoregressive_on_every_built_in_prompt(pair)
     for pid, a, s in zip(prompts.all_prompts(), ar, sd):
         np.testing.assert_array_equal(s, a, err_msg=pid)
     assert st.alpha > 0.3  # a trained pair agrees far more often than chance
+    # the default prompt's greedy text loops (", and the door" again and again), and the suite
+    # holds varied text too: why the headline must cover the suite, not that prompt alone
+    texts = dict(zip(prompts.all_prompts(), np.asarray(ar).tolist()))
+    assert repetition.tail_cycle(texts[prompts.DEFAULT_PROMPT_ID]) == (4, 0)
+    assert min(repetition.repeated_share(t) for t in texts.values()) < repetition.HIGH
     # and one prompt alone, through the single-sequence programs
     one, _ = speculative(draft, target, ids[0], 24, 4)
     np.testing.assert_array_equal(one, ar[0])

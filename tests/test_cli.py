@@ -422,7 +422,6 @@ def _cli_subprocess(*args, **kw):
 def test_ctrl_c_during_the_first_row_exits_130(env, tmp_path):
     import signal
     import subprocess
-    import time
 
     out = tmp_path / "s.json"
     proc = _cli_subprocess(
@@ -439,7 +438,12 @@ def test_ctrl_c_during_the_first_row_exits_130(env, tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
-    time.sleep(5)  # importing JAX, loading, compiling the first row
+    # the sweep's first line comes just before the first row compiles: a signal then arrives
+    # during that row on any host, fast or slow (a fixed sleep let a fast host finish first)
+    line = proc.stdout.readline()
+    while line and not line.startswith("sweep:"):
+        line = proc.stdout.readline()
+    assert line, "the sweep ended before it began measuring"
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr
@@ -539,8 +543,10 @@ def test_run_batch_decodes_the_built_in_prompts_together(env, tmp_path):
     assert result.exit_code == 0, result.output
     assert "batch of 3" in result.output and "idle slots" in result.output and "all 3 pairs" in result.output
     row = json.loads(out.read_text())[0]
-    assert row["batch"] == 3 and row["prompt_id"] == "all"
+    assert row["batch"] == 3 and row["prompt_id"] == "all" and row["batch_prompts"] == 3
     assert row["batch_prompt_ids"] == ["narrative-1", "dialogue-1", "fairy-1"]  # categories mixed
+    per_seq = row["accepted_hist_per_seq"]  # each request's own histogram, summing to the batch's
+    assert len(per_seq) == 3 and [sum(h) for h in zip(*per_seq)] == row["accepted_hist"]
     assert len(row["sd_token_ids"]) == 3 and all(len(ids) == 8 for ids in row["sd_token_ids"])
     assert row["identical"] is True and len(row["prompt"]) == 3 and len(row["sd_text"]) == 3
     assert row["sd_tokens_per_s"] == pytest.approx(3 * 8 / row["sd_mean_s"])
@@ -566,17 +572,17 @@ def test_run_batch_decodes_the_built_in_prompts_together(env, tmp_path):
     )
     row = json.loads(out.read_text())[0]
     assert row["batch_prompt_ids"] == ["fairy-1"] * 3 and row["sd_token_ids"][0] == row["sd_token_ids"][2]
+    assert row["batch_prompts"] == 1
 
 
 def test_sweep_over_batch_sizes_reports_the_crossover_and_plots_it(env, tmp_path):
     out = tmp_path / "b.json"
-    result = invoke(
-        "sweep", *env, "--batch", "1,2", "--K", 2, "--repeats", 1, "-n", 6, "--prompts", "all", "-o", out
-    )
+    result = invoke("sweep", *env, "--batch", "1,2", "--K", 2, "--repeats", 1, "-n", 6, "-o", out)
     assert result.exit_code == 0, result.output
-    rows = json.loads(out.read_text())
+    rows = json.loads(out.read_text())  # distinct prompts by default: the built-in suite, cycled
     assert [r["batch"] for r in rows] == [1, 2] and all(r["prompt_id"] == "all" for r in rows)
-    assert rows[1]["batch_prompt_ids"] == ["narrative-1", "dialogue-1"]
+    assert rows[1]["batch_prompt_ids"] == ["narrative-1", "dialogue-1"] and rows[1]["batch_prompts"] == 2
+    assert 0 <= rows[1]["idle_fraction"] < 1 and 0 <= rows[1]["repetition"] <= 1
     assert (
         "the measured speedup" in result.output and "the refined theory from the step times" in result.output
     )

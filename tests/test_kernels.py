@@ -106,9 +106,10 @@ def test_where_the_kernel_cannot_run_auto_falls_back_and_cpu_says_why(monkeypatc
     assert "XLA's matrix products, not specbench's CPU kernel (its library was not built" in result.output
 
 
-def test_bfloat16_weights_use_xla_and_a_missing_library_is_named():
+def test_bfloat16_weights_use_xla_and_a_missing_library_is_named(monkeypatch):
     params16 = jax.tree_util.tree_map(lambda a: a.astype(jnp.bfloat16), random_model(TINY, 1).params)
     assert kernels.wanted(params16, "auto") is False
+    monkeypatch.setattr(kernels, "unavailable", lambda: None)  # the dtype's reason, built or not
     with pytest.raises(SpecbenchError, match="float32"):
         kernels.wanted(params16, "cpu")
     with pytest.MonkeyPatch.context() as m:  # the loader itself (not its cached answer), no library beside it

@@ -3,7 +3,9 @@ weights as specbench: the same tokens at T = 0, the target's distribution at T >
 that carry what specbench's rows carry."""
 
 import json
+import signal
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -181,10 +183,15 @@ def test_transformers_without_the_extra_is_one_line_naming_it(env, monkeypatch):
 # transformers, where the peers extra is installed (CI installs it)
 
 
-def test_transformers_peer_gives_specbench_tokens_at_T0(env, model_dirs):
+def test_transformers_peer_gives_specbench_tokens_at_T0(env, model_dirs, monkeypatch):
     pytest.importorskip("transformers")
     pytest.importorskip("torch")
+    import tempfile
+
     from specbench.model import weights
+
+    scratch, mkdtemp = [], tempfile.mkdtemp  # the folders of weights saved for the worker...
+    monkeypatch.setattr(peers.tempfile, "mkdtemp", lambda **kw: scratch.append(mkdtemp(**kw)) or scratch[-1])
 
     target = weights.load_model(str(model_dirs / "t"))
     draft = weights.load_model(str(model_dirs / "d"))
@@ -192,6 +199,7 @@ def test_transformers_peer_gives_specbench_tokens_at_T0(env, model_dirs):
     for drafter, net in ((drafters.model_drafter(draft.config), draft), (None, None)):
         drafter = drafter or drafters.layerskip_drafter(target.config, 1)
         (hf,) = peers.make_peers(["transformers"], drafter, net, target, 1, on_gpu=False)
+        assert scratch and not any(Path(s).exists() for s in scratch)  # ...gone once it has loaded them
         for prompt, K in (([464, 3290, 318], 2), ([15496, 11, 995, 0, 314, 716], 4)):
             ar, _ = generate.autoregressive(target, prompt, 16, Warp(), 0)
             assert hf.autoregressive(prompt, 16, Warp(), 0)[0] == ar.tolist()
@@ -240,3 +248,40 @@ def test_a_peer_that_fails_in_its_worker_is_one_error_naming_it(pair):
     with pytest.raises(peers.PeerError, match="numpy could not start") as e:
         peers.PeerProcess("numpy", {"draft": None})  # a spec its worker cannot build a peer from
     assert e.value.setting == "peer"
+
+
+def test_a_worker_that_died_between_calls_is_an_error_and_starting_one_keeps_the_signals_blocked(pair):
+    # a dead worker's pipe breaks on the next call: that is the peer's failure, never a closed stdout
+    # (which ends specbench quietly with exit 0); and multiprocessing's resource tracker, which
+    # unblocks SIGINT and SIGTERM as it starts, must leave __main__'s mask as it was
+    draft, target = pair
+    drafter = drafters.model_drafter(draft.config)
+    blocked = {signal.SIGINT, signal.SIGTERM}
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, blocked)
+    try:
+        (worker,) = peers.make_peers(["numpy"], drafter, draft, target, 1, False)
+        assert blocked <= signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+    try:
+        worker.autoregressive([5, 17], 4, Warp(), 0)
+        worker._process.kill()
+        worker._process.join()
+        with pytest.raises(peers.PeerError, match="numpy failed: its worker process ended") as e:
+            worker.autoregressive([5, 17], 4, Warp(), 0)
+        assert e.value.setting == "peer"
+    finally:
+        worker.close()
+
+
+def test_a_dry_run_checks_its_peers_and_starts_none(env, monkeypatch):
+    def refuse(*a, **k):
+        raise AssertionError("a dry run started a peer's worker")
+
+    monkeypatch.setattr(peers, "PeerProcess", refuse)
+    for command in (["run", "-n", 4], ["sweep", "-n", 4, "--K", "1,2"]):
+        result = invoke(*command, *env, "--peer", "numpy", "--dry-run")
+        assert result.exit_code == 0, result.output
+    assert_one_line_error(
+        invoke("run", *env, "--peer", "numpy", "--batch", 2, "--dry-run"), "--peer", "--batch 1"
+    )

@@ -50,7 +50,49 @@ def test_the_report_writes_its_page_rows_and_plots(quick_report):
     assert "http://" not in html and "https://" not in html.replace("https://arxiv", "")  # nothing fetched
     state = json.loads((quick_report / report.STATE_FILE).read_text())
     assert state["sections"]["exactness"]["selftest"]["passed"] is True
-    assert len(state["sections"]["roofline"]["rows"]) == 2 * (report.K_DEFAULT + 1)
+    roofline = state["sections"]["roofline"]["rows"]
+    assert len(roofline) == 2 * (report.K_DEFAULT + 1) and all(r["dtype"] == "float32" for r in roofline)
+    # the headline covers the prompt suite, by category, with each prompt's repetition and histogram
+    assert 'id="headline"' in html and "Over 2 prompts (K = 4, T = 0)" in html
+    assert "By category (Spec-Bench" in html and "Accepted drafts per round" in html
+    # the batch section: distinct prompts, and one prompt repeated as the upper bound
+    batches = {(r["batch"], r.get("batch_prompts")) for r in rows if r["report_job"].endswith("-b2")}
+    assert batches == {(2, 2), (2, 1)}
+    assert "With distinct prompts" in html and "With one prompt repeated" in html
+
+
+def test_a_finished_report_without_its_page_gets_its_page_back_unmeasured(
+    quick_report, tmp_path, model_dirs, monkeypatch
+):
+    copy = tmp_path / "r"
+    shutil.copytree(quick_report, copy)
+    (copy / "index.html").unlink()
+    rows = (copy / "rows.json").read_bytes()
+    monkeypatch.setattr(report.Battery, "repeats", property(lambda self: 1))
+    monkeypatch.setattr(report.Battery, "batches", property(lambda self: [1, 2]))
+    monkeypatch.setattr(report.Battery, "Ks", property(lambda self: [2, 4]))
+    monkeypatch.setattr(report.Battery, "categories", property(lambda self: ["seed-turing", "refrain-1"]))
+    monkeypatch.setattr(bench, "run_benchmark", lambda *a: pytest.fail("a finished report was measured"))
+    pair = ("--draft", model_dirs / "d", "--target", model_dirs / "t")
+    result = invoke("report", "--quick", "-o", copy, *pair, "--resume")
+    assert result.exit_code == 0, result.output
+    assert "has no index.html: the page is made again" in " ".join(result.output.split())
+    assert (copy / "index.html").is_file() and (copy / "rows.json").read_bytes() == rows
+    # a plot that cannot be saved (a full disk) is one line naming it, and what is kept
+    (copy / "index.html").unlink()
+    from specbench.results import plot
+
+    def full(*a, **k):
+        raise OSError(28, "No space left on device", str(copy / "K-speedup.png"))
+
+    monkeypatch.setattr(plot, "_save", full)
+    result = invoke("report", "--quick", "-o", copy, *pair, "--resume")
+    last = result.output.strip().splitlines()[-1]
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert (
+        last.startswith("error: ") and "K-speedup.png could not be written (No space left on device)" in last
+    )
+    assert f"13 rows kept in {copy}; run again with --resume -o {copy}" in last
 
 
 def test_resume_measures_only_what_is_missing(quick_report, tmp_path, model_dirs, monkeypatch):
@@ -113,15 +155,30 @@ def test_readings_say_what_the_numbers_show():
     assert "paid at every K from 1 to 8" in text and "K = 4" in text and "as the parts predicted" in text
     text = readings.K_sweep([row(1, 0.9), row(4, 1.1)])
     assert "paid at 1 of the 2 K tried, from 1 to 4" in text
-    rows = [
-        {"batch": 1, "speedup": 1.8, "sd_tokens_per_s": 100.0},
-        {"batch": 8, "speedup": 0.5, "sd_tokens_per_s": 300.0},
-    ]
-    assert "crosses 1 near B ≈" in readings.batch(rows)
-    cats = [{"speedup": s, "prompt_id": f"p{i}", "alpha": 0.9} for i, s in enumerate([1.5, 0.9, 1.2])]
-    assert readings.categories(cats).startswith(
-        "Speculation paid on 2 of the 3 prompt categories. The most on p0"
+    batch = lambda B, s, tps, n, idle: {
+        **{"K": 4, "batch": B, "speedup": s, "sd_tokens_per_s": tps, "batch_prompts": n},
+        **{"idle_fraction": idle, "refined_speedup": s, "ar_tokens_per_s": tps / s},
+    }
+    rows = [batch(1, 1.8, 100.0, 1, 0.0), batch(8, 0.5, 300.0, 8, 0.3)]
+    assert "crosses 1 near B ≈" in readings.batch(rows) and "30% of the largest batch's" in readings.batch(
+        rows
     )
+    both = [*rows, batch(8, 1.2, 500.0, 1, 0.0)]
+    text = readings.batch(both)
+    assert "With distinct prompts" in text and "With one prompt repeated" in text
+    assert "idle slots decide the crossover" in text
+    cat = lambda pid, s, rep: {"speedup": s, "prompt_id": pid, "alpha": 0.9, "repetition": rep, "K": 4}
+    cats = [cat("narrative-1", 1.5, 0.9), cat("narrative-2", 0.7, 0.0), cat("fairy-1", 1.2, 0.1)]
+    text = readings.categories([{**c, "temperature": 0} for c in cats])
+    assert text.startswith("Speculation paid on 2 of the 3 prompts. The most on narrative-1")
+    assert "On narrative-1 the text SD wrote repeats itself" in text
+    headline = readings.suite([{**c, "temperature": 0} for c in cats])
+    assert (
+        headline.startswith("Over 3 prompts (K = 4, T = 0)") and "on average, from 0.70× to 1.50×" in headline
+    )
+    assert "by category from 1.10× (narrative) to 1.20× (fairy-tale)" in headline
+    table = readings.category_table(cats)
+    assert table["rows"][-1][:5] == ["all", "3", "1.13×", "0.70×", "1.50×"]
 
 
 def chromium() -> str | None:

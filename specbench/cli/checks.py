@@ -82,7 +82,7 @@ def random_model(name: str, dtype: str, kernels: str = "auto"):
     try:
         spec = weights.resolve(name)
     except WeightsError as e:
-        raise BadInput("--model", str(e)) from None
+        raise bad_input(e, "--model") from None
     if not isinstance(spec, weights.ModelSpec):
         raise BadInput("--random-init", "needs registry names (a directory has weights already)")
     jdtype = jnp.bfloat16 if dtype == "bfloat16" else jnp.float32
@@ -220,14 +220,15 @@ def draft_vocabulary(f: dict, network) -> int | None:
     return n
 
 
-def load_peers(names: list[str], drafter, draft, target, batch: int) -> tuple:
-    """The --peer implementations, loaded and checked for these settings (peers.make_peers)."""
+def load_peers(names: list[str], drafter, draft, target, batch: int, start: bool = True) -> tuple:
+    """The --peer implementations, checked for these settings and (unless a dry run: start=False)
+    started (peers.make_peers)."""
     if not names:
         return ()
     from specbench.measure import device, peers
 
     try:
-        return peers.make_peers(names, drafter, draft, target, batch, device.on_gpu())
+        return peers.make_peers(names, drafter, draft, target, batch, device.on_gpu(), start)
     except peers.PeerError as e:
         raise BadInput("--peer", str(e)) from None
 

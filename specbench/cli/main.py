@@ -18,7 +18,7 @@ from specbench.cli import options as opt
 from specbench.cli.console import BadInput, SpecbenchGroup, bad_input, given, interrupt_note, make_console
 from specbench.cli.paths import check_new_file
 from specbench.cli.progress import progress as progress_bar
-from specbench.errors import ExportError
+from specbench.errors import ExportError, SpecbenchError
 from specbench.results import export, theory
 
 K_SEARCH = 64  # theory --alpha looks for the optimal K in 1..K_SEARCH
@@ -57,13 +57,24 @@ def run(**flags):
         )
     rows = p.job.rows(res, p.dtype)  # specbench's, then each peer's
     # files first: a reader that stops reading (`| head -1`) must not cost the results
-    export.write_all(rows, {fmt: path for fmt, path in p.exports.items() if path != "-"})
-    if p.save_path:
-        export.write(rows, str(p.save_path), "json")
+    files = [(fmt, path) for fmt, path in p.exports.items() if path and path != "-"]
+    files += [("json", str(p.save_path))] if p.save_path else []
+    failed = None
+    for fmt, path in files:
+        try:
+            export.write(rows, path, fmt)
+        except export.WriteError as e:  # the result is still printed below, and the error said last
+            failed = failed or e
     render.run_report(rows[0], res, console)
     if len(rows) > 1:
         render.peers_report(rows, console)
     export.write_all(rows, {fmt: path for fmt, path in p.exports.items() if path == "-"})
+    if failed:
+        written = [path for _, path in files if Path(path).is_file() and path != failed.path]
+        raise SpecbenchError(
+            f"{failed}; the result is printed above"
+            + (f", and {', '.join(written)} written" if written else ", and no file holds it")
+        )
     if p.save_path:
         console.print(f"[dim]saved {p.save_path}[/dim]")
 
@@ -101,7 +112,10 @@ def sweep(**flags):
         with progress_bar("sweep", len(p.todo), unit="configuration") as bar:
             for i, (job, label) in enumerate(zip(p.todo, p.labels)):
                 bar.update(i, what=label)
-                measure_into(job, rows, {"json": p.output, **files}, flags["dtype"], key=sweep_key)
+                try:
+                    measure_into(job, rows, {"json": p.output, **files}, flags["dtype"], key=sweep_key)
+                except export.WriteError as e:
+                    raise SpecbenchError(f"{e}; {note.message.removeprefix('interrupted: ')}") from None
                 note.message = "interrupted: " + kept()
                 bar.update(i + 1)
     except KeyboardInterrupt:  # in-process callers (tests); the console script exits from __main__'s watcher
@@ -280,13 +294,15 @@ def report(**flags):
     """The whole picture on this machine: a standard battery (roofline, prompt categories, K,
     temperature, drafters, batch size, exactness) measured with one pair, as a web page with its
     rows. Every row is saved as it finishes; Ctrl-C keeps them, and --resume completes the report."""
-    try:  # the page and its plots, checked before any measuring
-        import jinja2  # noqa: F401
-        import matplotlib  # noqa: F401
-    except ImportError as e:
+    import importlib.util
+
+    # the page and its plots, checked before any measuring; found, not imported (matplotlib's
+    # import makes its config folder, and a refusal writes nothing)
+    missing = [m for m in ("jinja2", "matplotlib") if importlib.util.find_spec(m) is None]
+    if missing:
         raise BadInput(
-            "report", f"needs the report extra ({e.name} is missing): pip install -e '.[report]'"
-        ) from None
+            "report", f"needs the report extra ({missing[0]} is missing): pip install -e '.[report]'"
+        )
     from specbench.cli import plan as plans
     from specbench.cli import report as battery
     from specbench.results import page
@@ -306,15 +322,23 @@ def report(**flags):
         tables.dry_run(console, todo, plans.program_sets(todo), seconds, p.directory)
         return
     if p.resume and battery.left_to_measure(p) == 0:
+        if (p.directory / "index.html").is_file():
+            console.print(
+                f"the report in {p.directory} is complete: nothing is left to measure, so it is left as it is"
+            )
+            return
         console.print(
-            f"the report in {p.directory} is complete: nothing is left to measure, so it is left as it is"
+            f"the report in {p.directory} is measured but has no index.html: the page is made again"
         )
-        return
     kept = lambda rows: (
         f"{render.plural(len(rows), 'row')} kept in {p.directory}; run again with --resume -o {p.directory}"
     )
     note = interrupt_note()
-    note.message = f"interrupted: nothing measured yet; run again with --resume -o {p.directory}"
+    note.message = (
+        "interrupted: " + kept(p.done)
+        if p.done
+        else f"interrupted: nothing measured yet; run again with --resume -o {p.directory}"
+    )
     try:
         with progress_bar("report", battery.total_steps(p), unit="measurement") as bar:
 
@@ -325,11 +349,17 @@ def report(**flags):
 
             rows, sections = battery.measure(p, step)
             bar.update(battery.total_steps(p), what="done")
+        info = battery.page_info(p, sections)
+        index = page.render(p.directory, rows, sections, p.shows, info)
     except KeyboardInterrupt:  # in-process callers (tests); the console script exits from __main__'s watcher
-        click.echo("interrupted: " + kept(export.read_json(str(p.directory / "rows.json"))), err=True)
+        click.echo(note.message, err=True)
         sys.exit(130)
-    info = battery.page_info(p, sections)
-    index = page.render(p.directory, rows, sections, p.shows, info)
+    except (
+        OSError,
+        export.WriteError,
+    ) as e:  # a full disk: export's WriteError, or a plot matplotlib could not save
+        what = e if isinstance(e, export.WriteError) else f"{e.filename} could not be written ({e.strerror})"
+        raise SpecbenchError(f"{what}; {note.message.removeprefix('interrupted: ')}") from None
     console.print(
         f"wrote {index} ({render.plural(len(rows), 'row')} in rows.json, rows.csv) · open it in a browser"
     )

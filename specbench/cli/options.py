@@ -8,6 +8,7 @@ import click
 from specbench import prompts
 from specbench.cli.helptext import ACCEPTANCE_HELP, DRAFT_VOCAB_HELP, DRAFTS_HELP, KERNELS_HELP, VERIFY_HELP
 from specbench.cli.params import (
+    BATCH_MAX,
     CONTEXT_MAX,
     DRAFT_CONFIDENCE,
     DRAFTS_MAX,
@@ -263,8 +264,8 @@ sweep = [
     axis(
         ("--batch", "-b"),
         "batches",
-        ListParam(int),
-        None,  # the memory check bounds it
+        ListParam(int, most=BATCH_MAX),
+        None,  # the memory check bounds each size further
         "Comma list of batch sizes. Each row then decodes B sequences together, the --prompts "
         "cycled (one prompt: repeated), instead of one row per prompt.",
     ),

@@ -12,10 +12,10 @@ from specbench.results import theory
 KERNELS = ("auto", "cpu", "xla")  # model/kernels.py's CHOICES, without importing JAX here
 VERIFY_METHODS = ("token", "block")  # drafters.VERIFY_METHODS, without importing JAX for --help
 DRAFTS_MAX = 8
+BATCH_MAX = 4096  # the largest batch a sweep lists: checked before a range like 1-1000000 is expanded
 DRAFT_VOCAB_MAX = 32768  # the ranks gpt2_weights/tokenizer/frequent.json keeps (draft_vocab.py)
 DRAFT_CONFIDENCE = 0.2  # dynamic K's default: the best of 0.2-0.8 measured on the bundled pair
 K_MAX = 128  # the largest K accepted anywhere: checked before a range like 1-100000000 is expanded
-BATCH_MAX = 65536
 # every count has a bound that can be met: a run of REPEATS_MAX repeats of a small model takes hours
 REPEATS_MAX, WARMUP_MAX, ITERS_MAX = 1000, 100, 10_000
 N_TOKENS_MAX = CONTEXT_MAX = 1_000_000  # the model's context refuses less, naming its own limit

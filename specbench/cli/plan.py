@@ -24,7 +24,7 @@ from specbench.cli.checks import (
     random_model,
     resolve_prompt,
 )
-from specbench.cli.console import BadInput
+from specbench.cli.console import BadInput, bad_input
 from specbench.cli.jobs import Job
 from specbench.cli.paths import (
     check_exports,
@@ -78,7 +78,7 @@ def run_plan(f: dict, given: set[str]) -> RunPlan:
         check_decodable(ids, f["n_tokens"], f["K"], [m for m in (d, t) if m is not None])
     check_batch(batch, f["host_loop"], drafter, d, t, list(by_id.values()), f["n_tokens"], f["K"])
     ids = prompts.batch_ids(chosen, batch)
-    peers = load_peers(f["peers"], drafter, d, t, batch)
+    peers = load_peers(f["peers"], drafter, d, t, batch, start=not f["dry_run"])
     config = RunConfig(
         d, t, drafter, f["K"], Warp(f["temperature"], f["top_k"], f["top_p"]), **run_settings(f), peers=peers
     )
@@ -106,8 +106,10 @@ def sweep_plan(f: dict, given: set[str]) -> SweepPlan:
     """`sweep`: the grid over drafters, prompts (or batch sizes), temperatures, top-p and K,
     checked, less the rows --resume finds done."""
     check_no_effect(f, given, f["drafter_kinds"], f["temperature"])
+    # a batch cycles the built-in suite unless --prompts chose; one chosen prompt is then repeated
+    mixed = bool(f["batches"]) and "prompt_spec" not in given
     try:
-        chosen = prompts.select(f["prompt_spec"])
+        chosen = prompts.all_prompts() if mixed else prompts.select(f["prompt_spec"])
     except ValueError as e:
         raise BadInput("--prompts", str(e)) from None
     if f["resume"] and not f["output"]:
@@ -132,7 +134,10 @@ def sweep_plan(f: dict, given: set[str]) -> SweepPlan:
     # each drafter with every --verify, --drafts and (the dial) --acceptance: [(Drafter, name)]
     variants = {kind: method_variants(*network_drafter(kind, d, t, f), *method_flags(f)) for kind in kinds}
     peers = {
-        kind: load_peers(f["peers"], variants[kind][0][0], d, t, max(f["batches"] or [1])) for kind in kinds
+        kind: load_peers(
+            f["peers"], variants[kind][0][0], d, t, max(f["batches"] or [1]), start=not f["dry_run"]
+        )
+        for kind in kinds
     }
     encoded = {pid: tokenizer.encode(text) for pid, text in chosen.items()}
     K_max, batches = max(f["K"]), f["batches"]
@@ -153,7 +158,7 @@ def sweep_plan(f: dict, given: set[str]) -> SweepPlan:
             )
     # the prompt axis: each chosen prompt alone, or (with --batch) the batch of B cycling through them
     units = (
-        [(f["prompt_spec"], prompts.batch_ids(chosen, b)) for b in batches]
+        [("all" if mixed else f["prompt_spec"], prompts.batch_ids(chosen, b)) for b in batches]
         if batches
         else [(pid, [pid]) for pid in chosen]
     )
@@ -254,7 +259,7 @@ def roofline_plan(f: dict) -> tuple[list[tuple], dict[str, str | None]]:
     try:
         names = list(f["model_names"]) or list(weights.default_pair()[::-1])
     except WeightsError as e:
-        raise BadInput("--model", str(e)) from None
+        raise bad_input(e, "--model") from None
     load = random_model if f["random_init"] else lambda *a: load_model(a[0], "--model", *a[1:])
     runs = [(load(n, dtype, k), dtype) for n in names for dtype in dtypes for k in f["kernels"]]
     for model, _ in runs:

@@ -8,6 +8,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from specbench.results import repetition
+
 
 def plural(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
@@ -277,6 +279,9 @@ def run_report(row: dict, res, console: Console) -> None:
         f"[bold]speculative[/bold] ran [bold]{verdict(row)}[/bold] than autoregressive · "
         f"compile (excluded): {res.compile_s:.1f} s, {res.n_compiles} programs"
     )
+    loop = repetition.warning(row)
+    if loop:
+        console.print(f"[yellow]{loop}[/yellow]")
     first = (lambda x: x[0]) if B > 1 else (lambda x: x)
     which = f" (sequence 1 of {B}: {row['batch_prompt_ids'][0]})" if B > 1 else ""
     console.print(Text.assemble(("prompt" + which + " ", "dim"), first(row["prompt"])))

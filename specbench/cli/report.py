@@ -18,6 +18,7 @@ from specbench import prompts
 from specbench.cli.checks import check_batch, check_decodable, load_pair, load_peers, make_drafter
 from specbench.cli.console import BadInput
 from specbench.cli.jobs import Job, measure_into
+from specbench.cli.params import DRAFT_CONFIDENCE
 from specbench.cli.render import plural
 from specbench.errors import ExportError
 from specbench.measure import load
@@ -34,6 +35,7 @@ STATE_FILE = "report.json"  # the settings and the sections' load; marks a direc
 K_DEFAULT = 4
 SELFTEST_SAMPLES = 20000  # the self-test's generations per sampler (selftest.run): seconds on a CPU
 ROOFLINE_CONTEXT = 256
+N_TOKENS = 40  # new tokens per generation, every job
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,8 +50,10 @@ class Battery:
 
     @property
     def categories(self) -> list[str]:
-        chosen = ["seed", "narrative", "repetition"] if self.quick else list(prompts.PROMPTS)
-        return [next(iter(prompts.PROMPTS[c])) for c in chosen]  # the first prompt of each
+        """The suite the headline rests on: every built-in prompt; quick, the first of each category."""
+        if self.quick:
+            return [next(iter(group)) for group in prompts.PROMPTS.values()]
+        return list(prompts.all_prompts())
 
     @property
     def Ks(self) -> list[int]:
@@ -116,7 +120,7 @@ def report_plan(f: dict) -> ReportPlan:
     }
     done = check_directory(directory, settings, f["resume"], f["force"])
     d, t = load_pair(f["draft"], f["target"], f["dtype"], kernels=f["kernels"])
-    options = {"ngram": 3, "draft_layers": None, "draft_confidence": 0.2}
+    options = {"ngram": 3, "draft_layers": None, "draft_confidence": DRAFT_CONFIDENCE}
     options["draft_vocab"] = f["draft_vocab"]
     everything = prompts.all_prompts()
     encoded = {pid: tokenizer.encode(text) for pid, text in everything.items()}
@@ -133,11 +137,14 @@ def report_plan(f: dict) -> ReportPlan:
         batch=1,
         peers=(),
         method=None,
+        mixed=True,
     ):
         pid = pid or prompts.DEFAULT_PROMPT_ID
-        ids = prompts.batch_ids(everything, batch) if batch > 1 else [pid]
+        mixed = mixed and batch > 1  # a batch of the suite cycled, or of pid repeated
+        ids = prompts.batch_ids(everything, batch) if mixed else [pid] * batch
+        label = "all" if mixed else pid
         method = method or ("token", 1, None)
-        name = job_id(kind, dynamic, K, warp, pid if batch == 1 else "all", batch, method)
+        name = job_id(kind, dynamic, K, warp, label, batch, method)
         if name not in jobs:
             how = dict(zip(("verify", "drafts", "acceptance"), method))
             drafter, draft_name = make_drafter(kind, d, t, {**options, **how, "dynamic_K": dynamic})
@@ -147,19 +154,17 @@ def report_plan(f: dict) -> ReportPlan:
                 drafter,
                 K,
                 warp,
-                n_tokens=40,
+                n_tokens=N_TOKENS,
                 repeats=battery.repeats,
                 peers=peers,
             )
             texts = [everything[i] for i in ids]
-            jobs[name] = Job(
-                config, draft_name, pid if batch == 1 else "all", ids, texts, [encoded[i] for i in ids]
-            )
+            jobs[name] = Job(config, draft_name, label, ids, texts, [encoded[i] for i in ids])
         shows[section].append(name)
 
     options |= {"verify": "token", "drafts": 1, "acceptance": None}
     model_drafter, _ = make_drafter("model", d, t, {**options, "dynamic_K": False})
-    peers = load_peers(f["peers"], model_drafter, d, t, 1)
+    peers = load_peers(f["peers"], model_drafter, d, t, 1, start=not f["dry_run"])
     for pid in battery.categories:
         add("categories", pid=pid, peers=peers)
     for K in battery.Ks:
@@ -168,17 +173,19 @@ def report_plan(f: dict) -> ReportPlan:
         add("temperature", warp=warp)
     for kind, dynamic in battery.drafters:
         add("drafters", kind=kind, dynamic=dynamic)
-    for b in battery.batches:
+    for b in battery.batches:  # distinct prompts, and one prompt repeated as the upper bound
         add("batch", batch=b)
+        if b > 1:
+            add("batch", batch=b, mixed=False)
     for verify, drafts in battery.methods:
         add("verification", warp=Warp(1.0), method=(verify, drafts, None))
     for a in battery.acceptances:
         add("dial", kind="dial", method=("token", 1, a))
     for job in jobs.values():
         for ids in job.encoded:
-            check_decodable(ids, 40, job.config.K, [d, t])
+            check_decodable(ids, N_TOKENS, job.config.K, [d, t])
     biggest = max(battery.batches)
-    check_batch(biggest, False, model_drafter, d, t, list(encoded.values()), 40, max(battery.Ks))
+    check_batch(biggest, False, model_drafter, d, t, list(encoded.values()), N_TOKENS, max(battery.Ks))
     return ReportPlan(
         directory, settings, battery, d, t, jobs, shows, done, resume=f["resume"], dtype=f["dtype"]
     )
@@ -206,6 +213,9 @@ def check_directory(directory: Path, settings: dict, resume: bool, force: bool) 
         shape = isinstance(saved, dict) and isinstance(saved.get("settings"), dict)
         if not shape or not isinstance(saved.get("sections", {}), dict):
             raise BadInput("--resume", f"{state} is not a specbench report (no settings and sections in it)")
+        damage = damaged_sections(saved["sections"]) or damaged_rows(rows)
+        if damage:
+            raise BadInput("--resume", f"{directory} is damaged: {damage}; --force starts it over")
         before = {**SETTINGS_BEFORE, **saved["settings"]}
         if before != settings:
             differ = ", ".join(
@@ -225,6 +235,40 @@ def check_directory(directory: Path, settings: dict, resume: bool, force: bool) 
     except ExportError as e:
         raise BadInput("--output", str(e).replace("/.specbench-probe", "")) from None
     return []
+
+
+ROW_NEEDS = ("report_job", "K", "temperature", "prompt_id", "speedup", "alpha", "ar_mean_s", "sd_mean_s")
+
+
+def damaged_rows(rows: list[dict]) -> str | None:
+    """What is wrong with a report's saved rows, or None: every row names its job and carries the
+    numbers the page draws (ROW_NEEDS), so that --resume neither re-measures nor crashes on it."""
+    for i, r in enumerate(rows):
+        if not isinstance(r, dict):
+            return f"row {i + 1} of rows.json is not an object"
+        gone = [f for f in ROW_NEEDS if f not in r]
+        if gone:
+            return f"row {i + 1} of rows.json has no {', '.join(gone)}"
+        bad = [
+            f for f in ROW_NEEDS[1:] if f != "prompt_id" and not isinstance(r[f], (int, float, type(None)))
+        ]
+        if bad or not isinstance(r["report_job"], str):
+            return f"row {i + 1} of rows.json has a {(bad or ['report_job'])[0]} of the wrong type"
+    return None
+
+
+def damaged_sections(sections: dict) -> str | None:
+    """What is wrong with report.json's sections, or None: each an object, the roofline's rows a
+    list of objects, the self-test an object."""
+    for name, entry in sections.items():
+        if name not in BY_ID or not isinstance(entry, dict):
+            return f"report.json's section {name!r} is not one of a report's"
+    rows = sections.get("roofline", {}).get("rows", [])
+    if not isinstance(rows, list) or not all(isinstance(r, dict) and "model" in r for r in rows):
+        return "report.json's roofline rows are not rows"
+    if not isinstance(sections.get("exactness", {}).get("selftest", {}), dict):
+        return "report.json's self-test is not an object"
+    return None
 
 
 def save_state(plan: ReportPlan, sections: dict) -> None:
@@ -263,21 +307,10 @@ def measure(plan: ReportPlan, on_progress) -> tuple[list[dict], dict]:
         for name in todo:
             on_progress(step, f"{BY_ID[section].title}: {name}", rows)
             if name == "roofline":
-                gbps = roofline.read_gbps()
                 context = min(ROOFLINE_CONTEXT, plan.target.config.n_ctx, plan.draft.config.n_ctx)
-                gflops = roofline.matmul_gflops(dtype=plan.target.params["wte"].dtype)
-                extra["rows"] = [
-                    r
-                    for m in (plan.target, plan.draft)
-                    for r in roofline.roofline(
-                        [m],
-                        K_DEFAULT + 1,
-                        context,
-                        plan.battery.roofline_iters,
-                        measured_gbps=gbps,
-                        measured_gflops=gflops,
-                    )
-                ]
+                pair = [(plan.target, plan.dtype), (plan.draft, plan.dtype)]
+                iters = plan.battery.roofline_iters
+                extra["rows"] = roofline.measure_runs(pair, K_DEFAULT, context, iters, lambda **_: None)
                 extra["context"] = device.context()
             elif name == "selftest":
                 extra["selftest"] = selftest.run(n_samples=SELFTEST_SAMPLES)
@@ -330,7 +363,7 @@ def page_info(plan: ReportPlan, sections: dict) -> dict:
     first, last = measured[0], measured[-1]
     return {
         "pair": f"draft {plan.draft.name} · target {plan.target.name}",
-        "battery": f"{'quick' if b.quick else 'full'} battery, {plural(b.repeats, 'repeat')}, N = 40",
+        "battery": f"{'quick' if b.quick else 'full'} battery, {plural(b.repeats, 'repeat')}, N = {N_TOKENS}",
         "K": K_DEFAULT,
         "device": {
             **(sections.get("roofline", {}).get("context") or device.context()),  # when it was measured

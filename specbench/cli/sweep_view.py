@@ -61,11 +61,11 @@ def best_K_lines(rows: list[dict]) -> list[str]:
 def crossover_lines(rows: list[dict]) -> list[str]:
     """Where speedup against batch size crosses 1, measured and by the refined theory, per curve."""
     lines = []
-    for (draft, k, temp, top_p), curve in theory.batch_curves(rows).items():
+    for (draft, k, temp, top_p, mix), curve in theory.batch_curves(rows).items():
         Bs = curve["batch"]
         if len(Bs) < 2:
             continue
-        label = f"{draft} K={k} T={temp:g}" + (f" top-p={top_p:g}" if top_p else "")
+        label = f"{draft} K={k} T={temp:g}" + (f" top-p={top_p:g}" if top_p else "") + theory.MIX_LABEL[mix]
 
         def where(values):
             b = theory.crossover(Bs, values)

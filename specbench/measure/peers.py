@@ -22,6 +22,7 @@ import importlib.util
 import multiprocessing
 import os
 import shutil
+import signal
 import tempfile
 import time
 from pathlib import Path
@@ -82,22 +83,37 @@ class PeerProcess:
         self.name, self._conn = name, None
         self._conn, child = context.Pipe()
         self._process = context.Process(target=peer_worker.serve, args=(child, name, spec), daemon=True)
-        self._process.start()
+        # multiprocessing's resource tracker unblocks SIGINT and SIGTERM in this thread when it
+        # starts; specbench's signal thread (__main__.py) needs them blocked here, so they are put back
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, []) if hasattr(signal, "pthread_sigmask") else None
+        try:
+            self._process.start()
+        finally:
+            if mask is not None:
+                signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         child.close()
         self.pid = self._process.pid
         status, self.version = self._receive()
+        self.remove_scratch()  # the worker has read its weights (or failed): the copy can go now
         if status != "ready":
             self.close()
             raise PeerError(f"{name} could not start: {self.version}", "peer")
 
+    def ended(self) -> str:
+        self._process.join(timeout=1)
+        return f"its worker process ended (exit code {self._process.exitcode})"
+
     def _receive(self):
         try:
             return self._conn.recv()
-        except EOFError:
-            return "error", f"its worker process ended (exit code {self._process.exitcode})"
+        except (EOFError, OSError):
+            return "error", self.ended()
 
     def _call(self, method: str, *args):
-        self._conn.send((method, args))
+        try:
+            self._conn.send((method, args))
+        except OSError:  # a broken pipe: the worker died since its last call
+            raise PeerError(f"{self.name} failed: {self.ended()}", "peer") from None
         reply = self._receive()
         if reply[0] != "ok":
             raise PeerError(f"{self.name} failed: {reply[1]}", "peer")
@@ -132,8 +148,12 @@ class PeerProcess:
         self._process.join(timeout=5)
         if self._process.is_alive():
             self._process.kill()
+        self.remove_scratch()
+
+    def remove_scratch(self) -> None:
         if self._scratch:
             shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
 
 
 def astuple(warp) -> tuple:
@@ -157,9 +177,19 @@ def installed(*modules: str) -> bool:
         return False
 
 
-def make_peers(names, drafter, draft: Model | None, target: Model, batch: int, on_gpu: bool) -> tuple:
-    """The peers asked for, each started in its worker process and checked for these settings
-    (PeerError otherwise)."""
+@dataclasses.dataclass(frozen=True)
+class PlannedPeer:
+    """A peer checked for these settings and not started (a dry run)."""
+
+    name: str
+    pid: None = None
+
+
+def make_peers(
+    names, drafter, draft: Model | None, target: Model, batch: int, on_gpu: bool, start: bool = True
+) -> tuple:
+    """The peers asked for, checked for these settings (PeerError otherwise), each started in its
+    worker process; with start=False (a dry run) checked only, as PlannedPeers, and nothing written."""
     if not names:
         return ()
     if batch != 1:
@@ -179,6 +209,8 @@ def make_peers(names, drafter, draft: Model | None, target: Model, batch: int, o
         else:
             if not installed("torch", "transformers"):
                 raise PeerError(f"transformers needs the peers extra: {PEERS_EXTRA}", "peer")
+            if not start:
+                continue
             scratch[name] = tempfile.mkdtemp(prefix="specbench-peer-")  # random or layer-skip weights
             specs[name] = {
                 "draft_dir": hf_directory(network, f"{scratch[name]}/draft"),
@@ -187,6 +219,8 @@ def make_peers(names, drafter, draft: Model | None, target: Model, batch: int, o
                 "dynamic_K": dynamic,
                 "on_gpu": on_gpu,
             }
+    if not start:
+        return tuple(PlannedPeer(name) for name in names)
     return tuple(PeerProcess(name, specs[name], scratch.get(name)) for name in names)
 
 

@@ -28,6 +28,7 @@ class DecodeStats:
     n_seqs: int = 1
     batch_rounds: int | None = None  # rounds the batch ran: its slowest sequence's (one sequence: n_rounds)
     idle_slots: int = 0  # (sequence, round) slots in which a finished sequence waited for the others
+    accepted_hist_per_seq: np.ndarray | None = None  # [B, K+1]: accepted_hist of each sequence of a batch
 
     @classmethod
     def autoregressive(cls, n_tokens: int, n_seqs: int = 1) -> DecodeStats:
@@ -63,6 +64,7 @@ class DecodeStats:
             n_seqs=B,
             batch_rounds=int(per_seq.max()) if B > 1 else None,
             idle_slots=int(B * per_seq.max() - per_seq.sum()),
+            accepted_hist_per_seq=np.asarray(counts.accepted_hist).reshape(B, -1) if B > 1 else None,
         )
 
     @property

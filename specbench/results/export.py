@@ -54,6 +54,15 @@ def check_writable(path: str) -> None:
         raise ExportError(f"{path} is not writable")
 
 
+class WriteError(ExportError):
+    """A file that could not be written (a full disk, a folder gone): `path` names it. What it
+    held before is untouched, since every write is a rename of a complete temporary file."""
+
+    def __init__(self, message: str, path: str):
+        super().__init__(message)
+        self.path = path
+
+
 def current_umask() -> int:
     """The process's umask (read by setting it and setting it back)."""
     mask = os.umask(0o022)
@@ -67,12 +76,20 @@ def write_text(path: str, text: str) -> None:
         sys.stdout.flush()
         return
     p = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=p.parent if str(p.parent) else ".", prefix=f".{p.name}.", suffix=".tmp")
+    try:
+        fd, tmp = tempfile.mkstemp(
+            dir=p.parent if str(p.parent) else ".", prefix=f".{p.name}.", suffix=".tmp"
+        )
+    except OSError as e:
+        raise WriteError(f"{path} could not be written ({e.strerror or e})", path) from None
     try:
         os.chmod(tmp, 0o666 & ~current_umask())  # mkstemp's 0600 would hide the file from others
         with os.fdopen(fd, "w", newline="") as f:
             f.write(text)
         os.replace(tmp, p)
+    except OSError as e:
+        Path(tmp).unlink(missing_ok=True)
+        raise WriteError(f"{path} could not be written ({e.strerror or e})", path) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -116,11 +133,18 @@ def write(rows: list[dict], path: str, fmt: str) -> None:
 
 def write_all(rows: list[dict], paths: dict[str, str | None], columns: list[str] | None = None) -> None:
     """Write the rows once to each {format: path} given (None: not asked for). With `columns`, CSV
-    and Markdown hold those columns (rows of another kind than result rows, such as roofline's)."""
+    and Markdown hold those columns (rows of another kind than result rows, such as roofline's).
+    Every file is tried; the first that could not be written is then raised (WriteError)."""
+    failed = []
     for fmt, path in paths.items():
         if path:
             text = WRITERS[fmt](rows) if columns is None or fmt == "json" else WRITERS[fmt](rows, columns)
-            write_text(path, text)
+            try:
+                write_text(path, text)
+            except WriteError as e:
+                failed.append(e)
+    if failed:
+        raise failed[0]
 
 
 def read_json(path: str) -> list[dict]:

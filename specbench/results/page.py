@@ -61,6 +61,7 @@ def rows_part(s: dict, sec: Section, mine: list[dict], peers: list[dict], direct
 
     png = lambda name: directory / f"{sec.id}-{name}.png"
     s["reading"] = sec.reading(mine)
+    s["headline"] = sec.headline(mine) if sec.headline else ""
     if sec.label:
         plot.plot_bars(mine, [sec.label(r) for r in mine], str(png("speedup")), sec.bars)
     else:
@@ -69,6 +70,7 @@ def rows_part(s: dict, sec: Section, mine: list[dict], peers: list[dict], direct
     if sec.budget:
         plot.plot_budget(mine, str(png("budget")))
         s["images"].append(png("budget"))
+    s["tables"] += [extra(mine) for extra in sec.tables]
     s["tables"].append(table(mine, list(sec.columns + COMMON_COLUMNS)))
     if peers:
         s["tables"].append(table(mine + peers, PEER_COLUMNS))
@@ -101,7 +103,7 @@ def render(directory: Path, rows: list[dict], sections: dict, shows: dict, info:
     out = []
     for sec in SECTIONS:
         mine = [r for r in shown(sec.id) if r.get("implementation") == "specbench"]
-        s = {"id": sec.id, "title": sec.title, "reading": "", "images": [], "tables": []}
+        s = {"id": sec.id, "title": sec.title, "reading": "", "headline": "", "images": [], "tables": []}
         if sec.kind == "rows" and mine:
             peers = [r for r in shown(sec.id) if r.get("implementation") != "specbench"]
             rows_part(s, sec, mine, peers, directory)
@@ -126,6 +128,7 @@ def render(directory: Path, rows: list[dict], sections: dict, shows: dict, info:
         )
         s["load_text"] = load_text(sections.get(sec.id, {}), s["under_load"])
         out.append(s)
+    headlines = [s["headline"] for s in out if s["headline"]]
     busy = [s["title"] for s in out if s["under_load"]]
     unclosed = [
         f"{r.get('report_job')}: {budget_gap(r)}"
@@ -139,6 +142,7 @@ def render(directory: Path, rows: list[dict], sections: dict, shows: dict, info:
     )
     html = env.get_template("report.html.j2").render(
         sections=out,
+        headlines=headlines,
         busy=busy,
         unclosed=unclosed,
         info=info,

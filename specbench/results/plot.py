@@ -27,8 +27,10 @@ def plot_batch(rows: list[dict], output: str) -> None:
     """Speedup against batch size, measured and as the refined theory predicts it from the step
     times measured at each batch size; and the throughput of AR and SD (all sequences' tokens/s)."""
     fig, (ax_s, ax_t) = plt.subplots(1, 2, figsize=(11, 4.2))
-    for (draft, K, temp, top_p), curve in sorted(theory.batch_curves(rows).items(), key=lambda g: str(g[0])):
-        label = f"{draft} K={K} T={temp:g}" + (f" top-p={top_p:g}" if top_p else "")
+    for (draft, K, temp, top_p, mix), curve in sorted(
+        theory.batch_curves(rows).items(), key=lambda g: str(g[0])
+    ):
+        label = f"{draft} K={K} T={temp:g}" + (f" top-p={top_p:g}" if top_p else "") + theory.MIX_LABEL[mix]
         Bs, measured, refined = curve["batch"], curve["speedup"], curve["refined_speedup"]
         line = ax_s.plot(Bs, measured, "o-", label=f"measured {label}")[0]
         ax_s.plot(

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from specbench.results import theory
+from specbench import prompts
+from specbench.results import repetition, theory
 
 
 def x(value: float) -> str:
@@ -24,12 +25,94 @@ def categories(rows: list[dict]) -> str:
     best, worst = max(rows, key=lambda r: r["speedup"]), min(rows, key=lambda r: r["speedup"])
     ratio = [r["measured_over_accounted"] for r in rows if r.get("measured_over_accounted")]
     spread = f" Measured ÷ accounted ranged {min(ratio):.2f}–{max(ratio):.2f}." if ratio else ""
+    looping = [r["prompt_id"] for r in rows if (r.get("repetition") or 0) >= repetition.HIGH]
+    loops = (
+        f" On {', '.join(looping)} the text SD wrote repeats itself (half its tokens or more repeat a "
+        f"{repetition.N}-gram): a draft that has learnt the loop predicts it, so α there overstates "
+        "what it buys on varied text."
+        if looping
+        else ""
+    )
     return (
-        f"Speculation paid on {paid(rows, 'prompt categories')}. The most on "
+        f"Speculation paid on {paid(rows, 'prompts')}. The most on "
         f"{best['prompt_id']} ({x(best['speedup'])}, α {best['alpha']:.2f}), the least on "
         f"{worst['prompt_id']} ({x(worst['speedup'])}, α {worst['alpha']:.2f}): the speedup follows "
-        f"how often the draft agrees with the target.{spread}"
+        f"how often the draft agrees with the target.{loops}{spread}"
     )
+
+
+def by_category(rows: list[dict]) -> list[dict]:
+    """The prompt suite's rows by category, in the manner of Spec-Bench's per-category table:
+    prompts, mean, lowest and highest speedup, mean α and mean repeated share; all of them last."""
+
+    def summary(name: str, group: list[dict]) -> dict:
+        s = [r["speedup"] for r in group]
+        mean = lambda f: float(np.mean([r[f] for r in group if r.get(f) is not None] or [np.nan]))
+        return {
+            "category": name,
+            "prompts": len(group),
+            "speedup": float(np.mean(s)),
+            "lowest": min(s),
+            "highest": max(s),
+            "alpha": mean("alpha"),
+            "repetition": mean("repetition"),
+        }
+
+    groups: dict[str, list[dict]] = {}
+    for r in rows:
+        groups.setdefault(prompts.category(r["prompt_id"]), []).append(r)
+    return [summary(c, g) for c, g in groups.items()] + [summary("all", rows)]
+
+
+def suite(rows: list[dict]) -> str:
+    """The report's headline: the speedup over the prompt suite, its mean and range, and the
+    categories at either end; never one prompt's figure alone."""
+    table = by_category(rows)
+    everything, cats = table[-1], sorted(table[:-1], key=lambda c: c["speedup"])
+    r0 = rows[0]
+    setting = f"K = {r0['K']}, T = {r0['temperature']:g}"
+    text = (
+        f"Over {everything['prompts']} prompts ({setting}), speculative decoding ran "
+        f"{x(everything['speedup'])} "
+        f"faster than autoregressive on average, from {x(everything['lowest'])} to {x(everything['highest'])}"
+    )
+    if len(cats) > 1:
+        text += (
+            f"; by category from {x(cats[0]['speedup'])} ({cats[0]['category']}) to "
+            f"{x(cats[-1]['speedup'])} ({cats[-1]['category']})"
+        )
+    return text + "."
+
+
+def category_table(rows: list[dict]) -> dict:
+    """by_category as a page table."""
+    pct = lambda v: "" if v != v else f"{v:.0%}"  # NaN: no row had the field
+    return {
+        "caption": "By category (Spec-Bench's layout): the speedup's mean and range over its prompts",
+        "headers": ["category", "prompts", "mean speedup", "lowest", "highest", "mean α", "repeated"],
+        "rows": [
+            [c["category"], str(c["prompts"]), x(c["speedup"]), x(c["lowest"]), x(c["highest"])]
+            + [f"{c['alpha']:.3f}", pct(c["repetition"])]
+            for c in by_category(rows)
+        ],
+    }
+
+
+def histogram_table(rows: list[dict]) -> dict:
+    """Each prompt's distribution of accepted drafts per round (its accepted_hist as shares of its
+    rounds): how often a round kept 0, 1, ..., K drafts, as vLLM and gpt-fast show it."""
+    K = max(len(r.get("accepted_hist") or []) for r in rows) - 1
+    out = []
+    for r in rows:
+        hist = np.asarray(r.get("accepted_hist") or [], dtype=float)
+        if hist.sum() > 0:
+            shares = [f"{v:.0%}" for v in hist / hist.sum()] + [""] * (K + 1 - len(hist))
+            out.append([r["prompt_id"], str(int(hist.sum())), *shares])
+    return {
+        "caption": "Accepted drafts per round: the share of each prompt's rounds that kept 0, 1, …, K drafts",
+        "headers": ["prompt", "rounds", *[f"{k} kept" for k in range(K + 1)]],
+        "rows": out,
+    }
 
 
 def K_sweep(rows: list[dict]) -> str:
@@ -116,21 +199,45 @@ def dial(rows: list[dict]) -> str:
 
 
 def batch(rows: list[dict]) -> str:
-    rows = sorted(rows, key=lambda r: r["batch"])
-    Bs, s = [r["batch"] for r in rows], [r["speedup"] for r in rows]
-    b = theory.crossover(Bs, s)
-    where = (
-        f"it crosses 1 near B ≈ {b:.1f}: beyond it, verifying K + 1 tokens for every sequence "
-        "costs more than the accepted drafts save"
-        if b is not None
-        else f"it stays above 1 up to B = {Bs[-1]}"
-        if s[-1] >= 1
-        else f"it is below 1 from B = {Bs[0]} on"
-    )
-    throughput = rows[-1]["sd_tokens_per_s"] / rows[0]["sd_tokens_per_s"]
-    return (
-        f"The speedup goes from {x(s[0])} at B = {Bs[0]} to {x(s[-1])} at B = {Bs[-1]}; {where}. "
-        f"SD's throughput grew {x(throughput)} from B = {Bs[0]} to {Bs[-1]}."
+    """Speedup and throughput against batch size, for distinct prompts and for one prompt
+    repeated where both were measured, and whether idle slots explain where speculation stops."""
+    texts, ends = [], {}
+    for key, c in theory.batch_curves(rows).items():
+        mix = key[-1]
+        Bs, s = c["batch"], c["speedup"]
+        b = theory.crossover(Bs, s)
+        where = (
+            f"it crosses 1 near B ≈ {b:.1f}"
+            if b is not None
+            else f"it stays above 1 up to B = {Bs[-1]}"
+            if s[-1] >= 1
+            else f"it is below 1 from B = {Bs[0]} on"
+        )
+        name = {None: "", "mixed": "With distinct prompts, t", "repeated": "With one prompt repeated, t"}[mix]
+        throughput = c["sd_tokens_per_s"][-1] / c["sd_tokens_per_s"][0]
+        texts.append(
+            f"{name or 'T'}he speedup goes from {x(s[0])} at B = {Bs[0]} to {x(s[-1])} at B = {Bs[-1]}; "
+            f"{where}; SD's throughput grew {x(throughput)}, and {c['idle_fraction'][-1]:.0%} of the "
+            f"largest batch's slot-rounds were idle."
+        )
+        ends[mix] = (b if b is not None else Bs[-1] if s[-1] >= 1 else Bs[0], c["idle_fraction"][-1])
+    if "mixed" in ends and "repeated" in ends:
+        (b_mixed, idle_mixed), (b_same, idle_same) = ends["mixed"], ends["repeated"]
+        texts.append(
+            "One prompt repeated is an upper bound: every sequence accepts the same drafts in the same "
+            "rounds, so none waits for another."
+        )
+        if b_mixed < b_same and idle_mixed > idle_same:
+            texts.append(
+                f"Distinct prompts stop paying sooner (B ≈ {b_mixed:.1f} against {b_same:.1f}) and leave "
+                f"{idle_mixed:.0%} of slot-rounds idle against {idle_same:.0%}: sequences that finish "
+                "early wait for the slowest, so idle slots decide the crossover here."
+            )
+    return " ".join(texts) + (
+        " Beyond a crossover, verifying K + 1 tokens for every sequence costs more than the accepted "
+        "drafts save."
+        if any(" crosses 1" in t for t in texts)
+        else ""
     )
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from specbench.prompts import prompt_hash
-from specbench.results import theory
+from specbench.results import repetition, theory
 from specbench.results.budget import (
     best_K_predicted,
     budget,
@@ -158,8 +158,13 @@ def result_row(
         "sd_token_ids": res.sd_tokens,
     }
     values["budget_closed"] = closes(values)
+    values |= repetition.describe(
+        [res.sd_tokens] if B == 1 else res.sd_tokens
+    )  # the text SD's α was measured on
     if B > 1:
         values["batch_prompt_ids"] = batch_prompt_ids
+        values["batch_prompts"] = len(set(batch_prompt_ids or []))
+        values["accepted_hist_per_seq"] = st.accepted_hist_per_seq.tolist()
     if decode is not None:
         text = decode if B == 1 else (lambda seqs: [decode(ids) for ids in seqs])
         values["ar_text"], values["sd_text"] = text(res.ar_tokens), text(res.sd_tokens)

@@ -64,6 +64,7 @@ FIELDS = [
     F("warmup", int),
     F("loop", str, key=True),
     F("batch", int, md=6, table=4, header="batch", key=True, old=1),
+    F("batch_prompts", int),  # distinct prompts in a batch: 1 when one prompt is repeated
     # wall times of the repeats (mean ± σ, range, median), AR then SD
     *[F(f"ar_{s}") for s in ("mean_s", "std_s", "min_s", "max_s", "median_s")],
     F("ar_tokens_per_s", md=10, table=8, header="AR tok/s", fmt=".1f"),
@@ -117,6 +118,10 @@ FIELDS = [
     F("under_load", bool),
     F("report_job", str),  # `specbench report`: the battery's name of the job
     F("identical", bool, table=20, header="T=0 same"),
+    # how much SD's text repeats itself (repetition.py): α on a loop overstates a draft's worth
+    F("repetition", fmt="%"),
+    F("repeat_cycle", int),
+    F("repeat_from", int),
     F("same_as_specbench", bool),
     F("first_difference", str),
     # JSON only; for a batch (B > 1) prompt, token ids and texts are lists, one entry per sequence
@@ -124,6 +129,7 @@ FIELDS = [
     F("ar_times_s", list, csv=False),
     F("sd_times_s", list, csv=False),
     F("accepted_hist", list, csv=False),
+    F("accepted_hist_per_seq", list, csv=False),  # a batch: each sequence's accepted_hist
     F("per_position_acceptance", list, csv=False),
     F("drafted_hist", list, csv=False),
     F("ar_token_ids", list, csv=False),

@@ -27,6 +27,8 @@ class Section:
     bars: str = ""  # ... and its title
     plot: str = ""  # else the plot.py function that draws the rows: plot(rows, path)
     budget: bool = False  # also the rows' time budgets (plot.plot_budget)
+    headline: Callable[[list[dict]], str] | None = None  # the page's top line, from this section's rows
+    tables: tuple[Callable[[list[dict]], dict], ...] = ()  # more tables: rows -> {"headers", "rows"}
 
 
 COMMON_COLUMNS = (
@@ -55,12 +57,14 @@ SECTIONS = (
     Section("roofline", "Roofline: step time against the memory bound", kind="roofline"),
     Section(
         "categories",
-        "AR against SD on every prompt category",
-        columns=(("prompt", "prompt_id"),),
+        "AR against SD over the prompt suite",
+        columns=(("prompt", "prompt_id"), ("repeated", "repetition")),
         reading=readings.categories,
         label=lambda r: r["prompt_id"],
-        bars="by prompt category",
+        bars="by prompt",
         budget=True,
+        headline=readings.suite,
+        tables=(readings.category_table, readings.histogram_table),
     ),
     Section("K", "K sweep", columns=(("K", "K"),), reading=readings.K_sweep, plot="plot_K"),
     Section(
@@ -82,7 +86,13 @@ SECTIONS = (
     Section(
         "batch",
         "Batch size",
-        columns=(("batch", "batch"), ("AR tok/s", "ar_tokens_per_s"), ("SD tok/s", "sd_tokens_per_s")),
+        columns=(
+            ("batch", "batch"),
+            ("prompts", "prompt_id"),
+            ("idle", "idle_fraction"),
+            ("AR tok/s", "ar_tokens_per_s"),
+            ("SD tok/s", "sd_tokens_per_s"),
+        ),
         reading=readings.batch,
         plot="plot_batch",
     ),

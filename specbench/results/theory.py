@@ -113,9 +113,11 @@ def parse_K_range(text: str, most: int | None = None) -> list[int]:
         raise ValueError("values must be integers >= 1")
     if most is not None and max(values) > most:
         raise ValueError(f"values must be at most {most} (got {max(values)})")
-    twice = sorted({v for v in values if values.count(v) > 1})
-    if twice:
-        raise ValueError(f"{twice[0]} is listed twice")
+    seen: set[int] = set()
+    for v in values:
+        if v in seen:
+            raise ValueError(f"{v} is listed twice")
+        seen.add(v)
     return values
 
 
@@ -131,24 +133,40 @@ def crossover(xs: list[float], speedups: list[float]) -> float | None:
     return None
 
 
+MIX_LABEL = {None: "", "mixed": ", distinct prompts", "repeated": ", one prompt repeated (upper bound)"}
+
+
+def batch_mix(row: dict) -> str | None:
+    """'mixed' for a batch of distinct prompts, 'repeated' for one prompt repeated, None for one
+    sequence or a row written before rows recorded the mix."""
+    if row.get("batch", 1) == 1 or row.get("batch_prompts") is None:
+        return None
+    return "mixed" if row["batch_prompts"] > 1 else "repeated"
+
+
 def batch_curves(rows: list[dict]) -> dict[tuple, dict[str, list[float]]]:
-    """Result rows that vary the batch size, as curves: (draft, K, temperature, top_p) -> {"batch",
-    "speedup", "refined_speedup", "ar_tokens_per_s", "sd_tokens_per_s"}, each a list over the
-    sorted batch sizes (the mean where several rows share one)."""
+    """Result rows that vary the batch size, as curves: (draft, K, temperature, top_p, mix) ->
+    {"batch", "speedup", "refined_speedup", "ar_tokens_per_s", "sd_tokens_per_s", "idle_fraction"},
+    each a list over the sorted batch sizes (the mean where several rows share one). mix is
+    batch_mix's; a single sequence's row (B = 1) starts every curve of its settings."""
     grouped: dict[tuple, dict[int, list[dict]]] = {}
+    singles: dict[tuple, list[dict]] = {}
     for r in rows:
-        key = (r.get("draft"), r["K"], r.get("temperature"), r.get("top_p"))
-        grouped.setdefault(key, {}).setdefault(r.get("batch", 1), []).append(r)
+        settings = (r.get("draft"), r["K"], r.get("temperature"), r.get("top_p"))
+        if r.get("batch", 1) == 1:
+            singles.setdefault(settings, []).append(r)
+        else:
+            grouped.setdefault((*settings, batch_mix(r)), {}).setdefault(r["batch"], []).append(r)
+    for settings, ones in singles.items():
+        mixes = [key for key in grouped if key[:4] == settings] or [(*settings, None)]
+        for key in mixes:
+            grouped.setdefault(key, {})[1] = ones
     curves = {}
+    columns = ("speedup", "refined_speedup", "ar_tokens_per_s", "sd_tokens_per_s", "idle_fraction")
     for key, by_batch in grouped.items():
         Bs = sorted(by_batch)
-        mean = lambda col: [sum(r[col] for r in by_batch[b]) / len(by_batch[b]) for b in Bs]
-        curves[key] = {
-            "batch": Bs,
-            **{
-                col: mean(col) for col in ("speedup", "refined_speedup", "ar_tokens_per_s", "sd_tokens_per_s")
-            },
-        }
+        mean = lambda col: [sum(r.get(col) or 0.0 for r in by_batch[b]) / len(by_batch[b]) for b in Bs]
+        curves[key] = {"batch": Bs, **{col: mean(col) for col in columns}}
     return curves
 
 

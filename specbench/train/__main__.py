@@ -17,7 +17,8 @@ from pathlib import Path
 import click
 import numpy as np
 
-from specbench.cli.console import SpecbenchGroup, interrupt_note
+from specbench.cli.console import BadInput, SpecbenchGroup, interrupt_note
+from specbench.cli.params import SEED_MAX, Count, Finite
 from specbench.model import tokenizer, weights
 from specbench.model.gpt2 import GPT2Config
 from specbench.train.data import compress, greedy_continuations, load_tokens, prepare
@@ -32,11 +33,12 @@ def main():
 @main.command("prepare")
 @click.option("--corpus", type=click.Path(exists=True, file_okay=False, path_type=Path), required=True)
 @click.option("--out", type=click.Path(path_type=Path), default=Path("data"), show_default=True)
-@click.option("--val-fraction", type=click.FloatRange(0, 0.5, min_open=True), default=0.02, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--val-fraction", type=Finite(0, 0.5, min_open=True), default=0.02, show_default=True)
+@click.option("--seed", type=Count(0, SEED_MAX), default=0, show_default=True)
 @click.option("--xz", is_flag=True, help="Also write .bin.xz copies, small enough to carry to a GPU machine.")
 def prepare_cmd(corpus, out, val_fraction, seed, xz):
     """Tokenise a folder of .txt documents into train.bin / val.bin."""
+    check_folder(out, "--out")
     meta = prepare(corpus, out, val_fraction, seed)
     click.echo(
         f"train: {meta['train']['tokens']:,} tokens in {meta['train']['documents']} documents; "
@@ -54,22 +56,22 @@ def train_options(layers, embd, heads, lr, kd=None):
                 "--data", type=click.Path(exists=True, file_okay=False, path_type=Path), default=Path("data")
             ),
             click.option("--out", type=click.Path(path_type=Path), required=True),
-            click.option("--n-layer", type=click.IntRange(min=1), default=layers, show_default=True),
-            click.option("--n-embd", type=click.IntRange(min=8), default=embd, show_default=True),
-            click.option("--n-head", type=click.IntRange(min=1), default=heads, show_default=True),
+            click.option("--n-layer", type=Count(min=1), default=layers, show_default=True),
+            click.option("--n-embd", type=Count(min=8), default=embd, show_default=True),
+            click.option("--n-head", type=Count(min=1), default=heads, show_default=True),
             click.option(
                 "--n-ctx",
-                type=click.IntRange(min=16),
+                type=Count(min=16),
                 default=1024,
                 show_default=True,
                 help="Position table size (the trained context is --ctx).",
             ),
-            click.option("--steps", type=click.IntRange(min=1), default=3000, show_default=True),
-            click.option("--batch", type=click.IntRange(min=1), default=32, show_default=True),
-            click.option("--ctx", type=click.IntRange(min=8), default=512, show_default=True),
-            click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=lr, show_default=True),
-            click.option("--warmup", type=click.IntRange(min=0), default=200, show_default=True),
-            click.option("--seed", type=int, default=0, show_default=True),
+            click.option("--steps", type=Count(min=1), default=3000, show_default=True),
+            click.option("--batch", type=Count(min=1), default=32, show_default=True),
+            click.option("--ctx", type=Count(min=8), default=512, show_default=True),
+            click.option("--lr", type=Finite(min=0, min_open=True), default=lr, show_default=True),
+            click.option("--warmup", type=Count(min=0), default=200, show_default=True),
+            click.option("--seed", type=Count(0, SEED_MAX), default=0, show_default=True),
             click.option(
                 "--checkpoint-dir",
                 type=click.Path(file_okay=False, path_type=Path),
@@ -79,7 +81,7 @@ def train_options(layers, embd, heads, lr, kd=None):
             ),
             click.option(
                 "--checkpoint-every",
-                type=click.FloatRange(min=1),
+                type=Finite(min=1),
                 default=300,
                 show_default=True,
                 help="Seconds between checkpoints.",
@@ -89,7 +91,7 @@ def train_options(layers, embd, heads, lr, kd=None):
             ),
             click.option(
                 "--head-vocab",
-                type=click.IntRange(min=0),
+                type=Count(0, tokenizer.N_VOCAB),
                 default=16384,
                 show_default=True,
                 help="Sampled softmax: each step's head covers this many frequent tokens, the "
@@ -97,7 +99,7 @@ def train_options(layers, embd, heads, lr, kd=None):
             ),
             click.option(
                 "--head-extra",
-                type=click.IntRange(min=1),
+                type=Count(1, tokenizer.N_VOCAB),
                 default=2048,
                 show_default=True,
                 help="Rarer targets plus random negatives added to each step's head.",
@@ -107,14 +109,14 @@ def train_options(layers, embd, heads, lr, kd=None):
             options += [
                 click.option(
                     "--kd",
-                    type=click.FloatRange(0, 1),
+                    type=Finite(0, 1),
                     default=kd,
                     show_default=True,
                     help="Weight of KL(target || draft); the rest is cross-entropy.",
                 ),
                 click.option(
                     "--greedy-fraction",
-                    type=click.FloatRange(0, 1),
+                    type=Finite(0, 1),
                     default=0.0,
                     show_default=True,
                     help="Share of each batch taken from the teacher's own greedy continuations "
@@ -122,7 +124,7 @@ def train_options(layers, embd, heads, lr, kd=None):
                 ),
                 click.option(
                     "--greedy-samples",
-                    type=click.IntRange(min=1),
+                    type=Count(min=1),
                     default=4096,
                     show_default=True,
                     help="How many greedy continuations to generate for that.",
@@ -139,15 +141,60 @@ MODEL_FLAGS = ("n_layer", "n_head", "n_embd", "n_ctx")
 TRAIN_FLAGS = ("steps", "batch", "ctx", "lr", "warmup", "seed", "greedy_fraction", "head_vocab", "head_extra")
 
 
+def check_folder(path: Path, flag: str) -> None:
+    """A folder to write into: absent (it is made) or a folder, never a file."""
+    if path.exists() and not path.is_dir():
+        raise BadInput(flag, f"{path} is a file: name a folder")
+
+
+def check_training(flags: dict) -> None:
+    """Every setting of a training run that can be checked before any work, each blaming its flag."""
+    if flags["n_embd"] % flags["n_head"]:
+        raise BadInput("--n-head", f"{flags['n_head']} heads do not divide --n-embd {flags['n_embd']}")
+    if flags["ctx"] > flags["n_ctx"]:
+        raise BadInput(
+            "--ctx", f"{flags['ctx']} is longer than --n-ctx {flags['n_ctx']}, the model's position table"
+        )
+    if flags["head_vocab"] and flags["head_vocab"] + flags["head_extra"] > tokenizer.N_VOCAB:
+        raise BadInput(
+            "--head-extra", f"--head-vocab plus --head-extra must be at most {tokenizer.N_VOCAB:,}"
+        )
+    check_folder(flags["out"], "--out")
+    check_folder(flags["checkpoint_dir"], "--checkpoint-dir")
+    data = flags["data"]
+    for split in ("train", "val"):
+        if not any((data / f"{split}.bin{xz}").is_file() for xz in ("", ".xz")):
+            raise BadInput(
+                "--data",
+                f"{data} holds no {split}.bin: make it with python -m specbench.train prepare --out {data}",
+            )
+
+
 def train_model(flags: dict, teacher=None):
     """Train one model as the flags say (train_options), from a checkpoint with --resume, and save
     it to --out; a draft is distilled from `teacher` (--kd), a target learns from the data alone."""
     require_optax()
-    interrupt_note().message = "interrupted: the last checkpoint is kept; rerun with --resume"
+    check_training(flags)
     config = GPT2Config(**{k: flags[k] for k in MODEL_FLAGS}, n_vocab=tokenizer.N_VOCAB)
     tc = TrainConfig(**{k: flags[k] for k in TRAIN_FLAGS if k in flags}, kd=flags.get("kd", 0.0))
     data, ctx, seed = flags["data"], flags["ctx"], flags["seed"]
-    train_tokens = load_tokens(data, "train")
+    train_tokens, val_tokens = load_tokens(data, "train"), load_tokens(data, "val")
+    for split, tokens in (("train", train_tokens), ("val", val_tokens)):
+        if tokens.size <= ctx + 1:
+            raise BadInput(
+                "--ctx", f"{data}'s {split} split holds {tokens.size} tokens, fewer than a window of {ctx}"
+            )
+    checkpoint = flags["checkpoint_dir"] / f"{flags['out'].name}.npz"
+    note = interrupt_note()
+    note.message = (
+        f"interrupted: the checkpoint {checkpoint} is kept; rerun with --resume"
+        if flags["resume"] and checkpoint.exists()
+        else "interrupted before the first checkpoint: nothing is kept"
+    )
+
+    def saved(step: int) -> None:
+        note.message = f"interrupted: the checkpoint {checkpoint} (step {step}) is kept; rerun with --resume"
+
     greedy = None
     if teacher is not None and tc.greedy_fraction > 0:
         t0, n_samples = time.perf_counter(), flags["greedy_samples"]
@@ -169,14 +216,15 @@ def train_model(flags: dict, teacher=None):
     params, record = train(
         config,
         train_tokens,
-        load_tokens(data, "val"),
+        val_tokens,
         tc,
         teacher,
         log=click.echo,
-        checkpoint=flags["checkpoint_dir"] / f"{out.name}.npz",
+        checkpoint=checkpoint,
         resume=flags["resume"],
         checkpoint_every=flags["checkpoint_every"],
         greedy=greedy,
+        on_checkpoint=saved,
     )
     record["data"] = json.loads((data / "meta.json").read_text()) if (data / "meta.json").exists() else None
     if record["data"]:

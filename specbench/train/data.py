@@ -24,10 +24,21 @@ from specbench.model.weights import Model
 def prepare(corpus: Path, out: Path, val_fraction: float = 0.02, seed: int = 0) -> dict:
     """Tokenise every .txt under corpus/ into out/{train,val}.bin (uint16) and out/meta.json."""
     files = sorted(corpus.rglob("*.txt"))
-    if not files:
-        raise TrainError(f"no .txt files under {corpus}", "corpus")
+    if len(files) < 2:
+        found = "no .txt files" if not files else "one .txt file"
+        raise TrainError(
+            f"{found} under {corpus}: the split needs one document to train on and one to validate", "corpus"
+        )
+    texts = {}
+    for f in files:
+        try:
+            texts[f] = f.read_text(encoding="utf-8")
+        except UnicodeDecodeError as e:
+            raise TrainError(
+                f"{f} is not UTF-8 text (byte {e.start}): convert it, or move it out", "corpus"
+            ) from None
     order = np.random.default_rng(seed).permutation(len(files))
-    n_val = max(1, round(val_fraction * len(files)))
+    n_val = min(len(files) - 1, max(1, round(val_fraction * len(files))))
     val_files = {files[i] for i in order[:n_val]}
     out.mkdir(parents=True, exist_ok=True)
     enc = tokenizer.get_encoding()
@@ -35,9 +46,7 @@ def prepare(corpus: Path, out: Path, val_fraction: float = 0.02, seed: int = 0) 
     for split, chosen in (("train", [f for f in files if f not in val_files]), ("val", sorted(val_files))):
         ids: list[np.ndarray] = []
         for f in chosen:
-            ids.append(
-                np.asarray(enc.encode_ordinary(f.read_text(encoding="utf-8")) + [tokenizer.EOT_ID], np.uint16)
-            )
+            ids.append(np.asarray(enc.encode_ordinary(texts[f]) + [tokenizer.EOT_ID], np.uint16))
         tokens = np.concatenate(ids)
         tokens.tofile(out / f"{split}.bin")
         counts[split] = {

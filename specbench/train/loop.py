@@ -215,6 +215,7 @@ def train(
     stop_after: int | None = None,
     progress_interval: float = 60.0,
     greedy: np.ndarray | None = None,
+    on_checkpoint=None,
 ):
     """Train from scratch (or resume); returns (params, record) where record has the losses and settings.
 
@@ -222,6 +223,7 @@ def train(
     `resume` continues from it exactly (same batches, same parameters as an unbroken run).
     `stop_after` ends the loop after that step, as a kill would (for tests). `greedy` is a
     [n, ctx + 1] array of the teacher's greedy text, mixed in at tc.greedy_fraction of each batch.
+    `on_checkpoint(step)` is told of every checkpoint written.
     """
     require_optax()
     from specbench.cli.progress import progress
@@ -236,14 +238,15 @@ def train(
         checkpoint if resume else None, params, opt_state, rng, settings, log
     )
     t0 = last_ckpt = time.perf_counter()
-    save = lambda i: save_checkpoint(
-        checkpoint,
-        i,
-        params,
-        opt_state,
-        rng,
-        {**settings, "history": history, "elapsed": elapsed_before + time.perf_counter() - t0},
-    )
+
+    def save(i: int) -> None:
+        elapsed = elapsed_before + time.perf_counter() - t0
+        save_checkpoint(
+            checkpoint, i, params, opt_state, rng, {**settings, "history": history, "elapsed": elapsed}
+        )
+        if on_checkpoint:
+            on_checkpoint(i)
+
     t_steady, n_steady = None, 0  # throughput from the second step on: the first one compiles
     last = min(tc.steps, stop_after or tc.steps)
     with progress(
