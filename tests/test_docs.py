@@ -38,3 +38,12 @@ def test_the_docs_name_paths():
 @pytest.mark.parametrize("doc, pattern", sorted(set(references())))
 def test_every_path_the_docs_name_exists(doc, pattern):
     assert list(ROOT.glob(pattern)), f"{doc} names {pattern}, which matches nothing in the repository"
+
+
+def test_usage_lists_every_report_section_in_order():
+    from specbench.results.sections import SECTIONS
+
+    text = (ROOT / "docs" / "usage.md").read_text()
+    part = text[text.index("## `specbench report`") :]
+    numbered = re.findall(r"^(\d+)\. ", part[: part.index("`--quick` keeps")], re.M)
+    assert numbered == [str(i) for i in range(1, len(SECTIONS) + 1)]
