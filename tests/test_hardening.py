@@ -378,7 +378,7 @@ def test_a_drafter_sweep_plots_a_series_per_drafter():
 # report: a dry run, a report.json of the wrong shape, a finished report
 
 
-RECORDED_REPORT = ROWS.parent / "report-bundled-cpu-quick"
+RECORDED_REPORT = ROWS.parent / "report-bundled-cpu-quick-suite"
 
 
 @pytest.mark.parametrize("state", ["[]", '{"settings": 5}', '{"settings": {}, "sections": 3}'])
@@ -402,9 +402,9 @@ def test_resuming_a_finished_report_leaves_it_as_it_is(env, tmp_path, monkeypatc
     copy = tmp_path / "rep"
     shutil.copytree(RECORDED_REPORT, copy)
     before = {p.name: p.read_bytes() for p in copy.iterdir()}
-    result = invoke("report", "-o", copy, "--resume", "--quick")  # it was measured with the draft's full head
-    assert_one_line_error(result, "--resume", "draft_vocab 'full' there, 'auto' now")
     result = invoke("report", "-o", copy, "--resume", "--quick", "--draft-vocab", "full")
+    assert_one_line_error(result, "--resume", "draft_vocab 'auto' there, 'full' now")
+    result = invoke("report", "-o", copy, "--resume", "--quick")
     assert result.exit_code == 0, result.output
     assert "is complete: nothing is left to measure" in result.output
     assert {p.name: p.read_bytes() for p in copy.iterdir()} == before

@@ -220,7 +220,8 @@ def batch(rows: list[dict]) -> str:
             f"{where}; SD's throughput grew {x(throughput)}, and {c['idle_fraction'][-1]:.0%} of the "
             f"largest batch's slot-rounds were idle."
         )
-        ends[mix] = (b if b is not None else Bs[-1] if s[-1] >= 1 else Bs[0], c["idle_fraction"][-1])
+        # where it stops paying: its crossing; past the last B where it never crosses; 0 if never paid
+        ends[mix] = (b if b is not None else Bs[-1] + 1 if s[-1] >= 1 else 0, c["idle_fraction"][-1])
     if "mixed" in ends and "repeated" in ends:
         (b_mixed, idle_mixed), (b_same, idle_same) = ends["mixed"], ends["repeated"]
         texts.append(
@@ -229,7 +230,7 @@ def batch(rows: list[dict]) -> str:
         )
         if b_mixed < b_same and idle_mixed > idle_same:
             texts.append(
-                f"Distinct prompts stop paying sooner (B ≈ {b_mixed:.1f} against {b_same:.1f}) and leave "
+                "Distinct prompts stop paying sooner than one prompt repeated, and leave "
                 f"{idle_mixed:.0%} of slot-rounds idle against {idle_same:.0%}: sequences that finish "
                 "early wait for the slowest, so idle slots decide the crossover here."
             )
