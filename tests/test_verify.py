@@ -10,10 +10,26 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from specbench.model import decoding, drafters
+from specbench.model import decoding, drafters, verify
 from specbench.model.generate import autoregressive, speculative
-from specbench.model.sampling import Warp, accept_reject, greedy_verdict, residual, sample, with_zero_row
-from specbench.model.verify import block_hazards, block_verdict, multi_draft_verdict
+from specbench.model.sampling import (
+    Warp,
+    accept_reject,
+    all_rows_accept_reject,
+    argmax,
+    greedy_verdict,
+    race,
+    residual,
+    sample,
+    with_zero_row,
+)
+from specbench.model.verify import (
+    all_rows_block_verdict,
+    all_rows_multi_draft_verdict,
+    block_hazards,
+    block_verdict,
+    multi_draft_verdict,
+)
 
 from conftest import random_model
 from exactness import P_THRESHOLD, SMALL_T, TARGET, noisy_copy, role_p_values, round_samples
@@ -54,8 +70,10 @@ def test_the_papers_toy_case_block_11_9_against_token_10_9():
     assert expected_accepted(block, p, K) == pytest.approx(float(Fraction(11, 9)), abs=1e-6)
 
 
-def test_block_verdict_at_one_hot_rows_is_the_greedy_verdict():
+@pytest.mark.parametrize("verdict", [block_verdict, all_rows_accept_reject, all_rows_block_verdict])
+def test_verdicts_at_one_hot_rows_are_the_greedy_verdict(verdict):
     rng = np.random.default_rng(0)
+    judge = jax.jit(verdict)
     for _ in range(50):
         K, V = 4, 6
         drafts = rng.integers(0, 3, K)
@@ -63,9 +81,57 @@ def test_block_verdict_at_one_hot_rows_is_the_greedy_verdict():
         p = jax.nn.one_hot(drafts, V)
         q = jax.nn.one_hot(target, V)
         key = jax.random.PRNGKey(int(rng.integers(1 << 30)))
-        got = jax.jit(block_verdict)(key, jnp.asarray(drafts), p, q)
+        got = judge(key, jnp.asarray(drafts), p, q)
         want = greedy_verdict(jnp.asarray(drafts), jnp.asarray(target))
         assert (int(got[0]), int(got[1])) == (int(want[0]), int(want[1]))
+
+
+def test_the_all_rows_verdict_accepts_what_the_lazy_one_accepts_with_the_same_coins():
+    # the same key draws the same coins, and the first rejection found by a cumulative product is
+    # the one the lazy loop stops at: only the emitted token's draw differs (a race, not the CDF)
+    rng = np.random.default_rng(5)
+    K, V, n = 4, 7, 400
+    p = jnp.asarray(rng.dirichlet(np.ones(V), (n, K)), jnp.float32)
+    q = jnp.asarray(rng.dirichlet(np.ones(V), (n, K + 1)), jnp.float32)
+    drafts = jnp.asarray(rng.integers(0, V, (n, K)))
+    drafted = jnp.asarray(rng.integers(0, K + 1, n))
+    p = jnp.where(jnp.arange(K)[None, :, None] < drafted[:, None, None], p, 0.0)  # rows not proposed: 0
+    keys = jax.random.split(jax.random.PRNGKey(3), n)
+    both = lambda f: jax.jit(jax.vmap(f))(keys, drafts, p, q, drafted)[0]
+    lazy, fixed = both(accept_reject), both(all_rows_accept_reject)
+    np.testing.assert_array_equal(lazy, fixed)
+    assert 0 < int(lazy.min()) or int(lazy.max()) > 0  # a spread of outcomes, not all zero
+
+
+def uniform_race(key, q, p):
+    """Negative control: the race run with uniform clocks, argmax w(x) / U_x, which favours the
+    heavy tokens beyond their weight."""
+    r = jnp.maximum(q - p, 0.0)
+    w = jnp.where(jnp.sum(r) > 0, r, q)
+    return argmax(w / jax.random.uniform(key, w.shape, minval=1e-12))
+
+
+def test_a_race_draws_each_token_with_its_weight_and_uniform_clocks_do_not():
+    from exactness import chi_square_p
+
+    w = jnp.asarray([0.0, 3.0, 1.0, 0.5, 0.0, 2.0, 0.25, 1.25])  # unnormalised, zeros included
+    keys = jax.random.split(jax.random.PRNGKey(11), 20000)
+    draws = np.asarray(jax.jit(jax.vmap(lambda k: race(k, w)))(keys))
+    wrong = np.asarray(jax.jit(jax.vmap(lambda k: uniform_race(k, w, jnp.zeros_like(w))))(keys))
+    expected = np.asarray(w / w.sum())
+    assert not np.isin(draws, [0, 4]).any()  # weight 0: never drawn
+    assert chi_square_p(draws, expected) > P_THRESHOLD
+    assert chi_square_p(wrong, expected) < P_THRESHOLD
+
+
+def test_each_backend_gets_its_verdict_kind_and_every_method_has_both():
+    assert verify.kind_for("cpu") == "lazy" and verify.kind_for("gpu") == "all-rows"
+    assert set(verify.VERDICTS) == set(verify.KINDS)
+    for kind in verify.KINDS:
+        assert set(verify.VERDICTS[kind]) == {*verify.METHODS, "drafts"}
+    drafter = drafters.Drafter("model", TARGET, drafts=2)
+    assert verify.verdict_of(drafter, "all-rows") is all_rows_multi_draft_verdict
+    assert verify.verdict_of(drafters.Drafter("model", TARGET, verify="block"), "lazy") is block_verdict
 
 
 def test_multi_draft_verdict_with_one_draft_is_token_by_token_in_distribution():
@@ -155,6 +221,11 @@ def broken_block_verdict(key, draft_tokens, p, q, n_drafted=None):
     return tau, sample(jax.random.fold_in(key, 3), residual(q[tau], with_zero_row(p)[tau]))
 
 
+def broken_all_rows_verdict(key, draft_tokens, p, q, n_drafted=None):
+    """Negative control for the all-rows verdict: its residual raced with uniform clocks."""
+    return all_rows_accept_reject(key, draft_tokens, p, q, n_drafted, draw_residual=uniform_race)
+
+
 def broken_multi_draft_verdict(key, draft_tokens, p, q, n_drafted):
     """Negative control: every candidate tried against q itself, the residual never updated."""
     return multi_draft_verdict(key, draft_tokens, p, q, n_drafted, update_residual=False)
@@ -175,11 +246,15 @@ def role_pair():
 
 
 CASES = {  # name: (drafter settings, verdict, exact?)
-    "token": (dict(), None, True),
-    "block": (dict(verify="block"), None, True),
+    "token": (dict(), accept_reject, True),
+    "token-all-rows": (dict(), all_rows_accept_reject, True),
+    "token-all-rows-uniform-race": (dict(), broken_all_rows_verdict, False),
+    "block": (dict(verify="block"), block_verdict, True),
+    "block-all-rows": (dict(verify="block"), all_rows_block_verdict, True),
     "block-no-eta": (dict(verify="block"), broken_block_verdict, False),
     "drafts-2": (dict(drafts=2), None, True),
-    "drafts-3": (dict(drafts=3), None, True),
+    "drafts-3": (dict(drafts=3), multi_draft_verdict, True),
+    "drafts-3-all-rows": (dict(drafts=3), all_rows_multi_draft_verdict, True),
     "drafts-3-no-residual": (dict(drafts=3), broken_multi_draft_verdict, False),
     "dynamic-K": (dict(confidence=0.6), None, True),
     "dynamic-K-wrong-bonus-row": (dict(confidence=0.6), wrong_bonus_dynamic, False),

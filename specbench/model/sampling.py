@@ -179,6 +179,22 @@ def draw(key, logits, warp: Warp):
     return sample(key, pr), pr
 
 
+def race(key, w):
+    """One token drawn with probability w(x) / sum(w), by an exponential race: each token gets an
+    independent clock E_x ~ Exp(1) and the token of largest w(x) / E_x wins (the first arrival
+    of independent exponential clocks of rates w(x); the Gumbel-max trick in another form). No
+    normalisation, no sort, no data-dependent loop: one fixed-shape pass over the vocabulary,
+    which is what a GPU wants. A token of weight 0 never wins while any weight is positive."""
+    e = jax.random.exponential(key, w.shape, jnp.float32)
+    return argmax(w / jnp.maximum(e, jnp.finfo(jnp.float32).tiny))  # E = 0 is float32's rounding of tiny E
+
+
+def race_residual(key, q, p):
+    """sample_residual by a race over max(q - p, 0), or over q where that is all zero."""
+    r = jnp.maximum(q - p, 0.0)
+    return race(key, jnp.where(jnp.sum(r) > 0, r, q))
+
+
 def sample_residual(key, q, p):
     """A token from residual(q, p) = norm(max(q - p, 0)), drawn from the unnormalised weights
     (sample scales by their sum), or from q where they are all zero, as residual falls back."""
@@ -265,6 +281,25 @@ def accept_reject(key, draft_tokens, p, q, n_drafted=None):
     n_accepted, row = lax.while_loop(accepted, next_row, (jnp.int32(0), q[0]))
     # at n_accepted == K the residual of q[K] against the zero row is q[K] itself
     return n_accepted, sample_residual(k_emit, row, draft_row(p, n_accepted))
+
+
+def all_rows_accept_reject(key, draft_tokens, p, q, n_drafted=None, draw_residual=race_residual):
+    """accept_reject as one fixed-shape computation over all K+1 rows, for a GPU: the rows warped
+    together, every coin drawn at once (the same coins as accept_reject for the same key), the
+    first rejection found by a cumulative product of the per-draft verdicts, and the emitted
+    token drawn by an exponential race (race_residual). The same distribution as accept_reject,
+    without its data-dependent loop, whose predicate a GPU copies to the host each iteration.
+    `draw_residual` is the tests' hook for a broken variant."""
+    q = all_rows(q)  # [K+1, V]
+    n_draft = draft_tokens.shape[0]
+    n_drafted = n_draft if n_drafted is None else n_drafted
+    k_accept, k_emit = jax.random.split(key)
+    u = jax.random.uniform(k_accept, (n_draft,))
+    p_x = jnp.take_along_axis(p, draft_tokens[:, None], axis=-1)[:, 0]
+    q_x = jnp.take_along_axis(q[:n_draft], draft_tokens[:, None], axis=-1)[:, 0]
+    passed = (u * p_x < q_x) & (jnp.arange(n_draft) < n_drafted)
+    n_accepted = jnp.sum(jnp.cumprod(passed.astype(jnp.int32))).astype(jnp.int32)
+    return n_accepted, draw_residual(k_emit, q[n_accepted], draft_row(p, n_accepted))
 
 
 def greedy_verdict(draft_tokens, target_tokens, n_drafted=None):

@@ -21,6 +21,8 @@ the drafted token's mass; the rule is the same and stays exact.
 
 from __future__ import annotations
 
+import os
+
 import jax
 import jax.numpy as jnp
 from jax import lax
@@ -28,7 +30,10 @@ from jax import lax
 from specbench.model.sampling import (
     accept_reject,
     all_rows,
+    all_rows_accept_reject,
     draft_row,
+    race,
+    race_residual,
     residual,
     sample,
     sample_residual,
@@ -36,6 +41,11 @@ from specbench.model.sampling import (
 )
 
 METHODS = ("token", "block")
+KINDS = ("lazy", "all-rows")
+"""How a verdict is computed (the same distribution either way): `lazy` reads the target's rows
+up to the first rejection in a data-dependent loop and samples by the CDF, the fastest on a CPU;
+`all-rows` is one fixed-shape computation over every row with an exponential race, for a GPU,
+where each iteration of a data-dependent loop waits for the host (docs/gpu.md)."""
 
 
 def block_hazards(draft_tokens, p, q, n_drafted=None):
@@ -79,7 +89,7 @@ def _running_min_product(ratio):
     return jnp.concatenate([jnp.ones(1, jnp.float32), etas])
 
 
-def block_verdict(key, draft_tokens, p, q, n_drafted=None):
+def block_verdict(key, draft_tokens, p, q, n_drafted=None, draw_residual=sample_residual):
     """One round's verdict by block verification (Sun et al. 2025, Algorithm 2; block_hazards).
 
     One coin u_i per draft position; tau = the last i in 1..K with u_i <= h_i, or 0 when none
@@ -91,10 +101,18 @@ def block_verdict(key, draft_tokens, p, q, n_drafted=None):
     h, eta = block_hazards(draft_tokens, p, q, n_drafted)
     passed = jax.random.uniform(k_coins, (K,)) <= h[1:]
     tau = jnp.max(jnp.where(passed, jnp.arange(1, K + 1), 0)).astype(jnp.int32)
-    return tau, sample_residual(k_emit, eta[tau] * q[tau], draft_row(p, tau))
+    return tau, draw_residual(k_emit, eta[tau] * q[tau], draft_row(p, tau))
 
 
-def multi_draft_verdict(key, draft_tokens, p, q, n_drafted, update_residual: bool = True):
+def all_rows_block_verdict(key, draft_tokens, p, q, n_drafted=None):
+    """block_verdict, its residual drawn by an exponential race (sampling.race_residual): with
+    its hazards already over all rows, one fixed-shape computation."""
+    return block_verdict(key, draft_tokens, p, q, n_drafted, draw_residual=race_residual)
+
+
+def multi_draft_verdict(
+    key, draft_tokens, p, q, n_drafted, update_residual: bool = True, all_rows_kind: bool = False
+):
     """One round's verdict over k draft sequences: SpecInfer's multi-step speculative sampling
     (Miao et al. 2024, Algorithm 2, for k sequences drawn independently from the draft).
 
@@ -110,15 +128,18 @@ def multi_draft_verdict(key, draft_tokens, p, q, n_drafted, update_residual: boo
 
     Returns (n_accepted, emitted, branch): branch is a sequence carrying the accepted prefix,
     whose caches the round keeps. update_residual=False is the tests' broken variant: every
-    candidate is tried against q itself.
+    candidate is tried against q itself. all_rows_kind: every row warped at once, a loop of K
+    depths (those after a rejection change nothing) and the emitted token drawn by a race.
     """
+    if all_rows_kind:
+        q = all_rows(q)
     k, K = draft_tokens.shape
     k_coins, k_emit = jax.random.split(key)
     coins = jax.random.uniform(k_coins, (K, k))
     first_alive = lambda alive: jnp.argmax(alive).astype(jnp.int32)
 
     def depth(carry):  # visited while every depth before it accepted a candidate
-        i, alive, _, n_accepted, _ = carry
+        i, alive, stopped, n_accepted, r_stop = carry
         r = q[first_alive(alive), i]
         token, found = jnp.int32(0), jnp.bool_(False)
         for j in range(k):  # k is small and static: the candidates in order, unrolled
@@ -131,7 +152,11 @@ def multi_draft_verdict(key, draft_tokens, p, q, n_drafted, update_residual: boo
                 r = jnp.where(rejected, residual(r, p[j, i]), r)
             found = found | accepted
         alive = jnp.where(found, alive & (draft_tokens[:, i] == token), alive)
-        return i + 1, alive, ~found, n_accepted + found.astype(jnp.int32), r  # r: emitted if ~found
+        new = i + 1, alive, ~found, n_accepted + found.astype(jnp.int32), r  # r: emitted if ~found
+        if not all_rows_kind:
+            return new
+        # a fixed count of depths: after a rejection, a depth leaves everything as it was
+        return tuple(jnp.where(stopped, old, now) for old, now in zip(carry, new))
 
     init = (
         jnp.int32(0),
@@ -140,15 +165,44 @@ def multi_draft_verdict(key, draft_tokens, p, q, n_drafted, update_residual: boo
         jnp.int32(0),
         jnp.zeros(p.shape[-1], jnp.float32),
     )
+    if all_rows_kind:
+        _, alive, stopped, n_accepted, r_stop = lax.fori_loop(0, K, lambda _, c: depth(c), init)
+        branch = first_alive(alive)
+        return n_accepted, race(k_emit, jnp.where(stopped, r_stop, q[branch, K])), branch
     _, alive, stopped, n_accepted, r_stop = lax.while_loop(lambda c: (c[0] < K) & ~c[2], depth, init)
     branch = first_alive(alive)
     emitted = sample(k_emit, lax.cond(stopped, lambda: r_stop, lambda: q[branch, K]))
     return n_accepted, emitted, branch
 
 
-VERDICTS = {"token": accept_reject, "block": block_verdict}
+def all_rows_multi_draft_verdict(key, draft_tokens, p, q, n_drafted):
+    """multi_draft_verdict as one fixed-shape computation (all_rows_kind)."""
+    return multi_draft_verdict(key, draft_tokens, p, q, n_drafted, all_rows_kind=True)
 
 
-def verdict_of(drafter):
-    """The drafter's verify rule: multi_draft_verdict with k drafts, else VERDICTS[drafter.verify]."""
-    return multi_draft_verdict if drafter.drafts > 1 else VERDICTS[drafter.verify]
+# every verdict, by how it is computed (KINDS) and what it judges: a method, or k drafts
+VERDICTS = {
+    "lazy": {"token": accept_reject, "block": block_verdict, "drafts": multi_draft_verdict},
+    "all-rows": {
+        "token": all_rows_accept_reject,
+        "block": all_rows_block_verdict,
+        "drafts": all_rows_multi_draft_verdict,
+    },
+}
+
+
+def kind_for(backend: str) -> str:
+    """The verdict kind a backend runs: `lazy` on the CPU, `all-rows` on an accelerator, unless
+    SPECBENCH_VERDICT names one of KINDS (a comparison on one machine). The one place the choice
+    is made; every row records it."""
+    asked = os.environ.get("SPECBENCH_VERDICT", "auto")
+    if asked in KINDS:
+        return asked
+    return "lazy" if backend == "cpu" else "all-rows"
+
+
+def verdict_of(drafter, kind: str | None = None):
+    """The drafter's verify rule, computed the `kind` way (default: kind_for this JAX backend):
+    the k-drafts verdict with k drafts, else that of drafter.verify."""
+    kind = kind or kind_for(jax.default_backend())
+    return VERDICTS[kind]["drafts" if drafter.drafts > 1 else drafter.verify]
