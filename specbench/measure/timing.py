@@ -18,7 +18,7 @@ import numpy as np
 from jax import lax
 
 from specbench.measure.prepared import Prepared
-from specbench.model import drafters, generate
+from specbench.model import drafters, generate, programs
 from specbench.model.gpt2 import GPT2Config, init_cache, step
 from specbench.model.layouts import batch_layout
 from specbench.model.sampling import Warp, argmax
@@ -77,7 +77,7 @@ def _chained_step(params, cache, tokens, pos, config: GPT2Config):
     return cache, jnp.full_like(tokens, argmax(logits[-1]).astype(tokens.dtype))
 
 
-@functools.partial(jax.jit, static_argnames=("iters", "config"), donate_argnames=("cache",))
+@functools.partial(programs.jit, static_argnames=("iters", "config"), donate_argnames=("cache",))
 def _step_loop(params, cache, tokens, pos, iters, config: GPT2Config):
     """`iters` steps; with a leading batch axis on cache, tokens and pos, every sequence at once."""
     if tokens.ndim == 2:  # as batched.py decodes: vmapped, in the batch layout
@@ -108,7 +108,7 @@ def step_seconds(
     return seconds_per_iter(loop, (cache, tokens), iters, repeats, warm)
 
 
-_plain_step = jax.jit(_chained_step, static_argnames=("config",), donate_argnames=("cache",))
+_plain_step = programs.jit(_chained_step, static_argnames=("config",), donate_argnames=("cache",))
 
 
 def plain_step_seconds(

@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from specbench.model import decoding
+from specbench.model import decoding, programs
 from specbench.model.decoding import ARState, SpecState, bucket
 from specbench.model.gpt2 import GPT2Config
 from specbench.model.layouts import batch_layout
@@ -140,7 +140,7 @@ def spec_generate(
     return lax.while_loop(lambda s: jnp.any(s.n < ends), body, state)
 
 
-ar_start_jit = jax.jit(ar_start, static_argnames=decoding.AR_STATIC)
-ar_generate_jit = jax.jit(ar_generate, static_argnames=decoding.AR_STATIC)
-spec_start_jit = jax.jit(spec_start, static_argnames=decoding.SPEC_STATIC[:-1])
-spec_generate_jit = jax.jit(spec_generate, static_argnames=decoding.SPEC_STATIC)
+ar_start_jit = programs.jit(ar_start, static_argnames=decoding.AR_STATIC)
+ar_generate_jit = programs.jit(ar_generate, static_argnames=decoding.AR_STATIC)
+spec_start_jit = programs.jit(spec_start, static_argnames=decoding.SPEC_STATIC[:-1])
+spec_generate_jit = programs.jit(spec_generate, static_argnames=decoding.SPEC_STATIC)

@@ -39,7 +39,7 @@ import numpy as np
 from jax import lax
 
 from specbench.errors import DecodeError
-from specbench.model import draft_vocab, drafters
+from specbench.model import draft_vocab, drafters, programs
 from specbench.model.drafters import Drafter
 from specbench.model.gpt2 import GPT2Config, init_cache, step
 from specbench.model.sampling import TargetRows, Warp, argmax, draw, greedy_verdict
@@ -319,13 +319,13 @@ def spec_generate(
 
 AR_STATIC = ("config", "warp", "max_len")
 SPEC_STATIC = ("drafter", "target_config", "warp", "max_len", "K", "verdict")
-start_jit = jax.jit(start, static_argnames=AR_STATIC)
-ar_step_jit = jax.jit(ar_step, static_argnames=("config", "warp"), donate_argnames=("state",))
-ar_generate_jit = jax.jit(ar_generate, static_argnames=AR_STATIC)
-spec_start_jit = jax.jit(spec_start, static_argnames=SPEC_STATIC[:-1])
-spec_round_jit = jax.jit(
+start_jit = programs.jit(start, static_argnames=AR_STATIC)
+ar_step_jit = programs.jit(ar_step, static_argnames=("config", "warp"), donate_argnames=("state",))
+ar_generate_jit = programs.jit(ar_generate, static_argnames=AR_STATIC)
+spec_start_jit = programs.jit(spec_start, static_argnames=SPEC_STATIC[:-1])
+spec_round_jit = programs.jit(
     spec_round,
     static_argnames=("drafter", "target_config", "warp", "K", "verdict"),
     donate_argnames=("state",),
 )
-spec_generate_jit = jax.jit(spec_generate, static_argnames=SPEC_STATIC)
+spec_generate_jit = programs.jit(spec_generate, static_argnames=SPEC_STATIC)

@@ -32,7 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from specbench.model import attention, kernels
+from specbench.model import attention, kernels, programs
 from specbench.model.layouts import as_loaded
 
 
@@ -235,7 +235,7 @@ def empty_cache(config: GPT2Config, max_len: int, dtype=jnp.float32):
 
 
 # One compiled program per (config, n_seq); the cache buffer is donated and reused.
-step_jit = jax.jit(step, static_argnames=("config",), donate_argnames=("cache",))
+step_jit = programs.jit(step, static_argnames=("config",), donate_argnames=("cache",))
 
 
 def gpt2(params, tokens, config: GPT2Config):
