@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Measurements on a lent GPU machine (the workplace's device tool runs this in a copy of the
 # checkout, with the image's own Python, JAX and torch; nothing is installed). Usage:
-#   bash scripts/gpu_session.sh STAGE...   stages: env loops verdict run roofline report-bundled report-pair peer tests
+#   bash scripts/gpu_session.sh STAGE...   stages: env loops verdict run run-xla-loops dial batch roofline-bf16 roofline
+#                                          report-bundled report-pair peer tests
+#   bash scripts/gpu_session.sh all        issue 48's measuring, in one call of about 8 minutes
 # Every stage has its own time limit, writes its log and files under $OUT, and a failed stage
-# does not stop the next.
+# does not stop the next. Copy $OUT to results/recorded/gpu-<card>/ afterwards.
 set -uo pipefail
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
 OUT=${OUT:-/tmp/gpu-out}
@@ -18,7 +20,9 @@ stage() {  # stage NAME SECONDS COMMAND...: run it under a limit, log it, note i
     echo "$name rc=$rc $((SECONDS - t0))s" | tee -a "$OUT/stages.txt"
     tail -n 40 "$OUT/$name.log"
 }
-for s in "$@"; do
+stages=("$@")
+[ "${stages[0]:-}" = all ] && stages=(env tests verdict run run-xla-loops dial batch roofline-bf16)
+for s in "${stages[@]}"; do
     case $s in
     env)
         stage env 60 bash -c 'nvidia-smi; python3 -c "import jax, jaxlib, torch; print(jax.__version__, jaxlib.__version__, jax.devices(), torch.__version__, torch.cuda.is_available())"'
@@ -26,12 +30,31 @@ for s in "$@"; do
     loops)  # what an iteration of each kind of device loop costs (docs/gpu.md)
         stage loops 120 python3 scripts/loop_cost.py
         ;;
-    verdict)  # the T = 1 verdict over all rows (2967239) against the lazy one; needs, made here
-        # beforehand and carried: git show 2967239:specbench/model/sampling.py > .gpu/sampling-2967239.py
-        stage verdict 240 python3 scripts/verdict_ab.py --repeats 8 --before .gpu/sampling-2967239.py
+    verdict)  # the T = 1 verdict of each kind (verify.KINDS): which one verify.kind_for should give a GPU
+        stage verdict 150 python3 scripts/verdict_ab.py --repeats 8
         ;;
-    run)
-        stage run-bundled-f32 150 $sb run --K 4 -t 0 --repeats 10 --no-save --export-json "$OUT/run-bundled-f32-T0.json"
+    run)  # the bundled pair as the tool runs by default here: all-rows verdict, command-buffer loops
+        stage run-bundled-T0 75 $sb run --K 4 -t 0 --repeats 10 --no-save --export-json "$OUT/run-bundled-f32-T0.json"
+        stage run-bundled-T1 75 $sb run --K 4 -t 1 --repeats 10 --no-save --export-json "$OUT/run-bundled-f32-T1.json"
+        ;;
+    run-xla-loops)  # the same with XLA's default loops (model/programs.py), for the comparison
+        stage run-xla-loops-T0 75 env SPECBENCH_XLA_LOOPS=default $sb run --K 4 -t 0 --repeats 10 --no-save \
+            --export-json "$OUT/run-bundled-f32-T0-xla-loops.json"
+        stage run-xla-loops-T1 75 env SPECBENCH_XLA_LOOPS=default $sb run --K 4 -t 1 --repeats 10 --no-save \
+            --export-json "$OUT/run-bundled-f32-T1-xla-loops.json"
+        ;;
+    dial)  # random 1558M verifying the dial's drafts: speedup against an acceptance set exactly, bf16
+        stage dial "${DIAL_LIMIT:-150}" $sb sweep --drafter dial --acceptance 0.5,1 --K 4 -t 0 --dtype bfloat16 \
+            --target random-1558M --repeats 5 -o "$OUT/sweep-dial-1558M-bf16.json"
+        ;;
+    batch)  # distinct prompts (the suite cycled), then one prompt repeated (the upper bound)
+        stage batch-mixed 90 $sb sweep --batch 1,2,4,8,16 --K 4 -t 0 --repeats 3 -o "$OUT/sweep-batch-mixed.json"
+        stage batch-repeated 90 $sb sweep --batch 1,2,4,8,16 --K 4 -t 0 --repeats 3 --prompts narrative-1 \
+            -o "$OUT/sweep-batch-repeated.json"
+        ;;
+    roofline-bf16)  # the decode step against the HBM bound, bfloat16 only (issue 48's figures)
+        stage roofline-bf16 "${ROOF_LIMIT:-150}" $sb roofline -m 124M -m 1558M --random-init --dtype bfloat16 --K 4 \
+            --export-json "$OUT/roofline-124M-1558M-bf16.json"
         ;;
     roofline)
         stage roofline "${ROOF_LIMIT:-240}" $sb roofline -m 124M -m 1558M --random-init --dtype bfloat16,float32 --K 4 \

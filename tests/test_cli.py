@@ -31,6 +31,7 @@ def test_run_shows_ar_against_sd_and_saves_results(env, tmp_path):
         assert text in result.output
     row = json.loads((tmp_path / "out.json").read_text())[0]
     assert row["K"] == 3 and row["n_tokens"] == 12 and row["identical"] is True
+    assert row["verdict"] == "lazy" and row["xla_loops"] == "xla default"  # the CPU's choices, recorded
     assert row["ar_token_ids"] == row["sd_token_ids"] and len(row["ar_token_ids"]) == 12
     assert len(row["ar_times_s"]) == len(row["sd_times_s"]) == 2
     assert len(row["accepted_hist"]) == 4 and sum(row["accepted_hist"]) == row["n_rounds"]

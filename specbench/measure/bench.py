@@ -12,12 +12,13 @@ from __future__ import annotations
 import dataclasses
 import time
 
+import jax
 import numpy as np
 
 from specbench.measure import load, timing
 from specbench.measure.peers import PeerResult
 from specbench.measure.prepared import Prepared, RunConfig
-from specbench.model import kernels
+from specbench.model import kernels, programs, verify
 from specbench.model.stats import DecodeStats
 
 __all__ = ["BenchmarkResult", "PARTS", "Prepared", "RunConfig", "STEP_TIMERS", "run_benchmark"]
@@ -47,6 +48,8 @@ class BenchmarkResult:
     # the budget's parts as sampled in each repeat: {"ar_start", "ar_token", "sd_start", "round": [repeats]}
     part_samples: dict = dataclasses.field(default_factory=dict)
     kernels: str = "xla"  # what multiplied the weights: "cpu" (specbench's kernel) or "xla" (kernels.used_by)
+    verdict: str = "lazy"  # how a T > 0 verdict was computed (verify.KINDS), chosen by verify.kind_for
+    xla_loops: str = "xla default"  # how the device loops were compiled (programs.loops_setting)
 
 
 PARTS = {"ar": ("ar_start", "ar_token"), "sd": ("sd_start", "round")}  # each method's budget parts
@@ -182,4 +185,6 @@ def benchmark_result(
         load=machine,
         part_samples={name: steps[name].tolist() for names in PARTS.values() for name in names},
         kernels=kernels.used_by(c.target.params),
+        verdict=verify.kind_for(jax.default_backend()),
+        xla_loops=programs.loops_setting(),
     )

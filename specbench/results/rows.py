@@ -92,6 +92,8 @@ def result_row(
         "implementation_version": context.get("specbench_version"),
         "dtype": dtype,
         "kernels": res.kernels,
+        "verdict": res.verdict,
+        "xla_loops": res.xla_loops,
         "draft": draft,
         "target": c.target.name,
         **drafter_settings(c.drafter),

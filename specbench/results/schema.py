@@ -39,6 +39,8 @@ FIELDS = [
     F("implementation_version", str),
     F("dtype", str, key=True),
     F("kernels", str, key=True, old="xla"),
+    F("verdict", str, key=True, old="lazy"),  # how a T > 0 verdict was computed (verify.KINDS)
+    F("xla_loops", str),  # how the device loops were compiled (model/programs.py)
     F("draft", str, md=3, table=2, header="drafter", key=True),
     F("target", str, md=4, key=True),
     F("drafter", str, md=2, key=True, old="model"),
