@@ -39,7 +39,7 @@ CASES = [
         "at most",
     ),
     (["sweep", "--K", "1-100000000"], "--K", "at most"),
-    (["sweep", "--batch", "1-1000000"], "--batch", "at most 4096"),
+    (["sweep", "--batch", "1-1000000"], "--batch", "a range must be at most 4096"),
     (["run", "--drafter", "lookup", "--ngram", "200"], "--ngram", "<= 16"),
     # the flag at fault, with a limit that can be met
     (["run", "--K", "120"], "--K", "K can be at most"),

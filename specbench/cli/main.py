@@ -95,10 +95,6 @@ def sweep(**flags):
     if flags["dry_run"]:
         tables.dry_run(console, p.todo, plan.program_sets(p.todo), plan.estimate_seconds(p.todo), p.output)
         return
-    console.print(
-        f"sweep: {render.plural(p.grid_size, 'configuration')}, {p.grid_size - len(p.todo)} already in "
-        f"{p.output}, {len(p.todo)} to run · drafters {', '.join(p.draft_names)} · target {p.target_name}"
-    )
     # files are rewritten after every row; standard output gets the exports once, at the end
     files = {fmt: path for fmt, path in p.exports.items() if path and path != "-"}
     kept = lambda: (
@@ -108,6 +104,10 @@ def sweep(**flags):
     )
     note = interrupt_note()
     note.message = "interrupted: " + kept()
+    console.print(
+        f"sweep: {render.plural(p.grid_size, 'configuration')}, {p.grid_size - len(p.todo)} already in "
+        f"{p.output}, {len(p.todo)} to run · drafters {', '.join(p.draft_names)} · target {p.target_name}"
+    )
     try:
         with progress_bar("sweep", len(p.todo), unit="configuration") as bar:
             for i, (job, label) in enumerate(zip(p.todo, p.labels)):

@@ -264,8 +264,8 @@ sweep = [
     axis(
         ("--batch", "-b"),
         "batches",
-        ListParam(int, most=BATCH_MAX),
-        None,  # the memory check bounds each size further
+        ListParam(int, span_most=BATCH_MAX),  # one large size: the memory check names what it needs
+        None,
         "Comma list of batch sizes. Each row then decodes B sequences together, the --prompts "
         "cycled (one prompt: repeated), instead of one row per prompt.",
     ),

@@ -12,7 +12,7 @@ from specbench.results import theory
 KERNELS = ("auto", "cpu", "xla")  # model/kernels.py's CHOICES, without importing JAX here
 VERIFY_METHODS = ("token", "block")  # drafters.VERIFY_METHODS, without importing JAX for --help
 DRAFTS_MAX = 8
-BATCH_MAX = 4096  # the largest batch a sweep lists: checked before a range like 1-1000000 is expanded
+BATCH_MAX = 4096  # a range of batch sizes ends here: checked before 1-1000000 is expanded
 DRAFT_VOCAB_MAX = 32768  # the ranks gpt2_weights/tokenizer/frequent.json keeps (draft_vocab.py)
 DRAFT_CONFIDENCE = 0.2  # dynamic K's default: the best of 0.2-0.8 measured on the bundled pair
 K_MAX = 128  # the largest K accepted anywhere: checked before a range like 1-100000000 is expanded
@@ -100,10 +100,17 @@ class Temperature(Finite):
 
 class ListParam(click.ParamType):
     """A comma list of distinct values, with a-b ranges for integers: '1,2,4,8', '1-8', '0,0.7,1'.
-    `item` checks each value (a click type); `most` bounds integers before a range is expanded."""
+    `item` checks each value (a click type); `most` bounds integers before a range is expanded,
+    `span_most` the end of a range only."""
 
-    def __init__(self, kind: type, item: click.ParamType | None = None, most: int | None = None):
-        self.kind, self.item, self.most = kind, item, most
+    def __init__(
+        self,
+        kind: type,
+        item: click.ParamType | None = None,
+        most: int | None = None,
+        span_most: int | None = None,
+    ):
+        self.kind, self.item, self.most, self.span_most = kind, item, most, span_most
         self.name = f"{kind.__name__} list"
 
     def convert(self, value, param, ctx):
@@ -112,7 +119,7 @@ class ListParam(click.ParamType):
         text = str(value)
         if self.kind is int:
             try:
-                return theory.parse_K_range(text, self.most)
+                return theory.parse_K_range(text, self.most, self.span_most)
             except ValueError as e:
                 self.fail(f"{text!r} is not a comma list like 1,2,4,8 or 1-8 ({e})", param, ctx)
         parts = [v.strip() for v in text.split(",")]

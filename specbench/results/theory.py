@@ -93,9 +93,11 @@ def refined_speedup(
     return tokens_per_round * t_target / (K * t_draft + t_verify + t_overhead)
 
 
-def parse_K_range(text: str, most: int | None = None) -> list[int]:
+def parse_K_range(text: str, most: int | None = None, span_most: int | None = None) -> list[int]:
     """'4' -> [4]; '1-8' -> [1..8]; '1,2,4,8' -> [1, 2, 4, 8]. Raises ValueError on anything else,
-    on a value above `most` (checked before a range is expanded) and on a value given twice."""
+    on a value above `most` (checked before a range is expanded), on a range reaching above
+    `span_most` (a value given alone may be larger: a later check names what it needs) and on
+    a value given twice."""
     values: list[int] = []
     for part in text.split(","):
         part = part.strip()
@@ -104,8 +106,11 @@ def parse_K_range(text: str, most: int | None = None) -> list[int]:
             lo, hi = int(a), int(b)
             if lo > hi:
                 raise ValueError(f"empty range {part!r}")
-            if most is not None and hi > most:
-                raise ValueError(f"values must be at most {most} (got {hi})")
+            limit = min(m for m in (most, span_most, hi) if m is not None)
+            if hi > limit:
+                raise ValueError(
+                    f"{'values' if limit == most else 'a range'} must be at most {limit} (got {hi})"
+                )
             values.extend(range(lo, hi + 1))
         else:
             values.append(int(part))
