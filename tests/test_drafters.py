@@ -241,3 +241,28 @@ def test_layerskip_reads_the_targets_own_weights(target):
     with pytest.raises(ValueError, match="1..1"):
         drafters.layerskip_drafter(target.config, 2)
     assert jax.tree_util.tree_leaves(target.params)[0].shape[0] > 0
+
+
+def test_the_command_lines_copies_of_the_model_layers_lists_are_the_lists():
+    # the CLI keeps copies so that --help imports no JAX; a kind or method added to the model
+    # layer and not to the copy fails here
+    from specbench.cli import params
+    from specbench.model import kernels, verify
+
+    assert params.DRAFTER_KINDS == tuple(drafters.KINDS)
+    assert params.VERIFY_METHODS == verify.METHODS == drafters.VERIFY_METHODS
+    assert params.KERNELS == kernels.CHOICES
+
+
+def test_each_drafter_kind_is_one_record_whose_traits_the_drafter_follows():
+    kinds = drafters.KINDS
+    assert drafters.kinds_that("network") == ("model", "layerskip")
+    assert drafters.kinds_that("draft_model") == ("model",) and drafters.kinds_that("acceptance") == ("dial",)
+    assert all(k.k_drafts == k.distributions == k.network for k in kinds.values())
+    for name, kind in kinds.items():
+        assert kind.name == name and kind.title and callable(kind.start) and callable(kind.propose)
+    with pytest.raises(ValueError, match="drafter must be one of model, lookup, layerskip, dial"):
+        drafters.Drafter("eagle")
+    with pytest.raises(ValueError, match="drafts must be 1 for the lookup drafter"):
+        drafters.Drafter("lookup", drafts=2)
+    assert drafters.lookup_drafter(3).spec is kinds["lookup"]

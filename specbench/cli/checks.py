@@ -14,6 +14,13 @@ from specbench.errors import DecodeError, WeightsError
 # Models and drafters
 
 
+def kinds_that(trait: str) -> tuple[str, ...]:
+    """drafters.kinds_that, imported when a plan is checked (not for --help)."""
+    from specbench.model import drafters
+
+    return drafters.kinds_that(trait)
+
+
 def check_backend() -> None:
     """JAX's backend must start: JAX_PLATFORMS naming a platform that is not installed (cuda on a
     machine without it) is one line, not JAX's traceback."""
@@ -100,7 +107,7 @@ def check_drafter_flags(kinds: list[str], f: dict) -> None:
     for kind in kinds:
         if kind not in KINDS:
             raise BadInput("--drafter", f"{kind!r} is not a drafter; use {', '.join(KINDS)}")
-    if f["draft"] is not None and "model" not in kinds:
+    if f["draft"] is not None and not any(KINDS[k].draft_model for k in kinds):
         raise BadInput(
             "--draft", f"only the model drafter uses a draft model ({', '.join(kinds)} draft without one)"
         )
@@ -112,7 +119,7 @@ def check_drafter_flags(kinds: list[str], f: dict) -> None:
         )
     if not 0 < f["draft_confidence"] < 1:
         raise BadInput("--draft-confidence", f"must be in (0, 1) (got {f['draft_confidence']:g})")
-    if f["dynamic_K"] and not set(kinds) & {"model", "layerskip"}:
+    if f["dynamic_K"] and not set(kinds) & set(kinds_that("network")):
         raise BadInput(
             "--dynamic-K", f"needs a drafter with probabilities (model or layerskip), not {kinds[0]}"
         )
@@ -132,9 +139,10 @@ def check_method_flags(kinds: list[str], f: dict) -> None:
     verifies, drafts, acceptances = method_flags(f)
     temperatures = f["temperature"] if isinstance(f["temperature"], list) else [f["temperature"]]
     batches = f.get("batches") or [f.get("batch") or 1]
-    if acceptances is not None and "dial" not in kinds:
+    dial = set(kinds) & set(kinds_that("acceptance"))
+    if acceptances is not None and not dial:
         raise BadInput("--acceptance", "only the dial drafter uses it (--drafter dial)")
-    if "dial" in kinds:
+    if dial:
         if acceptances is None:
             raise BadInput(
                 "--acceptance", "the dial needs one: the acceptance per draft, in [0, 1] (e.g. 0.5)"
@@ -142,17 +150,17 @@ def check_method_flags(kinds: list[str], f: dict) -> None:
         if any(t != 0 for t in temperatures):
             raise BadInput("--temperature", "the dial proposes the target's greedy tokens: it runs at -t 0")
     if max(drafts) > 1:
-        if set(kinds) - {"model", "layerskip"}:
-            other = sorted(set(kinds) - {"model", "layerskip"})[0]
+        if set(kinds) - set(kinds_that("k_drafts")):
+            other = sorted(set(kinds) - set(kinds_that("k_drafts")))[0]
             raise BadInput("--drafts", f"several drafts need a model or layerskip drafter, not {other}")
         if "block" in verifies:
             raise BadInput(
                 "--verify", "block judges one draft sequence: use --drafts 1 (sweep them in separate runs)"
             )
-    if max(batches) > 1 and ("dial" in kinds or max(drafts) > 1):
-        what = "the dial" if "dial" in kinds else "several drafts (themselves a batch of k)"
+    if max(batches) > 1 and (dial or max(drafts) > 1):
+        what = "the dial" if dial else "several drafts (themselves a batch of k)"
         raise BadInput("--batch", f"{what} decode one sequence: use --batch 1")
-    if f.get("peers") and (verifies != ["token"] or max(drafts) > 1 or "dial" in kinds):
+    if f.get("peers") and (verifies != ["token"] or max(drafts) > 1 or dial):
         raise BadInput(
             "--peer", "peers verify one draft model's drafts token by token: leave out --peer here"
         )
@@ -170,7 +178,7 @@ def method_variants(drafter, name: str, verifies, drafts, acceptances) -> list[t
     import dataclasses
 
     out = []
-    for a in acceptances if drafter.kind == "dial" else [None]:
+    for a in acceptances if drafter.spec.acceptance else [None]:
         for v in verifies:
             for k in drafts:
                 d = dataclasses.replace(drafter, verify=v, drafts=k, acceptance=a)
@@ -185,12 +193,13 @@ def network_drafter(kind: str, draft, target, f: dict):
 
     from specbench.model import drafters
 
-    conf = f["draft_confidence"] if f["dynamic_K"] and kind in ("model", "layerskip") else None
-    if kind == "dial":
-        return drafters.dial_drafter(0.0), "dial"
-    if kind == "lookup":
+    spec = drafters.KINDS[kind]
+    conf = f["draft_confidence"] if f["dynamic_K"] and spec.network else None
+    if spec.acceptance:
+        return drafters.dial_drafter(0.0), kind
+    if "ngram" in spec.flags:
         return drafters.lookup_drafter(f["ngram"]), f"lookup(n={f['ngram']})"
-    if kind == "layerskip":
+    if "draft_layers" in spec.flags:
         n_layer = target.config.n_layer
         L = f["draft_layers"] or max(1, n_layer // 3)
         if not 1 <= L < n_layer:
@@ -200,7 +209,7 @@ def network_drafter(kind: str, draft, target, f: dict):
         drafter, name = drafters.layerskip_drafter(target.config, L, conf), f"{target.name}[:{L}]"
     else:
         drafter, name = drafters.model_drafter(draft.config, conf), draft.name
-    network = draft if kind == "model" else target
+    network = draft if spec.draft_model else target
     return dataclasses.replace(drafter, vocab=draft_vocabulary(f, network)), name
 
 
@@ -286,7 +295,7 @@ def check_batch(
     max_len = generate.plan(encoded, n_tokens, K, [m for m in (d, t) if m is not None])
     itemsize = t.params["wte"].dtype.itemsize
     weights = resident_bytes(t.params) + (
-        resident_bytes(d.params) if d is not None and drafter.kind == "model" else 0
+        resident_bytes(d.params) if d is not None and drafter.spec.draft_model else 0
     )
     per_seq = batched.memory_bytes(1, configs, max_len, K, t.config.n_vocab, itemsize)
     free = device.memory_bytes()
@@ -311,12 +320,15 @@ def check_no_effect(f: dict, given: set[str], kinds: list[str], temperatures: li
             raise BadInput(
                 flag, "has no effect at temperature 0 (greedy decoding): set -t > 0, or leave it out"
             )
-    for name, kind in (("ngram", "lookup"), ("draft_layers", "layerskip")):
-        if name in given and kind not in kinds:
+    from specbench.model.drafters import KINDS
+
+    for name in ("ngram", "draft_layers"):
+        owner = next(k for k in KINDS.values() if name in k.flags).name
+        if name in given and not any(name in KINDS[k].flags for k in kinds if k in KINDS):
             raise BadInput(
-                "--" + name.replace("_", "-"), f"only the {kind} drafter uses it (--drafter {kind})"
+                "--" + name.replace("_", "-"), f"only the {owner} drafter uses it (--drafter {owner})"
             )
-    if "draft_vocab" in given and not {"model", "layerskip"} & set(kinds):
+    if "draft_vocab" in given and not set(kinds) & set(kinds_that("network")):
         raise BadInput("--draft-vocab", "only a network drafter has a head (--drafter model or layerskip)")
     if "draft_confidence" in given and not f["dynamic_K"]:
         raise BadInput("--draft-confidence", "is dynamic K's threshold: it needs --dynamic-K")

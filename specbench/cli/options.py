@@ -11,6 +11,7 @@ from specbench.cli.params import (
     BATCH_MAX,
     CONTEXT_MAX,
     DRAFT_CONFIDENCE,
+    DRAFTER_KINDS,
     DRAFTS_MAX,
     ITERS_MAX,
     K_MAX,
@@ -238,7 +239,7 @@ sweep = [
         "drafter_kinds",
         ListParam(str),
         "model",
-        "Comma list of drafters: model, lookup, layerskip, dial (see run).",
+        f"Comma list of drafters: {', '.join(DRAFTER_KINDS)} (see run).",
     ),
     axis(
         ("--verify",),
@@ -272,7 +273,7 @@ sweep = [
 ]
 trace = [
     click.option(
-        "--drafter", default="model", show_default=True, help="model, lookup, layerskip or dial (see run)."
+        "--drafter", default="model", show_default=True, help=f"{', '.join(DRAFTER_KINDS)} (see run)."
     ),
 ]
 theory_cmd = [

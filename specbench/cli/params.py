@@ -9,8 +9,10 @@ import click
 
 from specbench.results import theory
 
-KERNELS = ("auto", "cpu", "xla")  # model/kernels.py's CHOICES, without importing JAX here
-VERIFY_METHODS = ("token", "block")  # drafters.VERIFY_METHODS, without importing JAX for --help
+KERNELS = ("auto", "cpu", "xla")  # kernels.CHOICES
+# copies of the model layer's lists, so that --help imports no JAX; tests/test_drafters.py pins each
+VERIFY_METHODS = ("token", "block")  # verify.METHODS
+DRAFTER_KINDS = ("model", "lookup", "layerskip", "dial")  # drafters.KINDS
 DRAFTS_MAX = 8
 BATCH_MAX = 4096  # a range of batch sizes ends here: checked before 1-1000000 is expanded
 DRAFT_VOCAB_MAX = 32768  # the ranks gpt2_weights/tokenizer/frequent.json keeps (draft_vocab.py)

@@ -14,6 +14,7 @@ from specbench.cli.checks import (
     check_decodable,
     check_drafter_flags,
     check_no_effect,
+    kinds_that,
     load_model,
     load_pair,
     load_peers,
@@ -71,7 +72,9 @@ def run_plan(f: dict, given: set[str]) -> RunPlan:
     if batch > 1 and not chose_prompt:
         prompt_id = "all"
     check_drafter_flags([f["drafter"]], f)
-    d, t = load_pair(f["draft"], f["target"], f["dtype"], f["drafter"] == "model", f["kernels"])
+    d, t = load_pair(
+        f["draft"], f["target"], f["dtype"], f["drafter"] in kinds_that("draft_model"), f["kernels"]
+    )
     drafter, draft_name = make_drafter(f["drafter"], d, t, f)
     by_id = {pid: tokenizer.encode(text) for pid, text in chosen.items()}
     for ids in by_id.values():
@@ -130,7 +133,8 @@ def sweep_plan(f: dict, given: set[str]) -> SweepPlan:
             rows = export.read_json(output)
         except ExportError as e:
             raise BadInput("--resume", str(e)) from None
-    d, t = load_pair(f["draft"], f["target"], f["dtype"], "model" in kinds, f["kernels"])
+    with_draft = set(kinds_that("draft_model"))
+    d, t = load_pair(f["draft"], f["target"], f["dtype"], bool(with_draft & set(kinds)), f["kernels"])
     # each drafter with every --verify, --drafts and (the dial) --acceptance: [(Drafter, name)]
     variants = {kind: method_variants(*network_drafter(kind, d, t, f), *method_flags(f)) for kind in kinds}
     peers = {
@@ -142,7 +146,7 @@ def sweep_plan(f: dict, given: set[str]) -> SweepPlan:
     encoded = {pid: tokenizer.encode(text) for pid, text in chosen.items()}
     K_max, batches = max(f["K"]), f["batches"]
     for kind in kinds:
-        uses = [m for m in ((d if kind == "model" else None), t) if m is not None]
+        uses = [m for m in ((d if kind in with_draft else None), t) if m is not None]
         for ids in encoded.values():
             check_decodable(ids, f["n_tokens"], K_max, uses)
         for b in sorted(batches or [], reverse=True)[:1]:  # the largest batch, with the largest K, must fit
@@ -150,7 +154,7 @@ def sweep_plan(f: dict, given: set[str]) -> SweepPlan:
                 b,
                 f["host_loop"],
                 variants[kind][0][0],
-                d if kind == "model" else None,
+                d if kind in with_draft else None,
                 t,
                 list(encoded.values()),
                 f["n_tokens"],
@@ -186,7 +190,9 @@ def sweep_plan(f: dict, given: set[str]) -> SweepPlan:
         if all(results.sweep_key(k_) in done for k_ in cell_keys):
             continue
         warp = Warp(temp, f["top_k"], p)
-        config = RunConfig(d if kind == "model" else None, t, drafter, k, warp, **settings, peers=peers[kind])
+        config = RunConfig(
+            d if kind in with_draft else None, t, drafter, k, warp, **settings, peers=peers[kind]
+        )
         todo.append(Job(config, name, pid, ids, [chosen[i] for i in ids], [encoded[i] for i in ids]))
         top_p = f" top-p={p:g}" if p else ""
         method = f" verify={drafter.verify}" if drafter.verify != "token" else ""
@@ -231,7 +237,9 @@ def trace_plan(f: dict, given: set[str]) -> TracePlan:
     check_no_effect(f, given, [f["drafter"]], [f["temperature"]])
     prompt, _ = resolve_prompt(f["prompt"], f["prompt_id"])
     check_drafter_flags([f["drafter"]], f)
-    d, t = load_pair(f["draft"], f["target"], f["dtype"], f["drafter"] == "model", f["kernels"])
+    d, t = load_pair(
+        f["draft"], f["target"], f["dtype"], f["drafter"] in kinds_that("draft_model"), f["kernels"]
+    )
     drafter, draft_name = make_drafter(f["drafter"], d, t, f)
     ids = tokenizer.encode(prompt)
     check_decodable(ids, f["n_tokens"], f["K"], [m for m in (d, t) if m is not None])

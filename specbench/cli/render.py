@@ -67,16 +67,17 @@ def run_header(job, d, t) -> str:
     """'draft NAME (LxE) · target NAME (LxE) · K=4 · T=0 ...', or what drafts instead of a draft model."""
     c, spec = job.config, job.config.drafter
     target = f"target [bold]{t.name}[/bold] ({t.config.n_layer}x{t.config.n_embd})"
-    if spec.kind == "lookup":
-        pair = f"drafter [bold]prompt lookup[/bold] (n-gram ≤ {spec.ngram}) · {target}"
-    elif spec.kind == "dial":
+    title = spec.spec.title
+    if "ngram" in spec.spec.flags:
+        pair = f"drafter [bold]{title}[/bold] (n-gram ≤ {spec.ngram}) · {target}"
+    elif spec.spec.acceptance:
         pair = (
-            f"drafter [bold]acceptance dial[/bold] (a = {spec.acceptance:g}: an instrument, not a drafter "
+            f"drafter [bold]{title}[/bold] (a = {spec.acceptance:g}: an instrument, not a drafter "
             f"to deploy) · {target}"
         )
-    elif spec.kind == "layerskip":
+    elif not spec.spec.draft_model:
         layers = f"{job.draft_name}: its first {spec.config.n_layer} blocks{head_of(spec)}"
-        pair = f"drafter [bold]layer-skip[/bold] ({layers}) · {target}"
+        pair = f"drafter [bold]{title}[/bold] ({layers}) · {target}"
     else:
         pair = f"draft [bold]{d.name}[/bold] ({d.config.n_layer}x{d.config.n_embd}{head_of(spec)}) · {target}"
     w, B = c.warp, len(job.ids)
@@ -263,7 +264,7 @@ def run_report(row: dict, res, console: Console) -> None:
     """Everything `run` prints after measuring: the tables, the verdict, the texts."""
     timing_table(row, console)
     K, B = row["K"], row["batch"]
-    if row["drafter"] == "lookup" or row["dynamic_K"]:
+    if res.config.drafter.spec.fewer or row["dynamic_K"]:
         console.print(
             f"drafts per round: mean {row['mean_drafted']:.2f} of {K} · rounds with 0..{K} drafts: "
             f"{row['drafted_hist']}"

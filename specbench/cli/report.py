@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 
 from specbench import prompts
-from specbench.cli.checks import check_batch, check_decodable, load_pair, load_peers, make_drafter
+from specbench.cli.checks import check_batch, check_decodable, kinds_that, load_pair, load_peers, make_drafter
 from specbench.cli.console import BadInput
 from specbench.cli.jobs import Job, measure_into
 from specbench.cli.params import DRAFT_CONFIDENCE
@@ -149,7 +149,7 @@ def report_plan(f: dict) -> ReportPlan:
             how = dict(zip(("verify", "drafts", "acceptance"), method))
             drafter, draft_name = make_drafter(kind, d, t, {**options, **how, "dynamic_K": dynamic})
             config = RunConfig(
-                d if kind == "model" else None,
+                d if kind in kinds_that("draft_model") else None,
                 t,
                 drafter,
                 K,

@@ -59,9 +59,9 @@ class PeerResult:
 def draft_model(drafter, draft: Model | None, target: Model) -> Model:
     """The network a peer drafts with: the draft model, or (layer-skip) the target's first
     drafter.config.n_layer blocks with its final norm and head, as a model of their own."""
-    if drafter.kind == "model":
+    if drafter.spec.draft_model:
         return draft
-    if drafter.kind != "layerskip":
+    if not drafter.spec.network:
         raise PeerError(f"peers draft with a network; the {drafter.kind} drafter has no peer", "peer")
     L = drafter.config.n_layer
     first = lambda node: {k: first(v) for k, v in node.items()} if isinstance(node, dict) else node[:L]

@@ -33,7 +33,7 @@ class RunConfig:
 
     @property
     def models(self) -> list[Model]:
-        return [self.target] + ([self.draft] if self.drafter.kind == "model" else [])
+        return [self.target] + ([self.draft] if self.drafter.spec.draft_model else [])
 
     @property
     def total_steps(self) -> int:

@@ -177,15 +177,15 @@ def draft_seconds(prep: Prepared, iters: int = 20, repeats: int = 5, warm: bool 
     seconds_per_iter)."""
     c, max_len = prep.config, prep.max_len
     drafter, B = c.drafter, len(prep.prompts) * c.drafter.drafts
-    if drafter.kind in drafters.NETWORK_KINDS:  # the weights it drafts with (its head restricted or not)
-        own = c.draft if drafter.kind == "model" else c.target
-        name = own.name if drafter.kind == "model" else f"{own.name}[:{drafter.config.n_layer}]"
+    if drafter.spec.network:  # the weights it drafts with (its head restricted or not)
+        own = c.draft if drafter.spec.draft_model else c.target
+        name = own.name if drafter.spec.draft_model else f"{own.name}[:{drafter.config.n_layer}]"
         network = Model(name, drafter.config, prep.draft_params, own.source)
         return step_seconds(network, 1, max_len, iters, repeats, B, warm)
     buf = generate.inputs(prep.prompts, max_len, 0).prompt_bufs
     tokens = jnp.zeros(buf.shape[:-1] + (max_len,), jnp.int32).at[..., : buf.shape[-1]].set(buf)
     n = jnp.full(buf.shape[:-1], max_len // 2, jnp.int32)  # a search over half the buffer: mid-generation
-    params = {"reference": tokens[0] if tokens.ndim == 2 else tokens} if drafter.kind == "dial" else {}
+    params = {"reference": tokens[0] if tokens.ndim == 2 else tokens} if drafter.spec.acceptance else {}
     loop = lambda t: _propose_loop(params, t, n, iters, drafter, c.K, c.target.config.n_vocab)
     return seconds_per_iter(loop, tokens, iters, repeats, warm) / c.K
 

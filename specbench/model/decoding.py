@@ -138,13 +138,13 @@ def draft_params_for(drafter: Drafter, draft: Model | None, target: Model, refer
     """The weights a drafter runs: the draft model's, the target's own (layer-skip), none (lookup),
     or for the dial the target's greedy tokens `reference` [max_len] (generate.prepare_drafter).
     A drafter with a vocabulary gets its head restricted to it (draft_vocab.py)."""
-    if drafter.kind == "dial":
+    if drafter.spec.acceptance:
         if reference is None:
             raise DecodeError(
                 "the dial needs the target's greedy tokens (generate.prepare_drafter)", "drafter"
             )
         return {"reference": reference}
-    if drafter.kind == "model":
+    if drafter.spec.draft_model:
         if draft is None:
             raise DecodeError("the model drafter needs a draft model", "draft")
         if draft.config.n_vocab != target.config.n_vocab:
@@ -154,7 +154,7 @@ def draft_params_for(drafter: Drafter, draft: Model | None, target: Model, refer
                 "draft",
             )
         return restricted(drafter, draft.params)
-    return restricted(drafter, target.params) if drafter.kind == "layerskip" else {}
+    return restricted(drafter, target.params) if drafter.spec.network else {}
 
 
 def restricted(drafter: Drafter, params):

@@ -44,6 +44,7 @@ so the accept/reject rule keeps it exact too.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -51,10 +52,7 @@ from jax import lax
 
 from specbench.model.gpt2 import GPT2Config, init_cache, step
 from specbench.model.sampling import Warp, draw
-
-KINDS = ("model", "lookup", "layerskip", "dial")
-NETWORK_KINDS = ("model", "layerskip")
-VERIFY_METHODS = ("token", "block")  # verify.py
+from specbench.model.verify import METHODS as VERIFY_METHODS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,10 +71,15 @@ class Drafter:
     acceptance: float | None = None
     vocab: int | None = None  # a network drafter's head covers only this many tokens (FR-Spec)
 
+    @property
+    def spec(self) -> Kind:
+        """What this kind of drafter needs and can do (its KINDS record)."""
+        return KINDS[self.kind]
+
     def __post_init__(self):
         if self.kind not in KINDS:
             raise ValueError(f"drafter must be one of {', '.join(KINDS)} (got {self.kind!r})")
-        if self.kind in NETWORK_KINDS and self.config is None:
+        if self.spec.network and self.config is None:
             raise ValueError(f"the {self.kind} drafter needs a network config")
         if self.ngram < 1:
             raise ValueError(f"ngram must be >= 1 (got {self.ngram})")
@@ -84,17 +87,17 @@ class Drafter:
             raise ValueError(f"draft confidence must be in (0, 1) (got {self.confidence})")
         if self.verify not in VERIFY_METHODS:
             raise ValueError(f"verify must be one of {', '.join(VERIFY_METHODS)} (got {self.verify!r})")
-        if self.drafts < 1 or (self.drafts > 1 and self.kind not in NETWORK_KINDS):
+        if self.drafts < 1 or (self.drafts > 1 and not self.spec.network):
             raise ValueError(
                 f"drafts must be 1 for the {self.kind} drafter, >= 1 for a network (got {self.drafts})"
             )
         if self.drafts > 1 and self.verify != "token":
             raise ValueError("block verification judges one draft sequence: use drafts = 1")
-        if (self.kind == "dial") != (self.acceptance is not None):
+        if self.spec.acceptance != (self.acceptance is not None):
             raise ValueError("the dial drafter, and it alone, takes an acceptance")
         if self.acceptance is not None and not 0 <= self.acceptance <= 1:
             raise ValueError(f"acceptance must be in [0, 1] (got {self.acceptance})")
-        if self.vocab is not None and (self.kind not in NETWORK_KINDS or self.vocab < 1):
+        if self.vocab is not None and (not self.spec.network or self.vocab < 1):
             raise ValueError(f"a draft vocabulary is >= 1 tokens of a network drafter (got {self.vocab})")
 
 
@@ -123,10 +126,17 @@ def dial_drafter(acceptance: float) -> Drafter:
 
 
 def start(drafter: Drafter, params, prompt_buf, max_len: int):
-    """The drafter's state after reading the prompt: a cache for model and layerskip, none for
-    lookup and the dial."""
-    if drafter.kind not in NETWORK_KINDS:
-        return {}
+    """The drafter's state after reading the prompt (its kind's start)."""
+    return drafter.spec.start(drafter, params, prompt_buf, max_len)
+
+
+def no_state(drafter: Drafter, params, prompt_buf, max_len: int):
+    """Lookup and the dial keep no state of their own between rounds."""
+    return {}
+
+
+def network_start(drafter: Drafter, params, prompt_buf, max_len: int):
+    """A network drafter's cache after the prompt: as many layers as its config has."""
     cache = init_cache(drafter.config, max_len, params["wte"].dtype)
     _, cache = step(params, cache, prompt_buf, 0, drafter.config)  # runs as many layers as the cache has
     return {"cache": cache}
@@ -137,16 +147,23 @@ def start(drafter: Drafter, params, prompt_buf, max_len: int):
 
 
 def propose(drafter: Drafter, params, dstate, tokens, n, key, warp: Warp, K: int, n_vocab: int):
-    """Up to K draft tokens for positions n .. n+K-1, with the distributions they came from."""
-    if drafter.kind == "lookup":
-        drafts, n_drafted = lookup(tokens, n, K, drafter.ngram)
-        p = jax.nn.one_hot(drafts, p_width(warp, n_vocab), dtype=jnp.float32)
-        return dstate, drafts, _zero_after(p, n_drafted), n_drafted
-    if drafter.kind == "dial":
-        drafts = dial(params["reference"], n, key, K, n_vocab, drafter.acceptance)
-        # proposed with certainty, as lookup: one-hot p (no columns at T = 0, its only use)
-        return dstate, drafts, jax.nn.one_hot(drafts, p_width(warp, n_vocab), dtype=jnp.float32), jnp.int32(K)
-    return _network_propose(drafter, params, dstate, tokens, n, key, warp, K, n_vocab)
+    """Up to K draft tokens for positions n .. n+K-1, with the distributions they came from (its
+    kind's propose)."""
+    return drafter.spec.propose(drafter, params, dstate, tokens, n, key, warp, K, n_vocab)
+
+
+def lookup_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: Warp, K: int, n_vocab: int):
+    """Prompt lookup's drafts (lookup), proposed with certainty: one-hot p."""
+    drafts, n_drafted = lookup(tokens, n, K, drafter.ngram)
+    p = jax.nn.one_hot(drafts, p_width(warp, n_vocab), dtype=jnp.float32)
+    return dstate, drafts, _zero_after(p, n_drafted), n_drafted
+
+
+def dial_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: Warp, K: int, n_vocab: int):
+    """The dial's drafts (dial), proposed with certainty as lookup's: one-hot p (no columns at
+    T = 0, its only use)."""
+    drafts = dial(params["reference"], n, key, K, n_vocab, drafter.acceptance)
+    return dstate, drafts, jax.nn.one_hot(drafts, p_width(warp, n_vocab), dtype=jnp.float32), jnp.int32(K)
 
 
 def p_width(warp: Warp, n_vocab: int) -> int:
@@ -159,7 +176,7 @@ def _zero_after(p, n_drafted):
     return jnp.where(jnp.arange(p.shape[0])[:, None] < n_drafted, p, 0.0)
 
 
-def _network_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: Warp, K: int, n_vocab: int):
+def network_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: Warp, K: int, n_vocab: int):
     """Model and layer-skip drafting: K cached steps (fewer with dynamic K), each drawing from p.
 
     The first step re-reads [tokens[n-2], tokens[n-1]] at n-2, n-1: that writes the previous
@@ -251,3 +268,54 @@ def dial(reference, n, key, K: int, n_vocab: int, acceptance: float):
     keep = jax.random.uniform(k_keep, (K,)) < acceptance
     wrong = (true + 1 + jax.random.randint(k_wrong, (K,), 0, n_vocab - 1)) % n_vocab
     return jnp.where(keep, true, wrong).astype(jnp.int32)
+
+
+# ---------------------------------------------------------------------------------------------
+# The registry: one record per kind of drafter
+
+
+@dataclasses.dataclass(frozen=True)
+class Kind:
+    """One kind of drafter, defined once: its name and title, what it needs and can do, and the
+    two functions the round calls. The command line, the header, the timers, the row and
+    generate ask this record; adding a drafter is one entry here, its functions, help and docs."""
+
+    name: str
+    title: str  # how a header names it
+    start: Callable  # start(drafter, params, prompt_buf, max_len) -> dstate
+    propose: Callable  # propose(drafter, params, dstate, tokens, n, key, warp, K, n_vocab)
+    draft_model: bool = False  # drafts with a separate draft model (--draft)
+    network: bool = False  # drafts with a GPT-2 network and its cache, drawing from distributions:
+    #                        dynamic K, k drafts, a draft vocabulary and the peers apply
+    acceptance: bool = False  # takes an acceptance and drafts the target's own greedy tokens (the dial)
+    flags: tuple[str, ...] = ()  # the settings only this kind reads (their flags: --ngram, --draft-layers)
+    fewer: bool = False  # may propose fewer than K drafts without dynamic K (lookup without a match)
+    trees: bool = False  # proposes token trees (none yet: issue 49)
+
+    @property
+    def distributions(self) -> bool:
+        """Draws its drafts from distributions; else proposes with certainty (one-hot p)."""
+        return self.network
+
+    @property
+    def k_drafts(self) -> bool:
+        """Can propose k draft sequences a round (verify.multi_draft_verdict)."""
+        return self.network
+
+
+KINDS: dict[str, Kind] = {
+    k.name: k
+    for k in (
+        Kind("model", "draft model", network_start, network_propose, draft_model=True, network=True),
+        Kind("lookup", "prompt lookup", no_state, lookup_propose, flags=("ngram",), fewer=True),
+        Kind(
+            "layerskip", "layer-skip", network_start, network_propose, network=True, flags=("draft_layers",)
+        ),
+        Kind("dial", "acceptance dial", no_state, dial_propose, acceptance=True),
+    )
+}
+
+
+def kinds_that(trait: str) -> tuple[str, ...]:
+    """The names of the kinds whose record has `trait` (a Kind field or property) true."""
+    return tuple(name for name, kind in KINDS.items() if getattr(kind, trait))

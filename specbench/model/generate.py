@@ -149,7 +149,7 @@ def speculative(
     batch, single = as_batch(prompts)
     _check_loop(batch, device_loop, record)
     drafter = drafter or drafters.model_drafter(draft.config)
-    max_len = plan(batch, n_tokens, K, [target] + ([draft] if drafter.kind == "model" else []), max_len)
+    max_len = plan(batch, n_tokens, K, [target] + ([draft] if drafter.spec.draft_model else []), max_len)
     if draft_params is None:
         draft_params = prepare_drafter(drafter, draft, target, batch, n_tokens, K, warp, seed, max_len)
     x = inputs(batch, max_len, seed)
@@ -186,7 +186,7 @@ def prepare_drafter(drafter: Drafter, draft, target: Model, prompts, n_tokens, K
     """What the drafter drafts with (decoding.draft_params_for): for the dial, the target's own
     tokens [max_len] of an AR generation of N + K tokens, so that every draft position of the
     last round has its true token. The dial drives one sequence, at T = 0."""
-    if drafter.kind != "dial":
+    if not drafter.spec.acceptance:
         return decoding.draft_params_for(drafter, draft, target)
     batch, _ = as_batch(prompts)
     if len(batch) > 1:

@@ -35,8 +35,8 @@ def drafter_settings(drafter) -> dict:
         }
     return {
         "drafter": drafter.kind,
-        "ngram": drafter.ngram if drafter.kind == "lookup" else None,
-        "draft_layers": drafter.config.n_layer if drafter.kind == "layerskip" else None,
+        "ngram": drafter.ngram if "ngram" in drafter.spec.flags else None,
+        "draft_layers": drafter.config.n_layer if "draft_layers" in drafter.spec.flags else None,
         "dynamic_K": drafter.confidence is not None,
         "draft_confidence": drafter.confidence,
         "verify": drafter.verify,
