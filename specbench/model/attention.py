@@ -14,6 +14,7 @@ import math
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from specbench.model import kernels
 
@@ -23,8 +24,9 @@ few_token_attention, and on the CPU so does a prefill of up to kernels.ROWS_MAX 
 one by batched products over the heads (docs/performance.md, "Prefill")."""
 
 
-def cached_attention(q, k, v, k_cache, v_cache, pos):
-    """The new tokens' attention over the cache entries before pos and over each other, causally.
+def cached_attention(q, k, v, k_cache, v_cache, pos, tree=None):
+    """The new tokens' attention over the cache entries before pos and over each other, causally,
+    or with a token tree (tree.Tree) each over its own ancestors only (tree.ancestors).
 
     q/k/v [n_seq, n_head, hd] at positions pos..pos+n_seq-1; k_cache [n_head, hd, max_len] and
     v_cache [max_len, n_head, hd] hold positions 0..pos-1 (entries from pos on are stale and
@@ -35,12 +37,14 @@ def cached_attention(q, k, v, k_cache, v_cache, pos):
     """
     n_seq, cached = q.shape[0], v_cache.shape[0] > 0
     scale = 1.0 / math.sqrt(q.shape[-1])
+    # which new tokens each new token sees: a constant of the program (the tree's shape is static)
+    sees = np.tril(np.ones((n_seq, n_seq), bool)) if tree is None else tree.ancestors
     if cached and isinstance(pos, int) and pos == 0:  # a prefill into an empty cache: none of it is read
         k_cache, v_cache = k_cache[..., :0], v_cache[:0]
     if cached and n_seq == 1:
         return one_token_attention(q, k, v, k_cache, v_cache, pos, scale)
     if cached and n_seq <= (kernels.ROWS_MAX if jax.default_backend() == "cpu" else FEW_TOKENS):
-        return few_token_attention(q, k, v, k_cache, v_cache, pos, scale)
+        return few_token_attention(q, k, v, k_cache, v_cache, pos, scale, sees)
     # a long prefill, or the uncached forward: batched products over heads (the keys are cached head-major)
     max_len = v_cache.shape[0]
     v_heads = jnp.swapaxes(v_cache, 0, 1)  # [n_head, max_len, hd]
@@ -48,7 +52,7 @@ def cached_attention(q, k, v, k_cache, v_cache, pos):
     old = jnp.einsum("hqd,hdk->hqk", q_heads, k_cache).astype(jnp.float32) * scale  # [n_head, n_seq, max_len]
     new = jnp.einsum("qhd,khd->hqk", q, k).astype(jnp.float32) * scale  # [n_head, n_seq, n_seq]
     old = jnp.where((jnp.arange(max_len) < pos)[None, None, :], old, -jnp.inf)
-    new = jnp.where(jnp.tril(jnp.ones((n_seq, n_seq), bool))[None], new, -jnp.inf)
+    new = jnp.where(sees[None], new, -jnp.inf)
     weights = jax.nn.softmax(jnp.concatenate([old, new], axis=-1), axis=-1).astype(v.dtype)
     return jnp.einsum("hqk,hkd->qhd", weights[..., :max_len], v_heads) + jnp.einsum(
         "hqk,khd->qhd", weights[..., max_len:], v
@@ -69,18 +73,18 @@ def one_token_attention(q, k, v, k_cache, v_cache, pos, scale):
     return (weights[:, :, None] * f32(values)).sum(0, keepdims=True).astype(v.dtype)  # [1, n_head, hd]
 
 
-def few_token_attention(q, k, v, k_cache, v_cache, pos, scale):
+def few_token_attention(q, k, v, k_cache, v_cache, pos, scale, sees):
     """cached_attention for a few new tokens (a verify step, a draft's 2-token step), as multiply-and-sum
     over the cache in its stored order: no transposed copy of the cache and no small batched
     product per head, and the output comes out of one reduction over the values with the new ones
-    appended (docs/performance.md)."""
-    n_seq, max_len = q.shape[0], v_cache.shape[0]
+    appended (docs/performance.md). sees [n_seq, n_seq]: which new tokens each new token attends to."""
+    max_len = v_cache.shape[0]
     f32 = lambda a: a.astype(jnp.float32)  # sums in float32 whatever the cache's dtype
     q = f32(q)  # [n_seq, n_head, hd]
     old = (f32(k_cache)[None] * q[..., None]).sum(2) * scale  # [n_seq, n_head, max_len]
     old = jnp.where(jnp.arange(max_len) < pos, old, -jnp.inf)
     new = (q[:, None] * f32(k)[None]).sum(-1) * scale  # [n_seq (query), n_seq (key), n_head]
-    new = jnp.where(jnp.tril(jnp.ones((n_seq, n_seq), bool))[..., None], new, -jnp.inf)
+    new = jnp.where(sees[..., None], new, -jnp.inf)
     weights = jax.nn.softmax(jnp.concatenate([old, jnp.swapaxes(new, 1, 2)], axis=2), axis=2)
     values = f32(jnp.concatenate([v_cache, v]))  # [max_len + n_seq, n_head, hd]
     out = (jnp.swapaxes(weights, 1, 2)[..., None] * values[None]).sum(1)  # [n_seq, n_head, hd]

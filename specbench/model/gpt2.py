@@ -106,18 +106,18 @@ def mlp(x, c_fc, c_proj):  # [n_seq, n_embd] -> [n_seq, n_embd]
     return linear(gelu(linear(x, **c_fc)), **c_proj)  # via [n_seq, 4*n_embd]
 
 
-def mha(x, c_attn, c_proj, k_cache, v_cache, pos, n_head):
+def mha(x, c_attn, c_proj, k_cache, v_cache, pos, n_head, tree=None):
     # x [n_seq, n_embd]; k_cache [n_head, hd, max_len], v_cache [max_len, n_head, hd]; pos: traced int32.
     # Returns the output and this step's keys and values, [n_seq, n_head, hd] each.
     n_seq, n_embd = x.shape
     qkv = linear(x, **c_attn).reshape(n_seq, 3, n_head, n_embd // n_head)  # [n_seq, 3, n_head, hd]
     # as they will be stored: a later step reads them from the cache in its dtype
     k, v = qkv[:, 1].astype(k_cache.dtype), qkv[:, 2].astype(v_cache.dtype)
-    out = attention.cached_attention(qkv[:, 0], k, v, k_cache, v_cache, pos).reshape(n_seq, n_embd)
+    out = attention.cached_attention(qkv[:, 0], k, v, k_cache, v_cache, pos, tree).reshape(n_seq, n_embd)
     return linear(out, **c_proj), k, v
 
 
-def block(x, ln_1, attn, ln_2, mlp_params, k_cache, v_cache, pos, config: GPT2Config):
+def block(x, ln_1, attn, ln_2, mlp_params, k_cache, v_cache, pos, config: GPT2Config, tree=None):
     eps = config.layer_norm_epsilon
     a, k, v = mha(
         layer_norm(x, **ln_1, eps=eps),
@@ -126,13 +126,14 @@ def block(x, ln_1, attn, ln_2, mlp_params, k_cache, v_cache, pos, config: GPT2Co
         v_cache=v_cache,
         pos=pos,
         n_head=config.n_head,
+        tree=tree,
     )
     x = x + a
     x = x + mlp(layer_norm(x, **ln_2, eps=eps), **mlp_params)
     return x, k, v
 
 
-def step(params, cache, tokens, pos, config: GPT2Config, logits_at=None):
+def step(params, cache, tokens, pos, config: GPT2Config, logits_at=None, tree=None):
     """Run `tokens` [n_seq] at positions pos.. through the model, reading and writing `cache`.
 
     Returns (logits [n_seq, n_vocab] in float32, new cache). With `logits_at` (an index, may be
@@ -140,11 +141,17 @@ def step(params, cache, tokens, pos, config: GPT2Config, logits_at=None):
     matmul of a small GPT-2, and a padded prefill needs only its last real row. The step runs the
     first cache-depth blocks: a cache of L < n_layer layers makes it a layer-skip draft over the
     same weights (LayerSkip, Elhoushi et al. 2024), with the final norm and head as usual.
+
+    With `tree` (tree.Tree, static) the tokens are a token tree's nodes: node i sits at position
+    pos + its depth and attends to the cache and its own ancestors (SpecInfer's tree attention);
+    their keys and values are written at pos.. in node order, and the accepted path is moved to
+    consecutive positions afterwards.
     """
     n_seq = tokens.shape[0]
-    positions = jnp.minimum(pos + jnp.arange(n_seq), config.n_ctx - 1)  # pads past n_ctx are junk
+    offsets = jnp.arange(n_seq) if tree is None else jnp.asarray(tree.depths)
+    positions = jnp.minimum(pos + offsets, config.n_ctx - 1)  # pads past n_ctx are junk
     x = params["wte"][tokens] + params["wpe"][positions]  # [n_seq, n_embd]
-    x, (k_new, v_new) = blocks(params, x, cache, pos, config)
+    x, (k_new, v_new) = blocks(params, x, cache, pos, config, tree)
     # the scan only reads the cache; every layer's new entries [L, n_seq, n_head, hd] are written
     # in one update here (inside the scan, a batch's per-sequence write copied the whole cache)
     k, v = write_cache(cache["k"], cache["v"], jnp.transpose(k_new, (0, 2, 3, 1)), v_new, pos)
@@ -190,16 +197,17 @@ def _write_cache_batched(axis_size, in_batched, k_cache, v_cache, k_new, v_new, 
     return lax.fori_loop(0, axis_size, one, (k_cache, v_cache)), (True, True)
 
 
-def blocks(params, x, cache, pos, config: GPT2Config):
-    """The transformer blocks over x [n_seq, n_embd] at positions pos..: as many as the cache has
-    layers. Returns (x, (k, v)), the new keys and values [L, n_seq, n_head, hd] of every layer."""
+def blocks(params, x, cache, pos, config: GPT2Config, tree=None):
+    """The transformer blocks over x [n_seq, n_embd] at positions pos.. (a token tree's nodes
+    with `tree`): as many as the cache has layers. Returns (x, (k, v)), the new keys and values
+    [L, n_seq, n_head, hd] of every layer."""
 
     def layer(x, i):
         p = layer_params(params, i)
         # layer i's cache, sliced here rather than scanned over: under vmap the cache is [B, L, ...],
         # and scanning its second axis copied the whole cache every step (docs/performance.md)
         k_cache, v_cache = cache["k"][i], cache["v"][i]
-        x, k, v = block(x, p["ln_1"], p["attn"], p["ln_2"], p["mlp"], k_cache, v_cache, pos, config)
+        x, k, v = block(x, p["ln_1"], p["attn"], p["ln_2"], p["mlp"], k_cache, v_cache, pos, config, tree)
         return x, (k, v)
 
     return lax.scan(layer, x, jnp.arange(cache["k"].shape[0]))
@@ -235,7 +243,7 @@ def empty_cache(config: GPT2Config, max_len: int, dtype=jnp.float32):
 
 
 # One compiled program per (config, n_seq); the cache buffer is donated and reused.
-step_jit = programs.jit(step, static_argnames=("config",), donate_argnames=("cache",))
+step_jit = programs.jit(step, static_argnames=("config", "tree"), donate_argnames=("cache",))
 
 
 def gpt2(params, tokens, config: GPT2Config):

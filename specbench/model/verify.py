@@ -25,6 +25,7 @@ import os
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from specbench.model.sampling import (
@@ -178,6 +179,51 @@ def multi_draft_verdict(
 def all_rows_multi_draft_verdict(key, draft_tokens, p, q, n_drafted):
     """multi_draft_verdict as one fixed-shape computation (all_rows_kind)."""
     return multi_draft_verdict(key, draft_tokens, p, q, n_drafted, all_rows_kind=True)
+
+
+def tree_verdict(key, tree, node_tokens, p, q, update_residual: bool = True):
+    """One round's verdict over a token tree (tree.Tree): SpecInfer's multi-step speculative
+    sampling (Miao et al. 2024, Algorithm 2) down the tree. The children of node u were drawn
+    independently from the draft's distribution there, p[u]; at u they are tried in order,
+    child c accepted with probability min(1, r(x_c) / p_u(x_c)) starting from r = q[u], each
+    rejection replacing r by norm(max(r - p_u, 0)). An accepted child becomes u; when every child
+    is rejected the emitted token is drawn from r, and at a leaf it is the bonus from q[leaf].
+    Each step is a rejection sampler of the current r, so each emitted token follows the target.
+
+    node_tokens [n] (the root's is the pending token, not judged), p [n, V] and q [n, V]: the
+    draft's and the target's distributions after each node (the target's from one tree step).
+    A fixed count of depths, each a fixed count of candidates: no data-dependent loop.
+    Returns (n_accepted, emitted, last): the accepted drafts, the token after them, and the node
+    the accepted path ends at. update_residual=False is the tests' broken variant.
+    """
+    width = max(len(c) for c in tree.children)
+    table = np.full((tree.size, max(width, 1)), -1, np.int32)  # each node's children, -1 padded
+    for u, kids in enumerate(tree.children):
+        table[u, : len(kids)] = kids
+    table = jnp.asarray(table)
+    depth = int(tree.depths.max())
+    k_coins, k_emit = jax.random.split(key)
+    coins = jax.random.uniform(k_coins, (max(depth, 1), max(width, 1)))
+
+    def level(d, carry):
+        u, r, stopped, n_accepted = carry
+        found, nxt = jnp.bool_(False), u
+        for j in range(width):  # the candidates in order, unrolled: the width is static
+            c = table[u, j]
+            tested = ~stopped & ~found & (c >= 0)
+            x = node_tokens[jnp.maximum(c, 0)]
+            accepted = tested & (coins[d, j] * p[u, x] < r[x])
+            nxt = jnp.where(accepted, c, nxt)
+            if update_residual:
+                r = jnp.where(tested & ~accepted, residual(r, p[u]), r)
+            found = found | accepted
+        leaf = table[nxt, 0] < 0
+        r = jnp.where(found, q[nxt], r)  # the next node's target row, or the residual to emit from
+        return nxt, r, stopped | ~found | leaf, n_accepted + found.astype(jnp.int32)
+
+    init = (jnp.int32(0), q[0], jnp.bool_(table[0, 0] < 0), jnp.int32(0))
+    last, r, _, n_accepted = lax.fori_loop(0, depth, level, init)
+    return n_accepted, race(k_emit, r), last
 
 
 # every verdict, by how it is computed (KINDS) and what it judges: a method, or k drafts
