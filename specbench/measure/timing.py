@@ -139,7 +139,7 @@ def _hold_position(step_fn):
 
 
 @functools.partial(
-    jax.jit,
+    programs.jit,
     static_argnames=("iters", "drafter", "target_config", "warp", "K", "batch"),
     donate_argnames=("state",),
 )
@@ -150,13 +150,15 @@ def _rounds_loop(draft_params, target_params, state, iters, drafter, target_conf
     return lax.fori_loop(0, iters, _hold_position(one), state)
 
 
-@functools.partial(jax.jit, static_argnames=("iters", "config", "warp", "batch"), donate_argnames=("state",))
+@functools.partial(
+    programs.jit, static_argnames=("iters", "config", "warp", "batch"), donate_argnames=("state",)
+)
 def _ar_loop(params, state, iters, config, warp, batch):
     one = lambda s: generate.programs(batch).ar_step(params, s, config, warp)
     return lax.fori_loop(0, iters, _hold_position(one), state)
 
 
-@functools.partial(jax.jit, static_argnames=("iters", "drafter", "K", "n_vocab"))
+@functools.partial(programs.jit, static_argnames=("iters", "drafter", "K", "n_vocab"))
 def _propose_loop(params, tokens, n, iters, drafter, K, n_vocab):
     """`iters` proposals of a drafter without a network (lookup, the dial), each fed the previous
     one's first draft so none can be hoisted; tokens [B, L] and n [B] for a batch."""
