@@ -601,3 +601,13 @@ def test_a_row_is_made_of_fields_alone():
     assert list(row) == [names[0], names[3]]  # in FIELDS' order, fields without a value left out
     with pytest.raises(ValueError, match="not_a_field"):
         as_row({names[0]: "x", "not_a_field": 2})
+
+
+def test_run_with_a_tree_decodes_the_greedy_tokens_and_records_the_tree(env, tmp_path):
+    out = tmp_path / "t.json"
+    result = invoke("run", *env, "--tree", "2,2,1", "--repeats", 1, "-n", 10, "--export-json", out)
+    assert result.exit_code == 0, result.output
+    assert "a tree of 11 nodes" in result.output and "t_verify(11)" in result.output
+    row = json.loads(out.read_text())[0]
+    assert row["K"] == 3 and row["tree_nodes"] == 11 and row["identical"] is True
+    assert row["draft"].endswith("tree 2,2,1") and len(row["accepted_hist"]) == 4

@@ -40,6 +40,14 @@ CASES = [
     ),
     (["sweep", "--K", "1-100000000"], "--K", "at most"),
     (["sweep", "--batch", "1-1000000"], "--batch", "a range must be at most 4096"),
+    # token trees
+    (["run", "--tree", "2,0"], "--tree", "at least one child"),
+    (["run", "--tree", "8,8"], "--tree", "more than 64 nodes"),
+    (["run", "--tree", "2,x"], "--tree", "comma list"),
+    (["run", "--tree", "2,2", "--drafter", "lookup"], "--tree", "proposes no trees"),
+    (["run", "--tree", "2,2", "--K", "5"], "--K", "depth 2"),
+    (["run", "--tree", "2,2", "--drafts", "2"], "--drafts", "own rule"),
+    (["run", "--tree", "2,2", "--batch", "2"], "--tree", "one sequence"),
     (["run", "--drafter", "lookup", "--ngram", "200"], "--ngram", "<= 16"),
     # the flag at fault, with a limit that can be met
     (["run", "--K", "120"], "--K", "K can be at most"),
@@ -291,6 +299,7 @@ values |= {
     "--alpha": domain(st.floats(0, 1).map(str), ["2"]),
     "--t-verify": domain(st.floats(0.1, 50).map(str), ["-1"]),
     "--warmup": domain(st.sampled_from(["1", "2"]), [str(10**9)]),
+    "--tree": domain(st.sampled_from(["2", "2,1", "3,2,1"]), ["0", "9,9", "2,,1"]),
 }
 flags = ["--dynamic-K", "--host-loop", "--no-save", "--resume", "--force", "--random-init", "--quick"]
 DECODE = {"--K", "--temperature", "--top-p", "--top-k", "--n-tokens", "--seed", "--dtype", "--kernels"}
@@ -301,14 +310,14 @@ COMMANDS = {
     "run": DECODE
     | DRAFTER
     | EXPORTS
-    | {"--prompt", "--prompt-id", "--repeats", "--warmup", "--batch"}
+    | {"--prompt", "--prompt-id", "--repeats", "--warmup", "--batch", "--tree"}
     | {"--host-loop", "--no-save"},
     "sweep": DECODE
     | DRAFTER
     | EXPORTS
     | {"--prompts", "--output", "--repeats", "--warmup", "--batch"}
     | {"--host-loop", "--resume", "--force"},
-    "trace": DECODE | DRAFTER | {"--prompt", "--prompt-id"},
+    "trace": DECODE | DRAFTER | {"--prompt", "--prompt-id", "--tree"},
     "roofline": EXPORTS | {"--model", "--random-init", "--dtype", "--K", "--context", "--iters", "--kernels"},
     "report": {"--dtype", "--kernels", "--output", "--quick", "--resume", "--force", "--draft-vocab"},
     "theory": {"--K", "--t-draft", "--t-target", "--r", "--alpha", "--t-verify"},

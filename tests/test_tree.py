@@ -66,12 +66,13 @@ def test_a_tree_step_gives_each_path_the_logits_of_that_path_run_alone(layout, s
 # The verdict over a tree: each emitted token follows the target
 
 
-def tree_tokens(tree, p, q, n_rounds, update_residual=True):
+def tree_tokens(tree, p, q, n_rounds, **variant):
     """n_rounds independent rounds on a context-free tree (the draft's and the target's
-    distributions after node u are p[u] and q[u], whatever came before): each node's token drawn
-    from p[its parent], the round judged by verify.tree_verdict. Returns, for depth d = 1 .. D,
-    the round's d-th emitted token and the node whose target row it must follow (-1 where the
-    round emitted fewer than d tokens)."""
+    distributions after node u are p[u] and q[u], whatever came before): each node's children
+    drawn from p[node] without replacement (Gumbel top-k, as drafters.tree_propose), the round
+    judged by verify.tree_verdict(**variant). Returns, for depth d = 1 .. D, the round's d-th
+    emitted token and the node whose target row it must follow (-1 where the round emitted fewer
+    than d tokens)."""
     from specbench.model.verify import tree_verdict
 
     D = int(tree.depths.max())
@@ -79,13 +80,16 @@ def tree_tokens(tree, p, q, n_rounds, update_residual=True):
     for u in range(tree.size):
         for j in np.flatnonzero(tree.ancestors[u]):
             on_path[u, tree.depths[j]] = j
-    on_path, parents = jnp.asarray(on_path), jnp.asarray(tree.parents[1:])
+    on_path = jnp.asarray(on_path)
 
     def one(key):
         k_draft, k_verdict = jax.random.split(key)
-        drawn = jax.random.categorical(k_draft, jnp.log(p[parents])).astype(jnp.int32)
-        tokens = jnp.concatenate([jnp.zeros(1, jnp.int32), drawn])
-        n_accepted, emitted, last = tree_verdict(k_verdict, tree, tokens, p, q, update_residual)
+        tokens = jnp.zeros(tree.size, jnp.int32)
+        for u, kids in enumerate(tree.children):
+            if kids:
+                keyed = jnp.log(p[u]) + jax.random.gumbel(jax.random.fold_in(k_draft, u), p[u].shape)
+                tokens = tokens.at[np.asarray(kids)].set(jax.lax.top_k(keyed, len(kids))[1])
+        n_accepted, emitted, last = tree_verdict(k_verdict, tree, tokens, p, q, **variant)
         out = []
         for d in range(1, D + 1):
             token = jnp.where(n_accepted >= d, tokens[jnp.maximum(on_path[last, d], 0)], emitted)
@@ -98,22 +102,94 @@ def tree_tokens(tree, p, q, n_rounds, update_residual=True):
     return list(zip(draws[::2], draws[1::2]))
 
 
-@pytest.mark.parametrize("update_residual", [True, False], ids=["specinfer", "no-residual-update"])
-def test_every_token_of_a_tree_round_follows_the_target_and_the_broken_control_does_not(update_residual):
+VARIANTS = {  # name: (tree_verdict's keywords, exact?); the role test below fails the third control,
+    # siblings judged as if drawn independently, which these random rows seldom expose
+    "without-replacement": ({}, True),
+    "no-residual-update": ({"update_residual": False}, False),
+}
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_every_token_of_a_tree_round_follows_the_target_and_the_broken_controls_do_not(variant):
     from exactness import P_THRESHOLD, chi_square_p
 
+    keywords, exact = VARIANTS[variant]
     tree, V = Tree.branching((3, 2)), 6
     rng = np.random.default_rng(4)
     p = jnp.asarray(rng.dirichlet(np.ones(V), tree.size), jnp.float32)
     q = jnp.asarray(rng.dirichlet(np.ones(V), tree.size), jnp.float32)
     p_values = []
-    for tokens, judges in tree_tokens(tree, p, q, 20000, update_residual):
+    for tokens, judges in tree_tokens(tree, p, q, 20000, **keywords):
         seen = judges >= 0
         expected = np.asarray(q)[judges[seen]].sum(axis=0)  # each token against its own node's row
         p_values.append(chi_square_p(tokens[seen], expected))
-    print(f"\n{'exact' if update_residual else 'broken'}: p = {p_values}")
+    print(f"\n{variant}: p = {p_values}")
     assert len(p_values) == 2 and (judges >= 0).sum() > 2000  # both depths, the second often reached
-    if update_residual:
-        assert min(p_values) > P_THRESHOLD, p_values
-    else:
-        assert min(p_values) < P_THRESHOLD, p_values
+    assert (min(p_values) > P_THRESHOLD) == exact, p_values
+
+
+# ---------------------------------------------------------------------------------------------
+# Trees in decoding: the greedy identity, and every role of a tree round at T = 1
+
+
+@pytest.fixture(scope="module")
+def pair():
+    from exactness import TARGET, noisy_copy
+
+    target = random_model(TARGET, 3, "t", scale=5)
+    return noisy_copy(target, 0.5, 4), target
+
+
+@pytest.mark.parametrize("kind", ["model", "layerskip"])
+@pytest.mark.parametrize("shape", [(2, 2, 1), (3, 1)], ids=lambda s: "x".join(map(str, s)))
+def test_greedy_tree_decoding_gives_autoregressive_tokens(pair, kind, shape):
+    import dataclasses
+
+    from specbench.model import drafters, generate
+    from specbench.model.sampling import Warp
+
+    draft, target = pair
+    tree = Tree.branching(shape)
+    base = (
+        drafters.model_drafter(draft.config)
+        if kind == "model"
+        else drafters.layerskip_drafter(target.config, 1)
+    )
+    drafter = dataclasses.replace(base, tree=tree)
+    for prompt in ([5, 17, 3, 9], [1, 2, 3, 1, 2, 3, 1]):
+        ar, _ = generate.autoregressive(target, prompt, 24, Warp(), 0)
+        sd, stats = generate.speculative(draft, target, prompt, 24, len(shape), Warp(), 0, drafter=drafter)
+        np.testing.assert_array_equal(sd, ar)
+        assert stats.n_rounds < 23  # drafts were accepted: the tree is not a round per token
+
+
+def broken_tree_verdict(key, tree, node_tokens, p, q):
+    """Negative control: siblings drawn without replacement, judged as if drawn independently
+    (each against the whole p of their parent)."""
+    from specbench.model.verify import tree_verdict
+
+    return tree_verdict(key, tree, node_tokens, p, q, without_replacement=False)
+
+
+def test_every_role_of_a_tree_round_follows_the_target_and_the_broken_control_does_not():
+    import dataclasses
+
+    from specbench.model import drafters
+    from specbench.model.sampling import Warp
+    from specbench.model.verify import tree_verdict
+
+    from exactness import P_THRESHOLD, SMALL_T, noisy_copy, role_p_values, round_samples
+
+    target = random_model(SMALL_T, 12, "small-target", scale=30)
+    draft = noisy_copy(target, 0.3, 13)
+    tree, prompt, warp = Tree.branching((2, 1, 1)), [3, 7, 1], Warp(1.0)
+    drafter = dataclasses.replace(drafters.model_drafter(draft.config), tree=tree)
+    draws = round_samples(draft.params, target, prompt, warp, 3, drafter, (tree_verdict, broken_tree_verdict))
+    for (tokens, accepted, drafted), exact in zip(draws, (True, False)):
+        p_values = role_p_values(target, prompt, warp, tokens, accepted, drafted, 3)
+        print(
+            f"\n{'exact' if exact else 'broken'}: "
+            + ", ".join(f"{r} {p:.2g}" for r, p in sorted(p_values.items()))
+        )
+        assert {"draft 1", "draft 2", "draft 3", "bonus", "after rejection"} <= set(p_values)
+        assert (min(p_values.values()) > P_THRESHOLD) == exact

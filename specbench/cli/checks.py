@@ -124,6 +124,27 @@ def check_drafter_flags(kinds: list[str], f: dict) -> None:
             "--dynamic-K", f"needs a drafter with probabilities (model or layerskip), not {kinds[0]}"
         )
     check_method_flags(kinds, f)
+    check_tree(kinds, f)
+
+
+def check_tree(kinds: list[str], f: dict) -> None:
+    """--tree: a drafter that proposes trees, judged by the tree's own rule, one sequence; it sets
+    K to the tree's depth (check_no_effect refuses a --K that says otherwise)."""
+    widths = f.get("tree")
+    if not widths:
+        return
+    if set(kinds) - set(kinds_that("trees")):
+        raise BadInput(
+            "--tree", f"the {kinds[0]} drafter proposes no trees: use --drafter model or layerskip"
+        )
+    for flag, setting in (("--drafts", f.get("drafts", 1) > 1), ("--dynamic-K", f["dynamic_K"])):
+        if setting:
+            raise BadInput(flag, "a tree is judged by its own rule: leave it out with --tree")
+    if f.get("verify", "token") != "token":
+        raise BadInput("--verify", "a tree is judged by its own rule (SpecInfer's): leave out --verify")
+    if (f.get("batch") or 1) > 1 or f.get("peers"):
+        raise BadInput("--tree", "decodes one sequence, without peers: use --batch 1 and no --peer")
+    f["K"] = len(widths)
 
 
 def method_flags(f: dict) -> tuple[list[str], list[int], list[float] | None]:
@@ -210,7 +231,14 @@ def network_drafter(kind: str, draft, target, f: dict):
     else:
         drafter, name = drafters.model_drafter(draft.config, conf), draft.name
     network = draft if spec.draft_model else target
-    return dataclasses.replace(drafter, vocab=draft_vocabulary(f, network)), name
+    drafter = dataclasses.replace(drafter, vocab=draft_vocabulary(f, network))
+    if f.get("tree"):
+        from specbench.model.tree import Tree
+
+        tree = Tree.branching(f["tree"])
+        drafter = dataclasses.replace(drafter, tree=tree)
+        name += f" tree {','.join(map(str, f['tree']))}"
+    return drafter, name
 
 
 def draft_vocabulary(f: dict, network) -> int | None:
@@ -292,7 +320,7 @@ def check_batch(
             "--host-loop", f"drives one sequence; a batch (--batch {batch}) runs in the device loop only"
         )
     configs = [t.config] + ([drafter.config] if drafter.config is not None else [])  # lookup runs no network
-    max_len = generate.plan(encoded, n_tokens, K, [m for m in (d, t) if m is not None])
+    max_len = generate.plan(encoded, n_tokens, drafter.reach(K), [m for m in (d, t) if m is not None])
     itemsize = t.params["wte"].dtype.itemsize
     weights = resident_bytes(t.params) + (
         resident_bytes(d.params) if d is not None and drafter.spec.draft_model else 0
@@ -330,6 +358,8 @@ def check_no_effect(f: dict, given: set[str], kinds: list[str], temperatures: li
             )
     if "draft_vocab" in given and not set(kinds) & set(kinds_that("network")):
         raise BadInput("--draft-vocab", "only a network drafter has a head (--drafter model or layerskip)")
+    if f.get("tree") and "K" in given and f["K"] != len(f["tree"]):
+        raise BadInput("--K", f"a tree of depth {len(f['tree'])} drafts K = {len(f['tree'])}: leave out --K")
     if "draft_confidence" in given and not f["dynamic_K"]:
         raise BadInput("--draft-confidence", "is dynamic K's threshold: it needs --dynamic-K")
     if sum(f.get(flag) == "-" for flag in FORMATS) > 1:

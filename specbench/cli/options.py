@@ -26,6 +26,7 @@ from specbench.cli.params import (
     Finite,
     ListParam,
     Temperature,
+    TreeShape,
     peer_list,
 )
 
@@ -157,6 +158,13 @@ single = [  # run and trace: one K, one warp
         "--verify", type=click.Choice(VERIFY_METHODS), default="token", show_default=True, help=VERIFY_HELP
     ),
     click.option("--drafts", type=Count(1, DRAFTS_MAX), default=1, show_default=True, help=DRAFTS_HELP),
+    click.option(
+        "--tree",
+        type=TreeShape(),
+        default=None,
+        help="Draft a token tree, children per node at each depth (e.g. 2,2,1), verified in one "
+        "step; K is its depth (model or layerskip drafter).",
+    ),
     click.option("--acceptance", type=Finite(0, 1), default=None, help=ACCEPTANCE_HELP),
 ]
 dry_run = click.option(

@@ -14,6 +14,7 @@ KERNELS = ("auto", "cpu", "xla")  # kernels.CHOICES
 VERIFY_METHODS = ("token", "block")  # verify.METHODS
 DRAFTER_KINDS = ("model", "lookup", "layerskip", "dial")  # drafters.KINDS
 DRAFTS_MAX = 8
+TREE_NODES = 64  # a tree is verified in one step of its nodes: the CPU kernel's rows stay few
 BATCH_MAX = 4096  # a range of batch sizes ends here: checked before 1-1000000 is expanded
 DRAFT_VOCAB_MAX = 32768  # the ranks gpt2_weights/tokenizer/frequent.json keeps (draft_vocab.py)
 DRAFT_CONFIDENCE = 0.2  # dynamic K's default: the best of 0.2-0.8 measured on the bundled pair
@@ -98,6 +99,30 @@ class Temperature(Finite):
                 ctx,
             )
         return t
+
+
+class TreeShape(click.ParamType):
+    """--tree: a token tree's children per node at each depth, '4,2,2,1' (tree.Tree.branching):
+    whole numbers >= 1, at most TREE_NODES nodes in all."""
+
+    name = "tree"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, tuple):
+            return value
+        try:
+            widths = tuple(int(v) for v in str(value).split(","))
+        except ValueError:
+            self.fail(f"{value!r} is not a comma list of children per depth, like 4,2,2,1", param, ctx)
+        if not widths or min(widths) < 1:
+            self.fail(f"{value!r}: every depth has at least one child per node", param, ctx)
+        nodes, level = 1, 1
+        for w in widths:
+            level *= w
+            nodes += level
+            if nodes > TREE_NODES:
+                self.fail(f"{value!r} has more than {TREE_NODES} nodes: fewer children or depths", param, ctx)
+        return widths
 
 
 class ListParam(click.ParamType):

@@ -78,7 +78,7 @@ def run_plan(f: dict, given: set[str]) -> RunPlan:
     drafter, draft_name = make_drafter(f["drafter"], d, t, f)
     by_id = {pid: tokenizer.encode(text) for pid, text in chosen.items()}
     for ids in by_id.values():
-        check_decodable(ids, f["n_tokens"], f["K"], [m for m in (d, t) if m is not None])
+        check_decodable(ids, f["n_tokens"], drafter.reach(f["K"]), [m for m in (d, t) if m is not None])
     check_batch(batch, f["host_loop"], drafter, d, t, list(by_id.values()), f["n_tokens"], f["K"])
     ids = prompts.batch_ids(chosen, batch)
     peers = load_peers(f["peers"], drafter, d, t, batch, start=not f["dry_run"])
@@ -242,7 +242,7 @@ def trace_plan(f: dict, given: set[str]) -> TracePlan:
     )
     drafter, draft_name = make_drafter(f["drafter"], d, t, f)
     ids = tokenizer.encode(prompt)
-    check_decodable(ids, f["n_tokens"], f["K"], [m for m in (d, t) if m is not None])
+    check_decodable(ids, f["n_tokens"], drafter.reach(f["K"]), [m for m in (d, t) if m is not None])
     return TracePlan(
         prompt,
         ids,

@@ -86,6 +86,7 @@ def run_header(job, d, t) -> str:
         + f" · K={c.K}"
         + (" (dynamic)" if spec.confidence else "")
         + (f" · {spec.drafts} drafts per round" if spec.drafts > 1 else "")
+        + (f" · a tree of {spec.tree.size} nodes" if spec.tree is not None else "")
         + (" · block verification" if spec.verify == "block" else "")
         + f" · T={w.temperature:g}"
         + (f" · top-k {w.top_k}" if w.top_k else "")
@@ -163,7 +164,7 @@ def timing_table(row: dict, console: Console) -> None:
     for col in (
         "t_draft",
         "t_target",
-        f"t_verify({row['K'] + 1})",
+        f"t_verify({row.get('tree_nodes') or row['K'] + 1})",
         "c",
         "t_round",
         "overhead" if row["repeats"] == 1 else "overhead (± σ)",

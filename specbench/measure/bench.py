@@ -71,11 +71,12 @@ def part_seconds(prep: Prepared, name: str, rounds: int) -> np.ndarray:
 
 def step_seconds(prep: Prepared, name: str) -> np.ndarray:
     """One cold sample of a step timer (STEP_TIMERS), a 10-step loop at the run's batch size: a
-    draft step, a 1-token target step, or the verify of K + 1 tokens (of k sequences with k drafts)."""
+    draft step, a 1-token target step, or the verify of K + 1 tokens (of k sequences with k drafts;
+    of a tree's nodes with a tree)."""
     c, B, once = prep.config, len(prep.prompts), dict(iters=10, repeats=1, warm=False)
     if name == "draft":
         return timing.draft_seconds(prep, **once)
-    n, batch = (1, B) if name == "target" else (c.K + 1, B * c.drafter.drafts)
+    n, batch = (1, B) if name == "target" else (c.drafter.reach(c.K) + 1, B * c.drafter.drafts)
     return timing.step_seconds(c.target, n, prep.max_len, batch=batch, **once)
 
 

@@ -55,7 +55,7 @@ class Prepared:
     @classmethod
     def make(cls, config: RunConfig, prompts: list[list[int]]) -> Prepared:
         c = config
-        max_len = generate.plan(prompts, c.n_tokens, c.K, c.models)
+        max_len = generate.plan(prompts, c.n_tokens, c.drafter.reach(c.K), c.models)
         one = prompts[0] if len(prompts) == 1 else prompts
         draft_params = generate.prepare_drafter(
             c.drafter, c.draft, c.target, one, c.n_tokens, c.K, c.warp, c.seed, max_len

@@ -175,15 +175,16 @@ def _propose_loop(params, tokens, n, iters, drafter, K, n_vocab):
 def draft_seconds(prep: Prepared, iters: int = 20, repeats: int = 5, warm: bool = True) -> np.ndarray:
     """Seconds per draft token of the drafter actually used, one per repeat, for the batch of
     prompts together: a 1-token step of the draft model or of the target's first L layers (of
-    k sequences with k drafts); for lookup and the dial, one proposal of K tokens / K (warm:
-    seconds_per_iter)."""
+    k sequences with k drafts; with a tree, a step over its nodes and the token above them, one
+    level); for lookup and the dial, one proposal of K tokens / K (warm: seconds_per_iter)."""
     c, max_len = prep.config, prep.max_len
     drafter, B = c.drafter, len(prep.prompts) * c.drafter.drafts
     if drafter.spec.network:  # the weights it drafts with (its head restricted or not)
         own = c.draft if drafter.spec.draft_model else c.target
         name = own.name if drafter.spec.draft_model else f"{own.name}[:{drafter.config.n_layer}]"
         network = Model(name, drafter.config, prep.draft_params, own.source)
-        return step_seconds(network, 1, max_len, iters, repeats, B, warm)
+        rows = 1 if drafter.tree is None else drafter.tree.size + 1  # a tree drafts a level a step
+        return step_seconds(network, rows, max_len, iters, repeats, B, warm)
     buf = generate.inputs(prep.prompts, max_len, 0).prompt_bufs
     tokens = jnp.zeros(buf.shape[:-1] + (max_len,), jnp.int32).at[..., : buf.shape[-1]].set(buf)
     n = jnp.full(buf.shape[:-1], max_len // 2, jnp.int32)  # a search over half the buffer: mid-generation

@@ -42,8 +42,8 @@ from specbench.errors import DecodeError
 from specbench.model import draft_vocab, drafters, programs
 from specbench.model.drafters import Drafter
 from specbench.model.gpt2 import GPT2Config, init_cache, step
-from specbench.model.sampling import TargetRows, Warp, argmax, draw, greedy_verdict
-from specbench.model.verify import verdict_of
+from specbench.model.sampling import TargetRows, Warp, argmax, draw, greedy_verdict, probs
+from specbench.model.verify import greedy_tree_verdict, verdict_of
 from specbench.model.weights import Model
 
 # ---------------------------------------------------------------------------------------------
@@ -228,6 +228,10 @@ def spec_round(
         dstate, target_cache, drafts, n_accepted, emitted, n_drafted = _k_drafts_round(
             draft_params, target_params, state, drafter, target_config, warp, K, k_draft, k_verdict, verdict
         )
+    elif drafter.tree is not None:
+        dstate, target_cache, drafts, n_accepted, emitted, n_drafted = _tree_round(
+            draft_params, target_params, state, drafter, target_config, warp, k_draft, k_verdict, verdict
+        )
     else:
         # 1. the drafter proposes up to K tokens, with the p each was drawn from (drafters.py)
         dstate, drafts, p, n_drafted = drafters.propose(
@@ -287,6 +291,51 @@ def _k_drafts_round(
         n_accepted, emitted, branch = judge(k_verdict, drafts, p, TargetRows(logits, warp), n_drafted)
     chosen = lambda tree: jax.tree_util.tree_map(lambda x: x[branch], tree)
     return chosen(dstates), chosen(target_caches), drafts[branch], n_accepted, emitted, n_drafted[branch]
+
+
+def _tree_round(
+    draft_params, target_params, state, drafter, target_config, warp, k_draft, k_verdict, verdict
+):
+    """Steps 1-3 with a token tree (drafter.tree, of depth K): the drafter proposes the tree level
+    by level (drafters.tree_propose), the target scores every node in one step under the
+    ancestor mask (gpt2.step(tree=)), and verify.tree_verdict (at T = 0 greedy_tree_verdict)
+    walks it from the root. Both caches then hold the accepted path at consecutive positions
+    (compact). Returns (drafter state, target cache, the path's drafts [K], n_accepted, emitted,
+    K), as a chain's round has them."""
+    tree, n, tokens = drafter.tree, state.n, state.tokens
+    dstate, nodes, p = drafters.tree_propose(
+        drafter, draft_params, state.draft, tokens, n, k_draft, warp, target_config.n_vocab
+    )
+    logits, target_cache = step(target_params, state.target_cache, nodes, n - 1, target_config, tree=tree)
+    if warp.temperature == 0:
+        n_accepted, emitted, last = greedy_tree_verdict(tree, nodes, argmax(logits))
+    else:
+        judge = verdict or verdict_of(drafter)
+        n_accepted, emitted, last = judge(k_verdict, tree, nodes, p, probs(logits, warp))
+    path = jnp.asarray(tree.on_path)[last]  # [K + 1]: the root, then the accepted nodes (then last again)
+    dstate = {"cache": compact(dstate["cache"], n - 1, path)}
+    K = path.shape[0] - 1
+    # the drafts as a chain shows them: the accepted path, then (trace's rejected draft) the first
+    # child tried at the node where the walk stopped
+    tried = jnp.asarray(tree.child_table)[last, 0]
+    drafts = (
+        nodes[path[1:]]
+        .at[jnp.minimum(n_accepted, K - 1)]
+        .set(jnp.where((n_accepted < K) & (tried >= 0), nodes[jnp.maximum(tried, 0)], nodes[path[1:]][-1]))
+    )
+    return dstate, compact(target_cache, n - 1, path), drafts, n_accepted, emitted, jnp.int32(K)
+
+
+def compact(cache, start, path):
+    """The cache with the entries of the tree nodes `path` [m] (written at start + node) moved to
+    start, start + 1, ...: the accepted path, at the positions its tokens now have. Every source
+    slot is at or after its destination, and all are read before any is written."""
+    k = jnp.take(cache["k"], start + path, axis=-1)  # [L, n_head, hd, m]
+    v = jnp.take(cache["v"], start + path, axis=1)  # [L, m, n_head, hd]
+    return {
+        "k": lax.dynamic_update_slice(cache["k"], k, (0, 0, 0, start)),
+        "v": lax.dynamic_update_slice(cache["v"], v, (0, start, 0, 0)),
+    }
 
 
 def ar_generate(params, prompt_buf, n_prompt, n_tokens, key, config, warp, max_len) -> ARState:

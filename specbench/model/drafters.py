@@ -48,10 +48,13 @@ from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from specbench.model.gpt2 import GPT2Config, init_cache, step
-from specbench.model.sampling import Warp, draw
+from specbench.model.sampling import Warp, draw, probs
+from specbench.model.sampling import argmax as first_argmax
+from specbench.model.tree import Tree
 from specbench.model.verify import METHODS as VERIFY_METHODS
 
 
@@ -70,6 +73,11 @@ class Drafter:
     drafts: int = 1
     acceptance: float | None = None
     vocab: int | None = None  # a network drafter's head covers only this many tokens (FR-Spec)
+    tree: Tree | None = None  # a token tree of drafts (tree.py), verified in one step; K is its depth
+
+    def reach(self, K: int) -> int:
+        """Cache slots a round writes past the pending token: K, or a tree's nodes but the root."""
+        return K if self.tree is None else self.tree.size - 1
 
     @property
     def spec(self) -> Kind:
@@ -99,6 +107,13 @@ class Drafter:
             raise ValueError(f"acceptance must be in [0, 1] (got {self.acceptance})")
         if self.vocab is not None and (not self.spec.network or self.vocab < 1):
             raise ValueError(f"a draft vocabulary is >= 1 tokens of a network drafter (got {self.vocab})")
+        if self.tree is not None:
+            if not self.spec.trees:
+                raise ValueError(f"the {self.kind} drafter proposes no trees (model or layerskip do)")
+            if self.drafts > 1 or self.verify != "token" or self.confidence is not None:
+                raise ValueError(
+                    "a tree is judged by its own rule: no k drafts, block verification or dynamic K"
+                )
 
 
 def model_drafter(config: GPT2Config, confidence: float | None = None) -> Drafter:
@@ -234,6 +249,50 @@ def network_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: Warp
     return {"cache": cache}, drafts, p, n_drafted
 
 
+def tree_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: Warp, n_vocab: int):
+    """A token tree of drafts under the pending token tokens[n-1] (drafter.tree, node 0), level
+    by level: at each depth the network runs over the tree so far in one step (tree attention,
+    gpt2.step(tree=)), and each node of that depth gets its children. At T = 0 they are the
+    network's most likely distinct tokens there (a greedy tree; the verdict keeps the one that is
+    the target's argmax). At T > 0 the children are drawn from the network's distribution there,
+    p[node], without replacement (the Gumbel-top-k trick: the top w of log p + Gumbel noise), so
+    siblings are distinct, as verify.tree_verdict's recursion expects.
+
+    The step also re-reads tokens[n-2] at n-2 (as a chain's first step does), so that a round
+    whose accepted path ended at a leaf writes that leaf into the cache. Returns (dstate, node
+    tokens [N], p [N, V]: zero for leaves and at T = 0); the cache holds node i at n-1+i, for
+    decoding to move the accepted path to consecutive positions (decoding.compact).
+    """
+    tree, config = drafter.tree, drafter.config
+    depth, N, V = int(tree.depths.max()), tree.size, p_width(warp, n_vocab)
+    above = Tree((-1, *(parent + 1 for parent in tree.parents)))  # tokens[n-2], then the tree
+    head_tokens = params.get("head_tokens")
+    as_token = (lambda c: c) if head_tokens is None else (lambda c: head_tokens[c])
+    nodes = jnp.zeros(N, jnp.int32).at[0].set(tokens[n - 1])
+    p = jnp.zeros((N, V), jnp.float32)
+    keys = jax.random.split(key, max(depth, 1))
+    cache = dstate["cache"]
+    for d in range(depth):  # static: the tree's shape is known when traced
+        x = jnp.concatenate([lax.dynamic_slice(tokens, (n - 2,), (1,)), nodes])
+        logits, cache = step(params, dstate["cache"], x, n - 2, config, tree=above)
+        for u in np.flatnonzero(tree.depths == d):
+            kids = tree.children[u]
+            if not kids:
+                continue
+            row = logits[1 + u]
+            if warp.temperature == 0:  # the w most likely tokens, distinct, best first
+                top = lax.top_k(row, len(kids))[1] if len(kids) > 1 else first_argmax(row)[None]
+                nodes = nodes.at[np.asarray(kids)].set(as_token(top).astype(jnp.int32))
+                continue
+            pr = probs(row, warp)  # over the head's columns
+            gumbel = jax.random.gumbel(jax.random.fold_in(keys[d], u), pr.shape)
+            keyed = jnp.where(pr > 0, jnp.log(jnp.where(pr > 0, pr, 1.0)) + gumbel, -jnp.inf)
+            draws = lax.top_k(keyed, len(kids))[1]  # in the order sequential draws give them
+            nodes = nodes.at[np.asarray(kids)].set(as_token(draws).astype(jnp.int32))
+            p = p.at[u].set(pr if head_tokens is None else jnp.zeros(V, jnp.float32).at[head_tokens].set(pr))
+    return {"cache": cache}, nodes, p
+
+
 def lookup(tokens, n, K: int, ngram: int):
     """Prompt lookup over tokens[0 .. n-1]: (drafts [K], how many are real).
 
@@ -290,7 +349,7 @@ class Kind:
     acceptance: bool = False  # takes an acceptance and drafts the target's own greedy tokens (the dial)
     flags: tuple[str, ...] = ()  # the settings only this kind reads (their flags: --ngram, --draft-layers)
     fewer: bool = False  # may propose fewer than K drafts without dynamic K (lookup without a match)
-    trees: bool = False  # proposes token trees (none yet: issue 49)
+    trees: bool = False  # proposes token trees (tree_propose)
 
     @property
     def distributions(self) -> bool:
@@ -306,10 +365,18 @@ class Kind:
 KINDS: dict[str, Kind] = {
     k.name: k
     for k in (
-        Kind("model", "draft model", network_start, network_propose, draft_model=True, network=True),
+        Kind(
+            "model", "draft model", network_start, network_propose, draft_model=True, network=True, trees=True
+        ),
         Kind("lookup", "prompt lookup", no_state, lookup_propose, flags=("ngram",), fewer=True),
         Kind(
-            "layerskip", "layer-skip", network_start, network_propose, network=True, flags=("draft_layers",)
+            "layerskip",
+            "layer-skip",
+            network_start,
+            network_propose,
+            network=True,
+            flags=("draft_layers",),
+            trees=True,
         ),
         Kind("dial", "acceptance dial", no_state, dial_propose, acceptance=True),
     )

@@ -149,7 +149,12 @@ def speculative(
     batch, single = as_batch(prompts)
     _check_loop(batch, device_loop, record)
     drafter = drafter or drafters.model_drafter(draft.config)
-    max_len = plan(batch, n_tokens, K, [target] + ([draft] if drafter.spec.draft_model else []), max_len)
+    if drafter.tree is not None and K != int(drafter.tree.depths.max()):
+        raise DecodeError(
+            f"a tree of depth {int(drafter.tree.depths.max())} drafts K = its depth (got {K})", "K"
+        )
+    models = [target] + ([draft] if drafter.spec.draft_model else [])
+    max_len = plan(batch, n_tokens, drafter.reach(K), models, max_len)
     if draft_params is None:
         draft_params = prepare_drafter(drafter, draft, target, batch, n_tokens, K, warp, seed, max_len)
     x = inputs(batch, max_len, seed)

@@ -78,6 +78,25 @@ class Tree:
             out[p].append(i)
         return tuple(tuple(c) for c in out)
 
+    @functools.cached_property
+    def on_path(self) -> np.ndarray:
+        """[n, depth + 1] int32: on_path[u, d] is the node at depth d on the root's path to node
+        u, and u itself past its depth (any valid index: those slots are never read)."""
+        table = np.repeat(np.arange(self.size, dtype=np.int32)[:, None], int(self.depths.max()) + 1, 1)
+        for u in range(self.size):
+            for j in np.flatnonzero(self.ancestors[u]):
+                table[u, self.depths[j]] = j
+        return table
+
+    @functools.cached_property
+    def child_table(self) -> np.ndarray:
+        """[n, widest] int32: each node's children in order, -1 padded."""
+        width = max(1, max(len(c) for c in self.children))
+        table = np.full((self.size, width), -1, np.int32)
+        for u, kids in enumerate(self.children):
+            table[u, : len(kids)] = kids
+        return table
+
     def paths(self) -> list[list[int]]:
         """Every root-to-leaf path, as node indices."""
         leaves = [i for i in range(self.size) if not self.children[i]]

@@ -25,7 +25,6 @@ import os
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax import lax
 
 from specbench.model.sampling import (
@@ -181,41 +180,49 @@ def all_rows_multi_draft_verdict(key, draft_tokens, p, q, n_drafted):
     return multi_draft_verdict(key, draft_tokens, p, q, n_drafted, all_rows_kind=True)
 
 
-def tree_verdict(key, tree, node_tokens, p, q, update_residual: bool = True):
-    """One round's verdict over a token tree (tree.Tree): SpecInfer's multi-step speculative
-    sampling (Miao et al. 2024, Algorithm 2) down the tree. The children of node u were drawn
-    independently from the draft's distribution there, p[u]; at u they are tried in order,
-    child c accepted with probability min(1, r(x_c) / p_u(x_c)) starting from r = q[u], each
-    rejection replacing r by norm(max(r - p_u, 0)). An accepted child becomes u; when every child
-    is rejected the emitted token is drawn from r, and at a leaf it is the bonus from q[leaf].
-    Each step is a rejection sampler of the current r, so each emitted token follows the target.
+def tree_verdict(
+    key, tree, node_tokens, p, q, update_residual: bool = True, without_replacement: bool = True
+):
+    """One round's verdict over a token tree (tree.Tree): recursive rejection sampling down the
+    tree. The children of node u were drawn from the draft's distribution there, p[u], without
+    replacement (drafters.tree_propose: distinct siblings, which i.i.d. draws of a peaked p are
+    not); at u they are tried in order, child c with token x accepted with probability
+    min(1, r(x) / p_c(x)), starting from r = q[u], where p_c is p[u] with the earlier siblings'
+    tokens removed and renormalised: the distribution c was drawn from. Each rejection replaces r
+    by norm(max(r - p_c, 0)). An accepted child becomes u; when every child is rejected the
+    emitted token is drawn from r, and at a leaf it is the bonus from q[leaf]. Each step is a
+    rejection sampler of the current r, so each emitted token follows the target (Recursive
+    Rejection Sampling without replacement: Jeon et al. 2024, arXiv:2402.14160; with independent
+    children and p_c = p[u] it is SpecInfer's, Miao et al. 2024, Algorithm 2).
 
     node_tokens [n] (the root's is the pending token, not judged), p [n, V] and q [n, V]: the
     draft's and the target's distributions after each node (the target's from one tree step).
     A fixed count of depths, each a fixed count of candidates: no data-dependent loop.
     Returns (n_accepted, emitted, last): the accepted drafts, the token after them, and the node
-    the accepted path ends at. update_residual=False is the tests' broken variant.
+    the accepted path ends at. update_residual=False, and without_replacement=False on siblings
+    drawn without replacement, are the tests' broken variants.
     """
     width = max(len(c) for c in tree.children)
-    table = np.full((tree.size, max(width, 1)), -1, np.int32)  # each node's children, -1 padded
-    for u, kids in enumerate(tree.children):
-        table[u, : len(kids)] = kids
-    table = jnp.asarray(table)
+    table = jnp.asarray(tree.child_table)
     depth = int(tree.depths.max())
     k_coins, k_emit = jax.random.split(key)
     coins = jax.random.uniform(k_coins, (max(depth, 1), max(width, 1)))
 
     def level(d, carry):
         u, r, stopped, n_accepted = carry
-        found, nxt = jnp.bool_(False), u
+        found, nxt, p_c = jnp.bool_(False), u, p[u]
         for j in range(width):  # the candidates in order, unrolled: the width is static
             c = table[u, j]
-            tested = ~stopped & ~found & (c >= 0)
             x = node_tokens[jnp.maximum(c, 0)]
-            accepted = tested & (coins[d, j] * p[u, x] < r[x])
+            # a sibling the draft could not have drawn (p had fewer tokens than children) is skipped
+            tested = ~stopped & ~found & (c >= 0) & (p_c[x] > 0)
+            accepted = tested & (coins[d, j] * p_c[x] < r[x])
             nxt = jnp.where(accepted, c, nxt)
             if update_residual:
-                r = jnp.where(tested & ~accepted, residual(r, p[u]), r)
+                r = jnp.where(tested & ~accepted, residual(r, p_c), r)
+            if without_replacement:  # the next sibling was drawn from what is left
+                rest = p_c.at[x].set(0.0)
+                p_c = jnp.where(tested, rest / jnp.maximum(jnp.sum(rest), 1e-30), p_c)
             found = found | accepted
         leaf = table[nxt, 0] < 0
         r = jnp.where(found, q[nxt], r)  # the next node's target row, or the residual to emit from
@@ -224,6 +231,27 @@ def tree_verdict(key, tree, node_tokens, p, q, update_residual: bool = True):
     init = (jnp.int32(0), q[0], jnp.bool_(table[0, 0] < 0), jnp.int32(0))
     last, r, _, n_accepted = lax.fori_loop(0, depth, level, init)
     return n_accepted, race(k_emit, r), last
+
+
+def greedy_tree_verdict(tree, node_tokens, target_tokens):
+    """tree_verdict at temperature 0, on token ids: from the root, the child whose token is the
+    target's argmax at its parent is accepted, until none is or a leaf is reached; the argmax
+    there is emitted. target_tokens [n]: the argmax of the target's row after each node.
+    Returns (n_accepted, emitted, last node)."""
+    table = jnp.asarray(tree.child_table)
+
+    def level(_, carry):
+        u, stopped, n_accepted = carry
+        kids = table[u]
+        match = (kids >= 0) & (node_tokens[jnp.maximum(kids, 0)] == target_tokens[u]) & ~stopped
+        found = jnp.any(match)
+        u = jnp.where(found, kids[jnp.argmax(match)], u)
+        return u, stopped | ~found, n_accepted + found.astype(jnp.int32)
+
+    last, _, n_accepted = lax.fori_loop(
+        0, int(tree.depths.max()), level, (jnp.int32(0), jnp.bool_(False), jnp.int32(0))
+    )
+    return n_accepted, target_tokens[last], last
 
 
 # every verdict, by how it is computed (KINDS) and what it judges: a method, or k drafts
@@ -249,6 +277,8 @@ def kind_for(backend: str) -> str:
 
 def verdict_of(drafter, kind: str | None = None):
     """The drafter's verify rule, computed the `kind` way (default: kind_for this JAX backend):
-    the k-drafts verdict with k drafts, else that of drafter.verify."""
+    tree_verdict for a tree, the k-drafts verdict with k drafts, else that of drafter.verify."""
+    if drafter.tree is not None:  # one fixed-shape walk down the tree whatever the device
+        return tree_verdict
     kind = kind or kind_for(jax.default_backend())
     return VERDICTS[kind]["drafts" if drafter.drafts > 1 else drafter.verify]

@@ -32,6 +32,7 @@ def drafter_settings(drafter) -> dict:
             "drafts": 1,
             "acceptance": None,
             "draft_vocab": None,
+            "tree_nodes": None,
         }
     return {
         "drafter": drafter.kind,
@@ -43,6 +44,7 @@ def drafter_settings(drafter) -> dict:
         "drafts": drafter.drafts,
         "acceptance": drafter.acceptance,
         "draft_vocab": drafter.vocab,
+        "tree_nodes": drafter.tree.size if drafter.tree is not None else None,
     }
 
 

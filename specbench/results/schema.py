@@ -49,6 +49,7 @@ FIELDS = [
     F("dynamic_K", bool, key=True, old=False),
     F("draft_confidence", float, key=True),
     F("draft_vocab", int, key=True),  # tokens the draft's head covers; empty: all (draft_vocab.py)
+    F("tree_nodes", int),  # a token tree's nodes (--tree; its depth is K)
     # how the round drafts and is judged (their table places tie with K's: shown where they vary)
     F("verify", str, md=7, table=5, header="verify", key=True, old="token"),  # token or block (verify.py)
     F("drafts", int, md=7, table=5, header="drafts", key=True, old=1),  # draft sequences per round
