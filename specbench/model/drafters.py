@@ -52,7 +52,7 @@ import numpy as np
 from jax import lax
 
 from specbench.model.gpt2 import GPT2Config, init_cache, step
-from specbench.model.sampling import Warp, draw, probs
+from specbench.model.sampling import Warp, draw, probs, sample
 from specbench.model.sampling import argmax as first_argmax
 from specbench.model.tree import Tree
 from specbench.model.verify import METHODS as VERIFY_METHODS
@@ -255,8 +255,8 @@ def tree_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: Warp, n
     gpt2.step(tree=)), and each node of that depth gets its children. At T = 0 they are the
     network's most likely distinct tokens there (a greedy tree; the verdict keeps the one that is
     the target's argmax). At T > 0 the children are drawn from the network's distribution there,
-    p[node], without replacement (the Gumbel-top-k trick: the top w of log p + Gumbel noise), so
-    siblings are distinct, as verify.tree_verdict's recursion expects.
+    p[node], without replacement (each from what the earlier siblings left), so siblings are
+    distinct, as verify.tree_verdict's recursion expects.
 
     The step also re-reads tokens[n-2] at n-2 (as a chain's first step does), so that a round
     whose accepted path ended at a leaf writes that leaf into the cache. Returns (dstate, node
@@ -280,16 +280,21 @@ def tree_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: Warp, n
             if not kids:
                 continue
             row = logits[1 + u]
-            if warp.temperature == 0:  # the w most likely tokens, distinct, best first
-                top = lax.top_k(row, len(kids))[1] if len(kids) > 1 else first_argmax(row)[None]
-                nodes = nodes.at[np.asarray(kids)].set(as_token(top).astype(jnp.int32))
-                continue
-            pr = probs(row, warp)  # over the head's columns
-            gumbel = jax.random.gumbel(jax.random.fold_in(keys[d], u), pr.shape)
-            keyed = jnp.where(pr > 0, jnp.log(jnp.where(pr > 0, pr, 1.0)) + gumbel, -jnp.inf)
-            draws = lax.top_k(keyed, len(kids))[1]  # in the order sequential draws give them
-            nodes = nodes.at[np.asarray(kids)].set(as_token(draws).astype(jnp.int32))
-            p = p.at[u].set(pr if head_tokens is None else jnp.zeros(V, jnp.float32).at[head_tokens].set(pr))
+            greedy = warp.temperature == 0
+            pr = None if greedy else probs(row, warp)  # over the head's columns
+            # one child after another, each excluded from the next draw: at T = 0 the next most
+            # likely token, else a draw from what is left (sampling.sample, unnormalised weights).
+            # A few passes over the vocabulary, where lax.top_k sorted all of it on the CPU.
+            left = row if greedy else pr
+            for j, kid in enumerate(kids):
+                key_j = jax.random.fold_in(keys[d], u * 64 + j)
+                x = first_argmax(left) if greedy else sample(key_j, left)
+                nodes = nodes.at[kid].set(as_token(x).astype(jnp.int32))
+                left = left.at[x].set(-jnp.inf if greedy else 0.0)
+            if not greedy:
+                p = p.at[u].set(
+                    pr if head_tokens is None else jnp.zeros(V, jnp.float32).at[head_tokens].set(pr)
+                )
     return {"cache": cache}, nodes, p
 
 
