@@ -193,3 +193,30 @@ def test_every_role_of_a_tree_round_follows_the_target_and_the_broken_control_do
         )
         assert {"draft 1", "draft 2", "draft 3", "bonus", "after rejection"} <= set(p_values)
         assert (min(p_values.values()) > P_THRESHOLD) == exact
+
+
+def test_a_tree_drafted_over_a_restricted_head_is_exact_too():
+    # the draft's head keeps some tokens only (draft_vocab.py): siblings are drawn among them, p
+    # is zero elsewhere, and every role still follows the target
+    import dataclasses
+
+    from specbench.model import decoding, draft_vocab, drafters
+    from specbench.model.sampling import Warp
+    from specbench.model.verify import tree_verdict
+
+    from exactness import P_THRESHOLD, SMALL_T, noisy_copy, role_p_values, round_samples
+
+    target = random_model(SMALL_T, 12, "small-target", scale=30)
+    draft = noisy_copy(target, 0.3, 13)
+    tree, prompt, warp = Tree.branching((2, 1, 1)), [3, 7, 1], Warp(1.0)
+    vocab = SMALL_T.n_vocab - 3
+    drafter = dataclasses.replace(drafters.model_drafter(draft.config), tree=tree, vocab=vocab)
+    params = decoding.draft_params_for(drafter, draft, target)
+    assert (
+        params["head_tokens"].shape == (vocab,)
+        and draft_vocab.frequent_ids(vocab, SMALL_T.n_vocab).size == vocab
+    )
+    ((tokens, accepted, drafted),) = round_samples(params, target, prompt, warp, 3, drafter, (tree_verdict,))
+    p_values = role_p_values(target, prompt, warp, tokens, accepted, drafted, 3)
+    print("\nrestricted head: " + ", ".join(f"{r} {p:.2g}" for r, p in sorted(p_values.items())))
+    assert min(p_values.values()) > P_THRESHOLD
