@@ -48,7 +48,7 @@ def measure(draft, target, base, encoded, args):
     """One line per shape in SHAPES: its verify rows, mean tokens per round (± its standard
     error) and α per depth over every prompt and seed."""
     for name, tree in SHAPES.items():
-        K = int(tree.depths.max())
+        K = tree.depth
         drafter = base if name.startswith("chain") else dataclasses.replace(base, tree=tree)
         per_round, alphas = [], []
         for ids in encoded:

@@ -75,7 +75,7 @@ def tree_tokens(tree, p, q, n_rounds, **variant):
     than d tokens)."""
     from specbench.model.verify import tree_verdict
 
-    D = int(tree.depths.max())
+    D = tree.depth
     on_path = np.full((tree.size, D + 1), -1, np.int32)  # on_path[u, d]: the depth-d node above u
     for u in range(tree.size):
         for j in np.flatnonzero(tree.ancestors[u]):

@@ -264,7 +264,7 @@ def tree_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: Warp, n
     decoding to move the accepted path to consecutive positions (decoding.compact).
     """
     tree, config = drafter.tree, drafter.config
-    depth, N, V = int(tree.depths.max()), tree.size, p_width(warp, n_vocab)
+    depth, N, V = tree.depth, tree.size, p_width(warp, n_vocab)
     above = Tree((-1, *(parent + 1 for parent in tree.parents)))  # tokens[n-2], then the tree
     head_tokens = params.get("head_tokens")
     as_token = (lambda c: c) if head_tokens is None else (lambda c: head_tokens[c])

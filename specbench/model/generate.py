@@ -149,10 +149,8 @@ def speculative(
     batch, single = as_batch(prompts)
     _check_loop(batch, device_loop, record)
     drafter = drafter or drafters.model_drafter(draft.config)
-    if drafter.tree is not None and K != int(drafter.tree.depths.max()):
-        raise DecodeError(
-            f"a tree of depth {int(drafter.tree.depths.max())} drafts K = its depth (got {K})", "K"
-        )
+    if drafter.tree is not None and K != drafter.tree.depth:
+        raise DecodeError(f"a tree of depth {drafter.tree.depth} drafts K = its depth (got {K})", "K")
     models = [target] + ([draft] if drafter.spec.draft_model else [])
     max_len = plan(batch, n_tokens, drafter.reach(K), models, max_len)
     if draft_params is None:

@@ -61,6 +61,11 @@ class Tree:
             depth[i] = depth[p] + 1
         return depth
 
+    @property
+    def depth(self) -> int:
+        """The deepest node's depth: the drafts a round can accept, its K."""
+        return int(self.depths.max())
+
     @functools.cached_property
     def ancestors(self) -> np.ndarray:
         """[n, n] bool: ancestors[i, j] when node j is node i or one of its ancestors, the nodes
@@ -82,7 +87,7 @@ class Tree:
     def on_path(self) -> np.ndarray:
         """[n, depth + 1] int32: on_path[u, d] is the node at depth d on the root's path to node
         u, and u itself past its depth (any valid index: those slots are never read)."""
-        table = np.repeat(np.arange(self.size, dtype=np.int32)[:, None], int(self.depths.max()) + 1, 1)
+        table = np.repeat(np.arange(self.size, dtype=np.int32)[:, None], self.depth + 1, 1)
         for u in range(self.size):
             for j in np.flatnonzero(self.ancestors[u]):
                 table[u, self.depths[j]] = j

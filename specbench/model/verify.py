@@ -202,11 +202,10 @@ def tree_verdict(
     the accepted path ends at. update_residual=False, and without_replacement=False on siblings
     drawn without replacement, are the tests' broken variants.
     """
-    width = max(len(c) for c in tree.children)
     table = jnp.asarray(tree.child_table)
-    depth = int(tree.depths.max())
+    width, depth = table.shape[1], tree.depth
     k_coins, k_emit = jax.random.split(key)
-    coins = jax.random.uniform(k_coins, (max(depth, 1), max(width, 1)))
+    coins = jax.random.uniform(k_coins, (max(depth, 1), width))
 
     def level(d, carry):
         u, r, stopped, n_accepted = carry
@@ -248,9 +247,7 @@ def greedy_tree_verdict(tree, node_tokens, target_tokens):
         u = jnp.where(found, kids[jnp.argmax(match)], u)
         return u, stopped | ~found, n_accepted + found.astype(jnp.int32)
 
-    last, _, n_accepted = lax.fori_loop(
-        0, int(tree.depths.max()), level, (jnp.int32(0), jnp.bool_(False), jnp.int32(0))
-    )
+    last, _, n_accepted = lax.fori_loop(0, tree.depth, level, (jnp.int32(0), jnp.bool_(False), jnp.int32(0)))
     return n_accepted, target_tokens[last], last
 
 
