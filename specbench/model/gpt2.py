@@ -70,8 +70,11 @@ class GPT2Config:
 def gelu(x):
     # GPT-2's tanh approximation 0.5 x (1 + tanh u), u = sqrt(2/pi) (x + 0.044715 x^3), written
     # as x / (1 + exp(-2u)), the same function: ending in a division, it is computed once, not
-    # fused into the next 1-row product, which recomputes it per row (docs/performance.md)
-    return x / (1.0 + jnp.exp(-2.0 * math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
+    # fused into the next 1-row product, which recomputes it per row (docs/performance.md). The
+    # exponent stops at 80: beyond it the value is 0 either way, and exp's overflow to inf made the
+    # gradient inf / inf = NaN for inputs below about -9 (an EAGLE head's training met them)
+    u = math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)
+    return x / (1.0 + jnp.exp(jnp.minimum(-2.0 * u, 80.0)))
 
 
 def layer_norm(x, weight, bias, eps: float = 1e-5):
@@ -133,10 +136,12 @@ def block(x, ln_1, attn, ln_2, mlp_params, k_cache, v_cache, pos, config: GPT2Co
     return x, k, v
 
 
-def step(params, cache, tokens, pos, config: GPT2Config, logits_at=None, tree=None):
+def step(params, cache, tokens, pos, config: GPT2Config, logits_at=None, tree=None, hidden=False):
     """Run `tokens` [n_seq] at positions pos.. through the model, reading and writing `cache`.
 
-    Returns (logits [n_seq, n_vocab] in float32, new cache). With `logits_at` (an index, may be
+    Returns (logits [n_seq, n_vocab] in float32, new cache), and with `hidden` also the last
+    block's output before the final norm, [n_seq, n_embd] (every row): the features an EAGLE head
+    reads (eagle.py), from the same pass. With `logits_at` (an index, may be
     traced) only that row's logits are computed, [1, n_vocab]: the output head is the largest
     matmul of a small GPT-2, and a padded prefill needs only its last real row. The step runs the
     first cache-depth blocks: a cache of L < n_layer layers makes it a layer-skip draft over the
@@ -155,10 +160,11 @@ def step(params, cache, tokens, pos, config: GPT2Config, logits_at=None, tree=No
     # the scan only reads the cache; every layer's new entries [L, n_seq, n_head, hd] are written
     # in one update here (inside the scan, a batch's per-sequence write copied the whole cache)
     k, v = write_cache(cache["k"], cache["v"], jnp.transpose(k_new, (0, 2, 3, 1)), v_new, pos)
+    features = x
     if logits_at is not None:
         x = lax.dynamic_slice_in_dim(x, logits_at, 1)  # [1, n_embd]
-    x = layer_norm(x, **params["ln_f"], eps=config.layer_norm_epsilon)
-    return head(params, x), {"k": k, "v": v}
+    logits = head(params, layer_norm(x, **params["ln_f"], eps=config.layer_norm_epsilon))
+    return (logits, {"k": k, "v": v}, features) if hidden else (logits, {"k": k, "v": v})
 
 
 def head(params, x):
@@ -243,7 +249,7 @@ def empty_cache(config: GPT2Config, max_len: int, dtype=jnp.float32):
 
 
 # One compiled program per (config, n_seq); the cache buffer is donated and reused.
-step_jit = programs.jit(step, static_argnames=("config", "tree"), donate_argnames=("cache",))
+step_jit = programs.jit(step, static_argnames=("config", "tree", "hidden"), donate_argnames=("cache",))
 
 
 def gpt2(params, tokens, config: GPT2Config):
@@ -255,8 +261,9 @@ def gpt2(params, tokens, config: GPT2Config):
     return (x @ params["wte"].T).astype(jnp.float32)
 
 
-def transformer(params, tokens, config: GPT2Config):
-    """gpt2() without the output head: [n_seq] -> final hidden states [n_seq, n_embd] after ln_f.
+def transformer(params, tokens, config: GPT2Config, features=False):
+    """gpt2() without the output head: [n_seq] -> final hidden states [n_seq, n_embd] after ln_f
+    (with `features`, before it: what step(hidden=True) returns).
 
     The same blocks as the cached step, over an empty cache: attention is then causal over the
     tokens themselves. Whatever layout params are in, it multiplies the weights as loaded with XLA.
@@ -265,6 +272,8 @@ def transformer(params, tokens, config: GPT2Config):
     n_seq = tokens.shape[-1]
     x = params["wte"][tokens] + params["wpe"][jnp.arange(n_seq)]
     x, _ = blocks(params, x, empty_cache(config, 0, x.dtype), 0, config)
+    if features:
+        return x
     return layer_norm(x, **params["ln_f"], eps=config.layer_norm_epsilon)
 
 
