@@ -49,92 +49,100 @@ def prepare_cmd(corpus, out, val_fraction, seed, xz):
             click.echo(f"{path}: {path.stat().st_size / 1e6:.1f} MB")
 
 
-def train_options(layers, embd, heads, lr, kd=None):
+def loop_options(lr: float) -> list:
+    """The options every training run has: data, output, the loop and its checkpoints."""
+    return [
+        click.option(
+            "--data", type=click.Path(exists=True, file_okay=False, path_type=Path), default=Path("data")
+        ),
+        click.option("--out", type=click.Path(path_type=Path), required=True),
+        click.option("--steps", type=Count(min=1), default=3000, show_default=True),
+        click.option("--batch", type=Count(min=1), default=32, show_default=True),
+        click.option("--ctx", type=Count(min=8), default=512, show_default=True),
+        click.option("--lr", type=Finite(min=0, min_open=True), default=lr, show_default=True),
+        click.option("--warmup", type=Count(min=0), default=200, show_default=True),
+        click.option("--seed", type=Count(0, SEED_MAX), default=0, show_default=True),
+        click.option(
+            "--checkpoint-dir",
+            type=click.Path(file_okay=False, path_type=Path),
+            default=Path("checkpoints"),
+            show_default=True,
+            help="Where the resumable state goes (git-ignored), as DIR/<out's name>.npz.",
+        ),
+        click.option(
+            "--checkpoint-every",
+            type=Finite(min=1),
+            default=300,
+            show_default=True,
+            help="Seconds between checkpoints.",
+        ),
+        click.option("--resume", is_flag=True, help="Continue from the checkpoint exactly where it stopped."),
+    ]
+
+
+def with_options(options: list):
     def decorator(f):
-        options = [
-            click.option(
-                "--data", type=click.Path(exists=True, file_okay=False, path_type=Path), default=Path("data")
-            ),
-            click.option("--out", type=click.Path(path_type=Path), required=True),
-            click.option("--n-layer", type=Count(min=1), default=layers, show_default=True),
-            click.option("--n-embd", type=Count(min=8), default=embd, show_default=True),
-            click.option("--n-head", type=Count(min=1), default=heads, show_default=True),
-            click.option(
-                "--n-ctx",
-                type=Count(min=16),
-                default=1024,
-                show_default=True,
-                help="Position table size (the trained context is --ctx).",
-            ),
-            click.option("--steps", type=Count(min=1), default=3000, show_default=True),
-            click.option("--batch", type=Count(min=1), default=32, show_default=True),
-            click.option("--ctx", type=Count(min=8), default=512, show_default=True),
-            click.option("--lr", type=Finite(min=0, min_open=True), default=lr, show_default=True),
-            click.option("--warmup", type=Count(min=0), default=200, show_default=True),
-            click.option("--seed", type=Count(0, SEED_MAX), default=0, show_default=True),
-            click.option(
-                "--checkpoint-dir",
-                type=click.Path(file_okay=False, path_type=Path),
-                default=Path("checkpoints"),
-                show_default=True,
-                help="Where the resumable state goes (git-ignored), as DIR/<out's name>.npz.",
-            ),
-            click.option(
-                "--checkpoint-every",
-                type=Finite(min=1),
-                default=300,
-                show_default=True,
-                help="Seconds between checkpoints.",
-            ),
-            click.option(
-                "--resume", is_flag=True, help="Continue from the checkpoint exactly where it stopped."
-            ),
-            click.option(
-                "--head-vocab",
-                type=Count(0, tokenizer.N_VOCAB),
-                default=16384,
-                show_default=True,
-                help="Sampled softmax: each step's head covers this many frequent tokens, the "
-                "batch's rarer targets and random negatives (0 = the full 50,257).",
-            ),
-            click.option(
-                "--head-extra",
-                type=Count(1, tokenizer.N_VOCAB),
-                default=2048,
-                show_default=True,
-                help="Rarer targets plus random negatives added to each step's head.",
-            ),
-        ]
-        if kd is not None:
-            options += [
-                click.option(
-                    "--kd",
-                    type=Finite(0, 1),
-                    default=kd,
-                    show_default=True,
-                    help="Weight of KL(target || draft); the rest is cross-entropy.",
-                ),
-                click.option(
-                    "--greedy-fraction",
-                    type=Finite(0, 1),
-                    default=0.0,
-                    show_default=True,
-                    help="Share of each batch taken from the teacher's own greedy continuations "
-                    "of corpus prefixes (what the draft is judged on at T=0).",
-                ),
-                click.option(
-                    "--greedy-samples",
-                    type=Count(min=1),
-                    default=4096,
-                    show_default=True,
-                    help="How many greedy continuations to generate for that.",
-                ),
-            ]
         for option in reversed(options):
             f = option(f)
         return f
 
     return decorator
+
+
+def train_options(layers, embd, heads, lr, kd=None):
+    options = loop_options(lr) + [
+        click.option("--n-layer", type=Count(min=1), default=layers, show_default=True),
+        click.option("--n-embd", type=Count(min=8), default=embd, show_default=True),
+        click.option("--n-head", type=Count(min=1), default=heads, show_default=True),
+        click.option(
+            "--n-ctx",
+            type=Count(min=16),
+            default=1024,
+            show_default=True,
+            help="Position table size (the trained context is --ctx).",
+        ),
+        click.option(
+            "--head-vocab",
+            type=Count(0, tokenizer.N_VOCAB),
+            default=16384,
+            show_default=True,
+            help="Sampled softmax: each step's head covers this many frequent tokens, the "
+            "batch's rarer targets and random negatives (0 = the full 50,257).",
+        ),
+        click.option(
+            "--head-extra",
+            type=Count(1, tokenizer.N_VOCAB),
+            default=2048,
+            show_default=True,
+            help="Rarer targets plus random negatives added to each step's head.",
+        ),
+    ]
+    if kd is not None:
+        options += [
+            click.option(
+                "--kd",
+                type=Finite(0, 1),
+                default=kd,
+                show_default=True,
+                help="Weight of KL(target || draft); the rest is cross-entropy.",
+            ),
+            click.option(
+                "--greedy-fraction",
+                type=Finite(0, 1),
+                default=0.0,
+                show_default=True,
+                help="Share of each batch taken from the teacher's own greedy continuations "
+                "of corpus prefixes (what the draft is judged on at T=0).",
+            ),
+            click.option(
+                "--greedy-samples",
+                type=Count(min=1),
+                default=4096,
+                show_default=True,
+                help="How many greedy continuations to generate for that.",
+            ),
+        ]
+    return with_options(options)
 
 
 MODEL_FLAGS = ("n_layer", "n_head", "n_embd", "n_ctx")
@@ -159,6 +167,11 @@ def check_training(flags: dict) -> None:
         raise BadInput(
             "--head-extra", f"--head-vocab plus --head-extra must be at most {tokenizer.N_VOCAB:,}"
         )
+    check_run(flags)
+
+
+def check_run(flags: dict) -> None:
+    """The folders a run writes and the data it reads, each blaming its flag."""
     check_folder(flags["out"], "--out")
     check_folder(flags["checkpoint_dir"], "--checkpoint-dir")
     data = flags["data"]
@@ -168,6 +181,22 @@ def check_training(flags: dict) -> None:
                 "--data",
                 f"{data} holds no {split}.bin: make it with python -m specbench.train prepare --out {data}",
             )
+
+
+def checkpoint_note(flags: dict):
+    """(the run's checkpoint file, on_checkpoint): Ctrl-C's note says what is kept, from the start."""
+    checkpoint = flags["checkpoint_dir"] / f"{flags['out'].name}.npz"
+    note = interrupt_note()
+    note.message = (
+        f"interrupted: the checkpoint {checkpoint} is kept; rerun with --resume"
+        if flags["resume"] and checkpoint.exists()
+        else "interrupted before the first checkpoint: nothing is kept"
+    )
+
+    def saved(step: int) -> None:
+        note.message = f"interrupted: the checkpoint {checkpoint} (step {step}) is kept; rerun with --resume"
+
+    return checkpoint, saved
 
 
 def train_model(flags: dict, teacher=None):
@@ -184,17 +213,7 @@ def train_model(flags: dict, teacher=None):
             raise BadInput(
                 "--ctx", f"{data}'s {split} split holds {tokens.size} tokens, fewer than a window of {ctx}"
             )
-    checkpoint = flags["checkpoint_dir"] / f"{flags['out'].name}.npz"
-    note = interrupt_note()
-    note.message = (
-        f"interrupted: the checkpoint {checkpoint} is kept; rerun with --resume"
-        if flags["resume"] and checkpoint.exists()
-        else "interrupted before the first checkpoint: nothing is kept"
-    )
-
-    def saved(step: int) -> None:
-        note.message = f"interrupted: the checkpoint {checkpoint} (step {step}) is kept; rerun with --resume"
-
+    checkpoint, saved = checkpoint_note(flags)
     greedy = None
     if teacher is not None and tc.greedy_fraction > 0:
         t0, n_samples = time.perf_counter(), flags["greedy_samples"]
@@ -248,6 +267,87 @@ def target_cmd(**kw):
 def draft_cmd(teacher, **kw):
     """Train the draft, distilled from the target's soft predictions."""
     train_model(kw, teacher=weights.load_model(teacher, decoding=False))
+
+
+@main.command("eagle")
+@with_options(
+    loop_options(lr=1e-3)
+    + [
+        click.option(
+            "--target",
+            default="tiny-target",
+            show_default=True,
+            help="The frozen target whose features the head reads (a name or a folder).",
+        ),
+        click.option(
+            "--vocab",
+            type=Count(0, tokenizer.N_VOCAB),
+            default=8192,
+            show_default=True,
+            help="The most frequent tokens the head drafts among (its drafting.json; 0 = all).",
+        ),
+        click.option(
+            "--cls-weight",
+            type=Finite(min=0),
+            default=1.0,
+            show_default=True,
+            help="Weight of the token cross-entropy; the feature regression's is 1 (EAGLE: 0.1, for "
+            "features of unit scale; GPT-2's are about 10).",
+        ),
+        click.option(
+            "--noise",
+            type=Finite(min=0),
+            default=0.5,
+            show_default=True,
+            help="U(-noise, noise) added to the features the head reads.",
+        ),
+    ]
+)
+def eagle_cmd(target, vocab, cls_weight, noise, **flags):
+    """Train an EAGLE draft head on a frozen target's features (specbench/model/eagle.py)."""
+    require_optax()
+    from specbench.errors import SpecbenchError
+    from specbench.model import draft_vocab, eagle
+    from specbench.train.eagle import EagleLoss, eagle_task, validate
+
+    check_run(flags)
+    try:
+        t = weights.load_model(target, decoding=False)
+        ids = draft_vocab.frequent_ids(vocab, t.config.n_vocab) if vocab else np.arange(t.config.n_vocab)
+    except SpecbenchError as e:
+        raise BadInput("--target" if "vocab" not in str(e) else "--vocab", str(e)) from None
+    if flags["ctx"] > t.config.n_ctx:
+        raise BadInput("--ctx", f"{flags['ctx']} is longer than {t.name}'s context {t.config.n_ctx}")
+    tc = TrainConfig(**{k: flags[k] for k in ("steps", "batch", "ctx", "lr", "warmup", "seed")})
+    data = flags["data"]
+    train_tokens, val_tokens = load_tokens(data, "train"), load_tokens(data, "val")
+    how = EagleLoss(cls_weight, noise)
+    task = eagle_task(t, tc, how, ids, train_tokens, val_tokens)
+    checkpoint, saved = checkpoint_note(flags)
+    config = eagle.config_for(t.config)
+    params, record = train(
+        config,
+        train_tokens,
+        val_tokens,
+        tc,
+        log=click.echo,
+        checkpoint=checkpoint,
+        resume=flags["resume"],
+        checkpoint_every=flags["checkpoint_every"],
+        on_checkpoint=saved,
+        task=task,
+    )
+    record["validation"] = validate(params, t, ids, val_tokens, tc, how)
+    record["eagle"] = {"target": t.name, "vocab": vocab, "cls_weight": cls_weight, "noise": noise}
+    click.echo(
+        "validation: top-1 agreement with the target {agreement:.3f}, regression {regression:.4f}, "
+        "cross-entropy {ce:.4f}".format(**record["validation"])
+    )
+    out = flags["out"]
+    eagle.save(out, params, config, t.name, record)
+    if vocab:
+        (out / draft_vocab.DECLARED_FILE).write_text(json.dumps({"vocab": vocab}) + "\n")
+    click.echo(f"saved {out}")
 
 
 def cli_main():

@@ -15,6 +15,7 @@ import json
 import math
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import jax
@@ -168,6 +169,30 @@ def make_batches(train_tokens: np.ndarray, tc: TrainConfig, greedy: np.ndarray |
     return next_batch
 
 
+@dataclasses.dataclass(frozen=True)
+class Task:
+    """What a run trains, for the loop: fresh parameters, the jitted update for an optimizer,
+    the batches, and the validation loss. A language model's (lm_task) by default; the EAGLE
+    head's is train/eagle.py's."""
+
+    init: Callable[[], dict]  # () -> fresh parameters
+    make_update: (
+        Callable  # optimizer -> update(params, opt_state, *batch) -> (params, opt_state, loss, metric)
+    )
+    next_batch: Callable  # rng -> the update's batch arguments
+    evaluate: Callable[[dict], float]  # params -> validation loss
+
+
+def lm_task(config: GPT2Config, tc: TrainConfig, train_tokens, val_tokens, teacher, greedy) -> Task:
+    """A GPT-2 trained on next-token cross-entropy, or distilled from `teacher` (loss_fn)."""
+    return Task(
+        init=lambda: init_params(config, tc.seed),
+        make_update=lambda opt: make_update(config, tc, opt, teacher),
+        next_batch=make_batches(train_tokens, tc, greedy),
+        evaluate=lambda params: val_loss(params, config, val_tokens, tc),
+    )
+
+
 def val_loss(params, config: GPT2Config, val_tokens: np.ndarray, tc: TrainConfig) -> float:
     """Mean cross-entropy over the same tc.eval_batches validation windows every time."""
     evaluate = jax.jit(lambda params, x, y: cross_entropy(logits_fn(params, x, config), y))
@@ -216,6 +241,7 @@ def train(
     progress_interval: float = 60.0,
     greedy: np.ndarray | None = None,
     on_checkpoint=None,
+    task: Task | None = None,
 ):
     """Train from scratch (or resume); returns (params, record) where record has the losses and settings.
 
@@ -223,15 +249,16 @@ def train(
     `resume` continues from it exactly (same batches, same parameters as an unbroken run).
     `stop_after` ends the loop after that step, as a kill would (for tests). `greedy` is a
     [n, ctx + 1] array of the teacher's greedy text, mixed in at tc.greedy_fraction of each batch.
-    `on_checkpoint(step)` is told of every checkpoint written.
+    `on_checkpoint(step)` is told of every checkpoint written. `task` replaces the language
+    model's (lm_task) with another network's; `config` then only names the run.
     """
     require_optax()
     from specbench.cli.progress import progress
 
+    task = task or lm_task(config, tc, train_tokens, val_tokens, teacher, greedy)
     opt = make_optimizer(tc)
-    update = make_update(config, tc, opt, teacher)
-    next_batch = make_batches(train_tokens, tc, greedy)
-    params = init_params(config, tc.seed)
+    update, next_batch = task.make_update(opt), task.next_batch
+    params = task.init()
     opt_state, rng = opt.init(params), np.random.default_rng(tc.seed)
     settings = {"train": dataclasses.asdict(tc), "config": dataclasses.asdict(config)}
     params, opt_state, history, first, elapsed_before = restore(
@@ -273,7 +300,7 @@ def train(
         save(last)
     if last < tc.steps:
         return params, {"stopped_at": last, "history": history}
-    final_val = val_loss(params, config, val_tokens, tc)
+    final_val = task.evaluate(params)
     log(f"validation cross-entropy {final_val:.4f} (perplexity {math.exp(final_val):.1f})")
     record = {
         **settings,

@@ -1,0 +1,180 @@
+"""An EAGLE draft head: one transformer block that drafts from the target's own hidden states.
+
+EAGLE: Li, Wei, Zhang and Zhang (ICML 2024), "EAGLE: Speculative Sampling Requires Rethinking
+Feature Uncertainty", arXiv:2401.15077. The target's *feature* f_j is its last block's output at
+position j, before the final layer norm (gpt2.step(hidden=True)): ln_f and the head turn it into
+the logits of token j+1. The head predicts the next feature from the current one and the token
+that was drawn from it:
+
+    x_j = [f_{j-1}, wte[t_j]] @ fc.weight + fc.bias + wpe[j]      f_{-1} = 0: the first position
+    h_j = block(x_j, attending to x_0 .. x_{j-1} through its own cache)       (one GPT-2 block)
+    logits for t_{j+1} = ln_f(h_j) @ wte.T                 the target's own final norm and head
+
+h_j stands in for f_j: while drafting, position j+1 reads h_j where f_j is not known yet, and
+the target's verify step then returns the true features of the rows it accepts. The head owns
+only fc and the block (its config is the target's with n_layer = 1); wte, wpe and ln_f are the
+target's, joined in by `attach`. It is trained by `python -m specbench.train eagle` with EAGLE's
+two losses: a smooth-L1 regression of h_j onto f_j and the cross-entropy of its tokens against
+the target's distribution.
+
+On disk a head is a folder: config.json (MARKER, the target it reads, the shape) and
+model.safetensors (its parameters by their path in the tree, "fc.weight", "blocks.attn.c_attn.bias").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from specbench.errors import WeightsError
+from specbench.model import gpt2, layouts
+from specbench.model.gpt2 import GPT2Config
+
+MARKER = "specbench-eagle"  # config.json's "architecture" for a head
+WEIGHTS_FILE = "model.safetensors"
+TARGET_KEYS = ("wte", "wpe", "ln_f")  # what the head reads of the target's weights
+
+
+def config_for(target: GPT2Config) -> GPT2Config:
+    """The head's block has the target's width, heads and context: the target with one layer."""
+    return dataclasses.replace(target, n_layer=1)
+
+
+def init_params(config: GPT2Config, seed: int = 0) -> dict:
+    """fc and one block, GPT-2's initialisation for the block. fc starts as [I; 0]: the head
+    first passes the feature through, and learns what the token and the block add to it."""
+    block = gpt2.init_params(config, seed)["blocks"]
+    e = config.n_embd
+    fc = np.concatenate([np.eye(e), np.random.default_rng(seed + 1).normal(0.0, 0.02, (e, e))])
+    return {"fc": {"weight": jnp.asarray(fc, jnp.float32), "bias": jnp.zeros(e)}, "blocks": block}
+
+
+def attach(head_params: dict, target_params: dict) -> dict:
+    """The weights a head drafts with: its own fc and block, the target's wte, wpe and ln_f, in
+    the layout the target's are in (layouts.py: the CPU kernel's packed copies of the block and
+    of the output head where the target has them)."""
+    target = layouts.as_loaded(target_params)
+    merged = {**{k: target[k] for k in TARGET_KEYS}, **head_params}
+    kind = layouts.layout(target_params)
+    if kind == "kernel":
+        return layouts.kernel_layout(merged)
+    return layouts.decode_layout(merged) if kind == "decode" else merged
+
+
+def embed(params, feats_in, tokens, positions):
+    """x_j = [f_{j-1}, wte[t_j]] @ fc + b + wpe[j]: [n_seq, n_embd] from features [n_seq, n_embd]."""
+    x = jnp.concatenate([feats_in.astype(params["wte"].dtype), params["wte"][tokens]], axis=-1)
+    return x @ params["fc"]["weight"] + params["fc"]["bias"] + params["wpe"][positions]
+
+
+def step(params, cache, feats_in, tokens, pos, config: GPT2Config, logits_at=None, tree=None):
+    """The head over `tokens` [n_seq] at positions pos.., row j reading feats_in[j], the feature
+    of the token before it (f_{j-1}, or a predicted one). Reads and writes its one-layer `cache`
+    (gpt2.init_cache(config, ...)); with `tree` the rows are a token tree's nodes, as in gpt2.step.
+    Returns (logits [n_seq, V] float32, or [1, V] at row `logits_at`; h [n_seq, n_embd], the
+    predicted features; the new cache)."""
+    n_seq = tokens.shape[0]
+    offsets = jnp.arange(n_seq) if tree is None else jnp.asarray(tree.depths)
+    positions = jnp.minimum(pos + offsets, config.n_ctx - 1)
+    x = embed(params, feats_in, tokens, positions)
+    h, (k_new, v_new) = gpt2.blocks(params, x, cache, pos, config, tree)
+    k, v = gpt2.write_cache(cache["k"], cache["v"], jnp.transpose(k_new, (0, 2, 3, 1)), v_new, pos)
+    out = h if logits_at is None else lax.dynamic_slice_in_dim(h, logits_at, 1)
+    logits = gpt2.head(params, gpt2.layer_norm(out, **params["ln_f"], eps=config.layer_norm_epsilon))
+    return logits, h, {"k": k, "v": v}
+
+
+def shifted(feats):
+    """[f_0 .. f_{n-1}] -> [0, f_0 .. f_{n-2}]: each row's input feature, f_{j-1} (f_{-1} = 0)."""
+    return jnp.concatenate([jnp.zeros_like(feats[..., :1, :]), feats[..., :-1, :]], axis=-2)
+
+
+def predict(params, feats, tokens, config: GPT2Config):
+    """Uncached, over a whole sequence whose true features are feats [n_seq, n_embd]: the
+    predicted features h [n_seq, n_embd], row j reading f_{j-1}. What training runs."""
+    n_seq = tokens.shape[-1]
+    x = embed(params, shifted(feats), tokens, jnp.arange(n_seq))
+    h, _ = gpt2.blocks(params, x, gpt2.empty_cache(config, 0, x.dtype), 0, config)
+    return h
+
+
+def forward(params, feats, tokens, config: GPT2Config):
+    """predict, then the target's norm and head: (logits [n_seq, V] float32, h). The tests' oracle
+    for the cached step: it multiplies the weights as loaded, with XLA."""
+    params = layouts.as_loaded(params)
+    h = predict(params, feats, tokens, config)
+    logits = gpt2.layer_norm(h, **params["ln_f"], eps=config.layer_norm_epsilon) @ params["wte"].T
+    return logits.astype(jnp.float32), h
+
+
+def window(feats, tokens, n, rows: int):
+    """The `rows` positions ending at n - 1 (from 0 while n - 1 < rows - 1): (their first position
+    s, tokens [rows], input features [rows, n_embd] from `feats` [max_len, n_embd], the row of
+    position n - 1). Each round re-reads them with the target's true features, which rewrites the
+    head's cache wherever a round drafted on its own predictions."""
+    s = jnp.maximum(n - rows, 0)
+    before = lax.dynamic_slice_in_dim(shifted(feats), s, rows)  # f_{s-1} .. f_{s+rows-2}
+    return s, lax.dynamic_slice(tokens, (s,), (rows,)), before, n - 1 - s
+
+
+# ---------------------------------------------------------------------------------------------
+# On disk
+
+
+def is_head_dir(directory: Path) -> bool:
+    """Whether `directory` holds an EAGLE head (its config.json says MARKER)."""
+    try:
+        return json.loads((Path(directory) / "config.json").read_text()).get("architecture") == MARKER
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def save(out: Path, params: dict, config: GPT2Config, target: str, record: dict | None = None) -> None:
+    """Write a head: its parameters as float16 safetensors, keyed by path, and config.json."""
+    from safetensors.numpy import save_file
+
+    out.mkdir(parents=True, exist_ok=True)
+    flat = {
+        ".".join(k.key for k in path): np.asarray(x, np.float16)
+        for path, x in jax.tree_util.tree_leaves_with_path(params)
+    }
+    save_file(flat, str(out / WEIGHTS_FILE))
+    shape = {k: getattr(config, k) for k in ("n_head", "n_embd", "n_ctx", "n_vocab", "layer_norm_epsilon")}
+    (out / "config.json").write_text(
+        json.dumps({"architecture": MARKER, "target": target, **shape}, indent=1)
+    )
+    if record is not None:
+        (out / "train_record.json").write_text(json.dumps(record, indent=1) + "\n")
+
+
+def load(directory: Path, dtype=jnp.float32) -> tuple[GPT2Config, dict, str]:
+    """(config, params, the target it was trained on) of a head folder; WeightsError naming the
+    file and the key when something is missing or misshapen."""
+    from safetensors import SafetensorError
+    from safetensors.numpy import load_file
+
+    directory = Path(directory)
+    try:
+        meta = json.loads((directory / "config.json").read_text())
+        config = GPT2Config(n_layer=1, **{k: meta[k] for k in ("n_head", "n_embd", "n_ctx", "n_vocab")})
+        flat = load_file(str(directory / WEIGHTS_FILE))
+    except (OSError, ValueError, KeyError, TypeError, SafetensorError) as e:
+        raise WeightsError(f"{directory} is not a readable EAGLE head ({e})", "draft") from None
+    expected = init_params(config)
+    params = {}
+    for path, x in jax.tree_util.tree_leaves_with_path(expected):
+        key = ".".join(k.key for k in path)
+        if key not in flat or flat[key].shape != x.shape:
+            got = "missing" if key not in flat else f"shaped {flat[key].shape}"
+            raise WeightsError(f"{directory / WEIGHTS_FILE}: {key} is {got}, expected {x.shape}", "draft")
+        node = params
+        for k in path[:-1]:
+            node = node.setdefault(k.key, {})
+        node[path[-1].key] = jnp.asarray(flat[key], dtype)
+    return config, params, meta.get("target", "")
