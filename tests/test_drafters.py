@@ -256,13 +256,17 @@ def test_the_command_lines_copies_of_the_model_layers_lists_are_the_lists():
 
 def test_each_drafter_kind_is_one_record_whose_traits_the_drafter_follows():
     kinds = drafters.KINDS
-    assert drafters.kinds_that("network") == ("model", "layerskip")
+    assert drafters.kinds_that("network") == ("model", "layerskip", "eagle")
+    assert drafters.kinds_that("features") == ("eagle",) and drafters.kinds_that("trees") == (
+        "model",
+        "layerskip",
+    )
     assert drafters.kinds_that("draft_model") == ("model",) and drafters.kinds_that("acceptance") == ("dial",)
     assert all(k.k_drafts == k.distributions == k.network for k in kinds.values())
     for name, kind in kinds.items():
         assert kind.name == name and kind.title and callable(kind.start) and callable(kind.propose)
-    with pytest.raises(ValueError, match="drafter must be one of model, lookup, layerskip, dial"):
-        drafters.Drafter("eagle")
+    with pytest.raises(ValueError, match="drafter must be one of model, lookup, layerskip, dial, eagle"):
+        drafters.Drafter("medusa")
     with pytest.raises(ValueError, match="drafts must be 1 for the lookup drafter"):
         drafters.Drafter("lookup", drafts=2)
     assert drafters.lookup_drafter(3).spec is kinds["lookup"]

@@ -4,6 +4,8 @@ BadInput, one line naming the flag."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from specbench import prompts
 from specbench.cli.console import BadInput, bad_input
 from specbench.cli.params import NGRAM_MAX
@@ -77,6 +79,42 @@ def load_pair(
     return d, t
 
 
+def load_head(f: dict, target):
+    """The EAGLE head that --eagle-head names, as a Model (eagle.load), for this target: by default
+    the folder <target's name>-eagle in gpt2_weights/ (the bundled tiny-target-eagle)."""
+    from specbench.model import eagle, weights
+
+    named = f.get("eagle_head")
+    path = Path(named).expanduser() if named else weights.weights_dir() / f"{target.name}-eagle"
+    if not named and not path.is_dir():
+        raise BadInput(
+            "--eagle-head",
+            f"{target.name} has no EAGLE head at {path}: train one with `python -m specbench.train eagle "
+            f"--target {target.name} --out {path}`, or name a folder",
+        )
+    if not eagle.is_head_dir(path):
+        raise BadInput("--eagle-head", f"{path} is not an EAGLE head (its config.json names {eagle.MARKER})")
+    try:
+        config, params, trained_on = eagle.load(path, target.params["wte"].dtype)
+    except WeightsError as e:
+        raise BadInput("--eagle-head", str(e)) from None
+    if config.n_embd != target.config.n_embd or config.n_vocab != target.config.n_vocab:
+        raise BadInput(
+            "--eagle-head",
+            f"{path} reads features of width {config.n_embd} (trained on {trained_on or 'another target'}); "
+            f"{target.name}'s are {target.config.n_embd} wide",
+        )
+    return weights.Model(path.name, config, params, str(path))
+
+
+def drafting_model(kind: str, draft, head):
+    """The model a drafter of this kind brings of its own: the draft model, the EAGLE head, or None."""
+    from specbench.model.drafters import KINDS
+
+    spec = KINDS[kind]
+    return draft if spec.draft_model else head if spec.features else None
+
+
 def random_model(name: str, dtype: str, kernels: str = "auto"):
     """Random weights of a registry shape (timing only), in the layout decoding reads (--kernels)."""
     import jax.numpy as jnp
@@ -135,7 +173,8 @@ def check_tree(kinds: list[str], f: dict) -> None:
         return
     if set(kinds) - set(kinds_that("trees")):
         raise BadInput(
-            "--tree", f"the {kinds[0]} drafter proposes no trees: use --drafter model or layerskip"
+            "--tree",
+            f"the {kinds[0]} drafter proposes no trees: use --drafter {' or '.join(kinds_that('trees'))}",
         )
     for flag, setting in (("--drafts", f.get("drafts", 1) > 1), ("--dynamic-K", f["dynamic_K"])):
         if setting:
@@ -228,9 +267,11 @@ def network_drafter(kind: str, draft, target, f: dict):
                 "--draft-layers", f"must be in 1..{n_layer - 1}: {target.name} has {n_layer} layers (got {L})"
             )
         drafter, name = drafters.layerskip_drafter(target.config, L, conf), f"{target.name}[:{L}]"
+    elif spec.features:
+        drafter, name = drafters.eagle_drafter(target.config, conf), draft.name
     else:
         drafter, name = drafters.model_drafter(draft.config, conf), draft.name
-    network = draft if spec.draft_model else target
+    network = draft if spec.draft_model or spec.features else target
     drafter = dataclasses.replace(drafter, vocab=draft_vocabulary(f, network))
     if f.get("tree"):
         from specbench.model.tree import Tree
@@ -350,7 +391,7 @@ def check_no_effect(f: dict, given: set[str], kinds: list[str], temperatures: li
             )
     from specbench.model.drafters import KINDS
 
-    for name in ("ngram", "draft_layers"):
+    for name in ("ngram", "draft_layers", "eagle_head"):
         owner = next(k for k in KINDS.values() if name in k.flags).name
         if name in given and not any(name in KINDS[k].flags for k in kinds if k in KINDS):
             raise BadInput(

@@ -87,6 +87,12 @@ drafter = [
         default=None,
         help="layerskip: how many of the target's first blocks draft [default: a third of them].",
     ),
+    click.option(
+        "--eagle-head",
+        default=None,
+        metavar="DIR",
+        help="eagle: the head's folder [default: gpt2_weights/<target>-eagle, bundled for tiny-target].",
+    ),
     draft_vocab,
     click.option(
         "--dynamic-K",
@@ -163,7 +169,7 @@ single = [  # run and trace: one K, one warp
         type=TreeShape(),
         default=None,
         help="Draft a token tree, children per node at each depth (e.g. 2,2,1), verified in one "
-        "step; K is its depth (model or layerskip drafter).",
+        "step; K is its depth (model, layerskip or eagle drafter).",
     ),
     click.option("--acceptance", type=Finite(0, 1), default=None, help=ACCEPTANCE_HELP),
 ]
@@ -202,7 +208,8 @@ run = [
         default="model",
         show_default=True,
         help="Who drafts: model (the --draft model), lookup (prompt lookup), layerskip (the target's first "
-        "layers), dial (the acceptance dial: see --acceptance).",
+        "layers), dial (the acceptance dial: see --acceptance), eagle (a head reading the target's hidden "
+        "states: --eagle-head).",
     ),
 ]
 

@@ -12,7 +12,7 @@ from specbench.results import theory
 KERNELS = ("auto", "cpu", "xla")  # kernels.CHOICES
 # copies of the model layer's lists, so that --help imports no JAX; tests/test_drafters.py pins each
 VERIFY_METHODS = ("token", "block")  # verify.METHODS
-DRAFTER_KINDS = ("model", "lookup", "layerskip", "dial")  # drafters.KINDS
+DRAFTER_KINDS = ("model", "lookup", "layerskip", "dial", "eagle")  # drafters.KINDS
 DRAFTS_MAX = 8
 TREE_NODES = 64  # a tree is verified in one step of its nodes: the CPU kernel's rows stay few
 BATCH_MAX = 4096  # a range of batch sizes ends here: checked before 1-1000000 is expanded

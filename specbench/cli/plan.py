@@ -14,7 +14,9 @@ from specbench.cli.checks import (
     check_decodable,
     check_drafter_flags,
     check_no_effect,
+    drafting_model,
     kinds_that,
+    load_head,
     load_model,
     load_pair,
     load_peers,
@@ -57,6 +59,15 @@ def run_settings(f: dict) -> dict:
     return {k: f[k] for k in ("n_tokens", "seed", "repeats", "warmup")} | {"device_loop": not f["host_loop"]}
 
 
+def drafter_models(kinds: list[str], f: dict):
+    """(the model the drafter brings: a draft model, an EAGLE head or None; the target)."""
+    d, t = load_pair(
+        f["draft"], f["target"], f["dtype"], bool(set(kinds_that("draft_model")) & set(kinds)), f["kernels"]
+    )
+    head = load_head(f, t) if set(kinds_that("features")) & set(kinds) else None
+    return drafting_model(kinds[0], d, head), t
+
+
 def run_plan(f: dict, given: set[str]) -> RunPlan:
     """`run`: one configuration, checked. `given`: the flags the user set."""
     check_no_effect(f, given, [f["drafter"]], [f["temperature"]])
@@ -72,9 +83,7 @@ def run_plan(f: dict, given: set[str]) -> RunPlan:
     if batch > 1 and not chose_prompt:
         prompt_id = "all"
     check_drafter_flags([f["drafter"]], f)
-    d, t = load_pair(
-        f["draft"], f["target"], f["dtype"], f["drafter"] in kinds_that("draft_model"), f["kernels"]
-    )
+    d, t = drafter_models([f["drafter"]], f)
     drafter, draft_name = make_drafter(f["drafter"], d, t, f)
     by_id = {pid: tokenizer.encode(text) for pid, text in chosen.items()}
     for ids in by_id.values():
@@ -133,20 +142,25 @@ def sweep_plan(f: dict, given: set[str]) -> SweepPlan:
             rows = export.read_json(output)
         except ExportError as e:
             raise BadInput("--resume", str(e)) from None
-    with_draft = set(kinds_that("draft_model"))
-    d, t = load_pair(f["draft"], f["target"], f["dtype"], bool(with_draft & set(kinds)), f["kernels"])
+    d, t = load_pair(
+        f["draft"], f["target"], f["dtype"], bool(set(kinds_that("draft_model")) & set(kinds)), f["kernels"]
+    )
+    head = load_head(f, t) if set(kinds_that("features")) & set(kinds) else None
+    own = {kind: drafting_model(kind, d, head) for kind in kinds}  # the model each kind drafts with
     # each drafter with every --verify, --drafts and (the dial) --acceptance: [(Drafter, name)]
-    variants = {kind: method_variants(*network_drafter(kind, d, t, f), *method_flags(f)) for kind in kinds}
+    variants = {
+        kind: method_variants(*network_drafter(kind, own[kind], t, f), *method_flags(f)) for kind in kinds
+    }
     peers = {
         kind: load_peers(
-            f["peers"], variants[kind][0][0], d, t, max(f["batches"] or [1]), start=not f["dry_run"]
+            f["peers"], variants[kind][0][0], own[kind], t, max(f["batches"] or [1]), start=not f["dry_run"]
         )
         for kind in kinds
     }
     encoded = {pid: tokenizer.encode(text) for pid, text in chosen.items()}
     K_max, batches = max(f["K"]), f["batches"]
     for kind in kinds:
-        uses = [m for m in ((d if kind in with_draft else None), t) if m is not None]
+        uses = [m for m in (own[kind], t) if m is not None]
         for ids in encoded.values():
             check_decodable(ids, f["n_tokens"], K_max, uses)
         for b in sorted(batches or [], reverse=True)[:1]:  # the largest batch, with the largest K, must fit
@@ -154,7 +168,7 @@ def sweep_plan(f: dict, given: set[str]) -> SweepPlan:
                 b,
                 f["host_loop"],
                 variants[kind][0][0],
-                d if kind in with_draft else None,
+                own[kind],
                 t,
                 list(encoded.values()),
                 f["n_tokens"],
@@ -190,9 +204,7 @@ def sweep_plan(f: dict, given: set[str]) -> SweepPlan:
         if all(results.sweep_key(k_) in done for k_ in cell_keys):
             continue
         warp = Warp(temp, f["top_k"], p)
-        config = RunConfig(
-            d if kind in with_draft else None, t, drafter, k, warp, **settings, peers=peers[kind]
-        )
+        config = RunConfig(own[kind], t, drafter, k, warp, **settings, peers=peers[kind])
         todo.append(Job(config, name, pid, ids, [chosen[i] for i in ids], [encoded[i] for i in ids]))
         top_p = f" top-p={p:g}" if p else ""
         method = f" verify={drafter.verify}" if drafter.verify != "token" else ""
@@ -237,9 +249,7 @@ def trace_plan(f: dict, given: set[str]) -> TracePlan:
     check_no_effect(f, given, [f["drafter"]], [f["temperature"]])
     prompt, _ = resolve_prompt(f["prompt"], f["prompt_id"])
     check_drafter_flags([f["drafter"]], f)
-    d, t = load_pair(
-        f["draft"], f["target"], f["dtype"], f["drafter"] in kinds_that("draft_model"), f["kernels"]
-    )
+    d, t = drafter_models([f["drafter"]], f)
     drafter, draft_name = make_drafter(f["drafter"], d, t, f)
     ids = tokenizer.encode(prompt)
     check_decodable(ids, f["n_tokens"], drafter.reach(f["K"]), [m for m in (d, t) if m is not None])

@@ -75,6 +75,11 @@ def run_header(job, d, t) -> str:
             f"drafter [bold]{title}[/bold] (a = {spec.acceptance:g}: an instrument, not a drafter "
             f"to deploy) · {target}"
         )
+    elif spec.spec.features:
+        pair = (
+            f"drafter [bold]{title}[/bold] ({job.draft_name}: one block over the target's features"
+            f"{head_of(spec)}) · {target}"
+        )
     elif not spec.spec.draft_model:
         layers = f"{job.draft_name}: its first {spec.config.n_layer} blocks{head_of(spec)}"
         pair = f"drafter [bold]{title}[/bold] ({layers}) · {target}"

@@ -61,7 +61,7 @@ def draft_model(drafter, draft: Model | None, target: Model) -> Model:
     drafter.config.n_layer blocks with its final norm and head, as a model of their own."""
     if drafter.spec.draft_model:
         return draft
-    if not drafter.spec.network:
+    if not drafter.spec.network or drafter.spec.features:
         raise PeerError(f"peers draft with a network; the {drafter.kind} drafter has no peer", "peer")
     L = drafter.config.n_layer
     first = lambda node: {k: first(v) for k, v in node.items()} if isinstance(node, dict) else node[:L]

@@ -18,7 +18,7 @@ import numpy as np
 from jax import lax
 
 from specbench.measure.prepared import Prepared
-from specbench.model import drafters, generate, programs
+from specbench.model import drafters, eagle, generate, programs
 from specbench.model.gpt2 import GPT2Config, init_cache, step
 from specbench.model.layouts import batch_layout
 from specbench.model.sampling import Warp, argmax
@@ -108,6 +108,40 @@ def step_seconds(
     return seconds_per_iter(loop, (cache, tokens), iters, repeats, warm)
 
 
+@functools.partial(programs.jit, static_argnames=("iters", "config"), donate_argnames=("state",))
+def _eagle_loop(params, state, pos, iters, config: GPT2Config):
+    """`iters` 1-token steps of an EAGLE head, each reading the feature and the argmax of the one
+    before (so none can be hoisted); with a leading batch axis, every sequence at once."""
+
+    def one(state, pos):
+        def chained(_, s):
+            cache, h, token = s
+            logits, h, cache = eagle.step(params, cache, h, token, pos, config)
+            return cache, h, jnp.full_like(token, argmax(logits[-1]).astype(token.dtype))
+
+        return lax.fori_loop(0, iters, chained, state)
+
+    return jax.vmap(one)(state, pos) if jnp.ndim(pos) else one(state, pos)
+
+
+def eagle_step_seconds(
+    params, config: GPT2Config, max_len: int, rows=1, iters=20, repeats=5, batch=1, warm=True
+):
+    """Seconds of one drafting step of an EAGLE head (eagle.step over `rows` tokens), one per
+    repeat, of `batch` sequences together where batch > 1 (warm: seconds_per_iter)."""
+    state = (
+        init_cache(config, max_len, params["wte"].dtype),
+        jnp.zeros((rows, config.n_embd), params["wte"].dtype),
+        jnp.zeros(rows, jnp.int32),
+    )
+    pos = jnp.int32(max(0, max_len // 2 - 1))
+    if batch > 1:
+        state = jax.tree_util.tree_map(lambda x: jnp.zeros((batch,) + x.shape, x.dtype), state)
+        pos = jnp.full(batch, pos)
+    loop = lambda s: _eagle_loop(params, s, pos, iters, config)
+    return seconds_per_iter(loop, state, iters, repeats, warm)
+
+
 _plain_step = programs.jit(_chained_step, static_argnames=("config",), donate_argnames=("cache",))
 
 
@@ -179,6 +213,9 @@ def draft_seconds(prep: Prepared, iters: int = 20, repeats: int = 5, warm: bool 
     level); for lookup and the dial, one proposal of K tokens / K (warm: seconds_per_iter)."""
     c, max_len = prep.config, prep.max_len
     drafter, B = c.drafter, len(prep.prompts) * c.drafter.drafts
+    if drafter.spec.features:  # a tree drafts a level a step, over all its nodes
+        rows = 1 if drafter.tree is None else drafter.tree.size
+        return eagle_step_seconds(prep.draft_params, drafter.config, max_len, rows, iters, repeats, B, warm)
     if drafter.spec.network:  # the weights it drafts with (its head restricted or not)
         own = c.draft if drafter.spec.draft_model else c.target
         name = own.name if drafter.spec.draft_model else f"{own.name}[:{drafter.config.n_layer}]"

@@ -39,7 +39,7 @@ import numpy as np
 from jax import lax
 
 from specbench.errors import DecodeError
-from specbench.model import draft_vocab, drafters, programs
+from specbench.model import draft_vocab, drafters, eagle, programs
 from specbench.model.drafters import Drafter
 from specbench.model.gpt2 import GPT2Config, init_cache, step
 from specbench.model.sampling import TargetRows, Warp, argmax, draw, greedy_verdict, probs
@@ -136,7 +136,8 @@ def validate(prompt_ids, n_tokens: int, K: int, models: list[Model], max_len: in
 
 def draft_params_for(drafter: Drafter, draft: Model | None, target: Model, reference=None):
     """The weights a drafter runs: the draft model's, the target's own (layer-skip), none (lookup),
-    or for the dial the target's greedy tokens `reference` [max_len] (generate.prepare_drafter).
+    or for the dial the target's greedy tokens `reference` [max_len] (generate.prepare_drafter);
+    for an EAGLE head (`draft`, eagle.load) its own weights joined to the target's (eagle.attach).
     A drafter with a vocabulary gets its head restricted to it (draft_vocab.py)."""
     if drafter.spec.acceptance:
         if reference is None:
@@ -144,6 +145,12 @@ def draft_params_for(drafter: Drafter, draft: Model | None, target: Model, refer
                 "the dial needs the target's greedy tokens (generate.prepare_drafter)", "drafter"
             )
         return {"reference": reference}
+    if drafter.spec.features:
+        if draft is None or draft.config.n_embd != target.config.n_embd:
+            raise DecodeError(
+                f"the eagle drafter needs a head of the target's width {target.config.n_embd}", "draft"
+            )
+        return restricted(drafter, eagle.attach(draft.params, target.params))
     if drafter.spec.draft_model:
         if draft is None:
             raise DecodeError("the model drafter needs a draft model", "draft")
@@ -177,14 +184,18 @@ def prompt_buffer(prompt_ids, max_len: int):
 # The pure programs of one sequence (jitted below with static configs and sizes)
 
 
-def start(params, prompt_buf, n_prompt, key, config: GPT2Config, warp: Warp, max_len: int) -> ARState:
-    """Prefill the prompt (padded to a bucket) and draw the first new token from q."""
+def start(params, prompt_buf, n_prompt, key, config: GPT2Config, warp: Warp, max_len: int, hidden=False):
+    """Prefill the prompt (padded to a bucket) and draw the first new token from q. With `hidden`,
+    returns (state, the prompt rows' features [len(prompt_buf), n_embd]) for an EAGLE head."""
     cache = init_cache(config, max_len, params["wte"].dtype)
-    logits, cache = step(params, cache, prompt_buf, 0, config, logits_at=n_prompt - 1)
+    logits, cache, *features = step(
+        params, cache, prompt_buf, 0, config, logits_at=n_prompt - 1, hidden=hidden
+    )
     key, k_first = jax.random.split(key)
     first, _ = draw(k_first, logits[0], warp)
     tokens = jnp.zeros(max_len, jnp.int32).at[: prompt_buf.shape[0]].set(prompt_buf).at[n_prompt].set(first)
-    return ARState(tokens, jnp.asarray(n_prompt + 1, jnp.int32), key, cache)
+    state = ARState(tokens, jnp.asarray(n_prompt + 1, jnp.int32), key, cache)
+    return (state, features[0]) if hidden else state
 
 
 def ar_step(params, state: ARState, config: GPT2Config, warp: Warp) -> ARState:
@@ -200,8 +211,12 @@ def spec_start(
     draft_params, target_params, prompt_buf, n_prompt, key, drafter, target_config, warp, max_len, K
 ) -> SpecState:
     """start(), then the drafter reads the prompt too (a network drafter re-reads its last token
-    in round 1)."""
-    s = start(target_params, prompt_buf, n_prompt, key, target_config, warp, max_len)
+    in round 1; an EAGLE head reads the prefill's features)."""
+    features = None
+    if drafter.spec.features:
+        s, features = start(target_params, prompt_buf, n_prompt, key, target_config, warp, max_len, True)
+    else:
+        s = start(target_params, prompt_buf, n_prompt, key, target_config, warp, max_len)
     zeros = lambda n: jnp.zeros(n, jnp.int32)
     counts = RoundCounts(jnp.int32(0), zeros(K + 1), zeros(K + 1), zeros(K), zeros(K))
     return SpecState(
@@ -209,7 +224,7 @@ def spec_start(
         s.n,
         s.key,
         s.target_cache,
-        drafters.start(drafter, draft_params, prompt_buf, max_len),
+        drafters.start(drafter, draft_params, prompt_buf, max_len, features),
         counts,
     )
 
@@ -240,7 +255,9 @@ def spec_round(
 
         # 2. the target scores all K+1 positions at once
         verify_in = jnp.concatenate([lax.dynamic_slice(tokens, (n - 1,), (1,)), drafts])
-        logits, target_cache = step(target_params, state.target_cache, verify_in, n - 1, target_config)
+        logits, target_cache, dstate = verify_step(
+            target_params, state.target_cache, verify_in, n - 1, target_config, drafter, dstate
+        )
 
         # 3. accept / reject (at T = 0 on token ids: every verdict's greedy case)
         if warp.temperature == 0:
@@ -267,6 +284,16 @@ def spec_round(
     return new_state, Round(drafts, n_accepted, emitted, n_drafted)
 
 
+def verify_step(target_params, cache, tokens, pos, target_config, drafter, dstate, tree=None):
+    """The target's step over the tokens to verify: (logits, cache, the drafter's state after it).
+    A drafter that reads features is handed the step's (drafters.observe), from the same pass."""
+    if not drafter.spec.features:
+        logits, cache = step(target_params, cache, tokens, pos, target_config, tree=tree)
+        return logits, cache, dstate
+    logits, cache, features = step(target_params, cache, tokens, pos, target_config, tree=tree, hidden=True)
+    return logits, cache, drafters.observe(drafter, dstate, features, pos)
+
+
 def _k_drafts_round(
     draft_params, target_params, state, drafter, target_config, warp, K, k_draft, k_verdict, verdict
 ):
@@ -281,8 +308,10 @@ def _k_drafts_round(
     )
     dstates, drafts, p, n_drafted = jax.vmap(propose)(jax.random.split(k_draft, k))
     pending = jnp.broadcast_to(lax.dynamic_slice(tokens, (n - 1,), (1,)), (k, 1))
-    verify = lambda x: step(target_params, state.target_cache, x, n - 1, target_config)
-    logits, target_caches = jax.vmap(verify)(jnp.concatenate([pending, drafts], axis=1))
+    verify = lambda x, dstate: verify_step(
+        target_params, state.target_cache, x, n - 1, target_config, drafter, dstate
+    )
+    logits, target_caches, dstates = jax.vmap(verify)(jnp.concatenate([pending, drafts], axis=1), dstates)
     if warp.temperature == 0:  # every sequence is the same greedy one
         n_accepted, emitted = greedy_verdict(drafts[0], argmax(logits[0]), n_drafted[0])
         branch = jnp.int32(0)
@@ -306,14 +335,19 @@ def _tree_round(
     dstate, nodes, p = drafters.tree_propose(
         drafter, draft_params, state.draft, tokens, n, k_draft, warp, target_config.n_vocab
     )
-    logits, target_cache = step(target_params, state.target_cache, nodes, n - 1, target_config, tree=tree)
+    logits, target_cache, dstate = verify_step(
+        target_params, state.target_cache, nodes, n - 1, target_config, drafter, dstate, tree
+    )
     if warp.temperature == 0:
         n_accepted, emitted, last = greedy_tree_verdict(tree, nodes, argmax(logits))
     else:
         judge = verdict or verdict_of(drafter)
         n_accepted, emitted, last = judge(k_verdict, tree, nodes, p, probs(logits, warp))
     path = jnp.asarray(tree.on_path)[last]  # [K + 1]: the root, then the accepted nodes (then last again)
-    dstate = {"cache": compact(dstate["cache"], n - 1, path)}
+    if drafter.spec.features:  # the path's features; the head's cache is rewritten by its next window
+        dstate = {**dstate, "feats": compact_rows(dstate["feats"], n - 1, path)}
+    else:
+        dstate = {"cache": compact(dstate["cache"], n - 1, path)}
     K = path.shape[0] - 1
     # the drafts as a chain shows them: the accepted path, then (trace's rejected draft) the first
     # child tried at the node where the walk stopped
@@ -336,6 +370,11 @@ def compact(cache, start, path):
         "k": lax.dynamic_update_slice(cache["k"], k, (0, 0, 0, start)),
         "v": lax.dynamic_update_slice(cache["v"], v, (0, start, 0, 0)),
     }
+
+
+def compact_rows(rows, start, path):
+    """compact for a [max_len, ...] buffer: rows start + path moved to start, start + 1, ..."""
+    return lax.dynamic_update_slice_in_dim(rows, jnp.take(rows, start + path, axis=0), start, 0)
 
 
 def ar_generate(params, prompt_buf, n_prompt, n_tokens, key, config, warp, max_len) -> ARState:

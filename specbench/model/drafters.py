@@ -2,7 +2,7 @@
 
 Every drafter has the same two pure functions, which the round in decoding.py calls:
 
-    start(drafter, params, prompt_buf, max_len)                      -> dstate
+    start(drafter, params, prompt_buf, max_len, features)            -> dstate
     propose(drafter, params, dstate, tokens, n, key, warp, K, n_vocab)
         -> dstate, drafts [K] int32, p [K, V] float32, n_drafted int32 scalar
 
@@ -16,6 +16,10 @@ which is what keeps each of them exact.
   * layerskip the target's first L blocks, then its final layer norm and head, reading the
               target's own weights: self-speculation as in LayerSkip (Elhoushi et al. 2024),
               without its early-exit training. Its cache holds L layers.
+  * eagle     a draft head that reads the target's hidden states (EAGLE, Li et al. 2024;
+              eagle.py): one block over [feature, token], then the target's norm and head. Its
+              state holds its one-layer cache and the target's features of the committed
+              tokens, which the round hands it after each verify step (observe).
   * dial      specbench's acceptance dial, an instrument and not a drafter to deploy (T = 0):
               it proposes the target's own greedy continuation (params["reference"], from an
               AR generation made beforehand) and keeps each token with probability
@@ -51,6 +55,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from specbench.model import eagle
 from specbench.model.gpt2 import GPT2Config, init_cache, step
 from specbench.model.sampling import Warp, draw, probs, sample
 from specbench.model.sampling import argmax as first_argmax
@@ -109,7 +114,9 @@ class Drafter:
             raise ValueError(f"a draft vocabulary is >= 1 tokens of a network drafter (got {self.vocab})")
         if self.tree is not None:
             if not self.spec.trees:
-                raise ValueError(f"the {self.kind} drafter proposes no trees (model or layerskip do)")
+                raise ValueError(
+                    f"the {self.kind} drafter proposes no trees ({', '.join(kinds_that('trees'))} do)"
+                )
             if self.drafts > 1 or self.verify != "token" or self.confidence is not None:
                 raise ValueError(
                     "a tree is judged by its own rule: no k drafts, block verification or dynamic K"
@@ -128,6 +135,10 @@ def layerskip_drafter(target_config: GPT2Config, layers: int, confidence: float 
     return Drafter("layerskip", dataclasses.replace(target_config, n_layer=layers), confidence=confidence)
 
 
+def eagle_drafter(target_config: GPT2Config, confidence: float | None = None) -> Drafter:
+    return Drafter("eagle", eagle.config_for(target_config), confidence=confidence)
+
+
 def lookup_drafter(ngram: int = 3) -> Drafter:
     return Drafter("lookup", ngram=ngram)
 
@@ -140,17 +151,41 @@ def dial_drafter(acceptance: float) -> Drafter:
 # start: the drafter's own state after the prompt
 
 
-def start(drafter: Drafter, params, prompt_buf, max_len: int):
-    """The drafter's state after reading the prompt (its kind's start)."""
-    return drafter.spec.start(drafter, params, prompt_buf, max_len)
+def start(drafter: Drafter, params, prompt_buf, max_len: int, features=None):
+    """The drafter's state after reading the prompt (its kind's start). `features` are the
+    target's features of the prompt's rows [len(prompt_buf), n_embd], for a kind that reads them
+    (Kind.features), else None."""
+    return drafter.spec.start(drafter, params, prompt_buf, max_len, features)
 
 
-def no_state(drafter: Drafter, params, prompt_buf, max_len: int):
+def observe(drafter: Drafter, dstate, features, pos):
+    """The drafter's state after a verify step whose rows [m, n_embd] of target features begin
+    at position pos: a kind that reads features keeps them (rows past the accepted ones are
+    rewritten by a later step before they are read); any other is unchanged."""
+    if not drafter.spec.features:
+        return dstate
+    feats = lax.dynamic_update_slice_in_dim(dstate["feats"], features.astype(dstate["feats"].dtype), pos, 0)
+    return {**dstate, "feats": feats}
+
+
+def no_state(drafter: Drafter, params, prompt_buf, max_len: int, features=None):
     """Lookup and the dial keep no state of their own between rounds."""
     return {}
 
 
-def network_start(drafter: Drafter, params, prompt_buf, max_len: int):
+def eagle_start(drafter: Drafter, params, prompt_buf, max_len: int, features=None):
+    """The head's state after the prompt: its cache over the prompt's rows, each reading the
+    target's feature of the row before (eagle.shifted), and those features in a [max_len, n_embd]
+    buffer (rows past the prompt are padding's, rewritten before they are read)."""
+    cache = init_cache(drafter.config, max_len, params["wte"].dtype)
+    _, _, cache = eagle.step(
+        params, cache, eagle.shifted(features), prompt_buf, 0, drafter.config, logits_at=0
+    )
+    feats = jnp.zeros((max_len, drafter.config.n_embd), features.dtype)
+    return {"cache": cache, "feats": lax.dynamic_update_slice_in_dim(feats, features, 0, 0)}
+
+
+def network_start(drafter: Drafter, params, prompt_buf, max_len: int, features=None):
     """A network drafter's cache after the prompt: as many layers as its config has."""
     cache = init_cache(drafter.config, max_len, params["wte"].dtype)
     _, cache = step(params, cache, prompt_buf, 0, drafter.config)  # runs as many layers as the cache has
@@ -200,10 +235,39 @@ def network_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: Warp
     head_tokens[j], and p is zero at every other token.
     """
     config = drafter.config
-    keys = jax.random.split(key, K)
     logits, cache = step(
         params, dstate["cache"], lax.dynamic_slice(tokens, (n - 2,), (2,)), n - 2, config, logits_at=1
     )
+    after = lambda cache, x, pos: step(params, cache, x[None], pos, config)
+    cache, drafts, p, n_drafted = chain(drafter, params, logits, cache, after, n, key, warp, K, n_vocab)
+    return {"cache": cache}, drafts, p, n_drafted
+
+
+def eagle_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: Warp, K: int, n_vocab: int):
+    """EAGLE's drafts, a chain: the head re-reads the K + 1 positions up to the pending token
+    with the target's true features (eagle.window; that rewrites what the last round drafted on
+    its own predictions), then each draft reads the feature the head predicted before it."""
+    config = drafter.config
+    s, window, before, row = eagle.window(dstate["feats"], tokens, n, K + 1)
+    logits, h, cache = eagle.step(params, dstate["cache"], before, window, s, config, logits_at=row)
+    h = lax.dynamic_slice_in_dim(h, row, 1)  # h_{n-1}: what the first draft's successor reads
+
+    def after(state, x, pos):
+        cache, h = state
+        logits, h, cache = eagle.step(params, cache, h, x[None], pos, config)
+        return logits, (cache, h)
+
+    (cache, _), drafts, p, n_drafted = chain(
+        drafter, params, logits, (cache, h), after, n, key, warp, K, n_vocab
+    )
+    return {**dstate, "cache": cache}, drafts, p, n_drafted
+
+
+def chain(drafter: Drafter, params, logits, state, after, n, key, warp: Warp, K: int, n_vocab: int):
+    """Up to K drafts from a network, the first drawn from `logits` [1, V'] and each next one from
+    after(state, token, its position) -> (logits, state): K steps, fewer with dynamic K.
+    Returns (state, drafts [K], p [K, V], n_drafted)."""
+    keys = jax.random.split(key, K)
     V = p_width(warp, n_vocab)
     head_tokens = params.get("head_tokens")
     # p is kept in the head's own columns while drafting, and spread over the vocabulary once
@@ -216,16 +280,14 @@ def network_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: Warp
         )
 
     def body(carry):
-        i, cache, logits, drafts, p, _ = carry
+        i, state, logits, drafts, p, _ = carry
         column, p_i = draw(keys[i], logits[0], warp)
         x = column if head_tokens is None else head_tokens[column]
         drafts, p = drafts.at[i].set(x), p.at[i].set(p_i[:columns])
         go_on = confident(logits[0]) if drafter.confidence is not None else jnp.bool_(True)
         # the next draft's logits; after the K-th draft there is none to compute
-        logits, cache = lax.cond(
-            go_on & (i + 1 < K), lambda: step(params, cache, x[None], n + i, config), lambda: (logits, cache)
-        )
-        return i + 1, cache, logits, drafts, p, go_on
+        logits, state = lax.cond(go_on & (i + 1 < K), lambda: after(state, x, n + i), lambda: (logits, state))
+        return i + 1, state, logits, drafts, p, go_on
 
     def more(carry):
         i, *_, go_on = carry
@@ -233,23 +295,29 @@ def network_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: Warp
 
     init = (
         jnp.int32(0),
-        cache,
+        state,
         logits,
         jnp.zeros(K, jnp.int32),
         jnp.zeros((K, columns), jnp.float32),
         jnp.bool_(True),
     )
-    n_steps, cache, _, drafts, p, last_confident = lax.while_loop(more, body, init)
+    n_steps, state, _, drafts, p, last_confident = lax.while_loop(more, body, init)
     if columns != V:  # column j is token head_tokens[j]; p is zero at every other token
         p = jnp.zeros((K, V), jnp.float32).at[:, head_tokens].set(p)
     # with dynamic K the draft whose confidence fell short is not proposed
     n_drafted = jnp.where(last_confident, n_steps, n_steps - 1).astype(jnp.int32)
     if drafter.confidence is not None:  # without dynamic K every one of the K rows was drafted
         p = _zero_after(p, n_drafted)
-    return {"cache": cache}, drafts, p, n_drafted
+    return state, drafts, p, n_drafted
 
 
 def tree_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: Warp, n_vocab: int):
+    """A token tree of drafts under the pending token (drafter.tree; its kind's propose_tree):
+    (dstate, node tokens [N], p [N, V])."""
+    return drafter.spec.propose_tree(drafter, params, dstate, tokens, n, key, warp, n_vocab)
+
+
+def network_tree_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: Warp, n_vocab: int):
     """A token tree of drafts under the pending token tokens[n-1] (drafter.tree, node 0), level
     by level: at each depth the network runs over the tree so far in one step (tree attention,
     gpt2.step(tree=)), and each node of that depth gets its children. At T = 0 they are the
@@ -264,38 +332,66 @@ def tree_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: Warp, n
     decoding to move the accepted path to consecutive positions (decoding.compact).
     """
     tree, config = drafter.tree, drafter.config
-    depth, N, V = tree.depth, tree.size, p_width(warp, n_vocab)
     above = Tree((-1, *(parent + 1 for parent in tree.parents)))  # tokens[n-2], then the tree
-    head_tokens = params.get("head_tokens")
-    as_token = (lambda c: c) if head_tokens is None else (lambda c: head_tokens[c])
-    nodes = jnp.zeros(N, jnp.int32).at[0].set(tokens[n - 1])
-    p = jnp.zeros((N, V), jnp.float32)
-    keys = jax.random.split(key, max(depth, 1))
+    nodes = jnp.zeros(tree.size, jnp.int32).at[0].set(tokens[n - 1])
+    p = jnp.zeros((tree.size, p_width(warp, n_vocab)), jnp.float32)
+    keys = jax.random.split(key, max(tree.depth, 1))
     cache = dstate["cache"]
-    for d in range(depth):  # static: the tree's shape is known when traced
+    for d in range(tree.depth):  # static: the tree's shape is known when traced
         x = jnp.concatenate([lax.dynamic_slice(tokens, (n - 2,), (1,)), nodes])
         logits, cache = step(params, dstate["cache"], x, n - 2, config, tree=above)
-        for u in np.flatnonzero(tree.depths == d):
-            kids = tree.children[u]
-            if not kids:
-                continue
-            row = logits[1 + u]
-            greedy = warp.temperature == 0
-            pr = None if greedy else probs(row, warp)  # over the head's columns
-            # one child after another, each excluded from the next draw: at T = 0 the next most
-            # likely token, else a draw from what is left (sampling.sample, unnormalised weights).
-            # A few passes over the vocabulary, where lax.top_k sorted all of it on the CPU.
-            left = row if greedy else pr
-            for j, kid in enumerate(kids):
-                key_j = jax.random.fold_in(keys[d], u * 64 + j)
-                x = first_argmax(left) if greedy else sample(key_j, left)
-                nodes = nodes.at[kid].set(as_token(x).astype(jnp.int32))
-                left = left.at[x].set(-jnp.inf if greedy else 0.0)
-            if not greedy:
-                p = p.at[u].set(
-                    pr if head_tokens is None else jnp.zeros(V, jnp.float32).at[head_tokens].set(pr)
-                )
+        nodes, p = grow(tree, d, logits[1:], nodes, p, keys[d], warp, params.get("head_tokens"))
     return {"cache": cache}, nodes, p
+
+
+def eagle_tree_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: Warp, n_vocab: int):
+    """network_tree_propose for an EAGLE head: it re-reads the window up to the pending token as its chain
+    does (eagle_propose), then grows the tree level by level, each step over the tree so far at
+    n-1 under tree attention, every node reading its parent's predicted feature (the root, the
+    target's f_{n-2}). Only the window's cache entries are kept: the next round's window rewrites
+    from the target's features whatever the path accepted, so the head's cache needs no compacting;
+    decoding compacts the features the verify step returns instead."""
+    tree, config = drafter.tree, drafter.config
+    s, window, before, row = eagle.window(dstate["feats"], tokens, n, tree.depth + 1)
+    _, _, cache = eagle.step(params, dstate["cache"], before, window, s, config, logits_at=row)
+    nodes = jnp.zeros(tree.size, jnp.int32).at[0].set(tokens[n - 1])
+    reads = jnp.zeros((tree.size, config.n_embd), before.dtype).at[0].set(before[row])  # f_{n-2}
+    p = jnp.zeros((tree.size, p_width(warp, n_vocab)), jnp.float32)
+    keys = jax.random.split(key, max(tree.depth, 1))
+    for d in range(tree.depth):
+        logits, h, _ = eagle.step(params, cache, reads, nodes, n - 1, config, tree=tree)
+        nodes, p = grow(tree, d, logits, nodes, p, keys[d], warp, params.get("head_tokens"))
+        for u in np.flatnonzero(tree.depths == d):
+            if tree.children[u]:
+                reads = reads.at[np.asarray(tree.children[u])].set(h[u].astype(reads.dtype))
+    return {**dstate, "cache": cache}, nodes, p
+
+
+def grow(tree: Tree, d: int, logits, nodes, p, key, warp: Warp, head_tokens=None):
+    """The children of the tree's nodes at depth d, from their rows of `logits` [N, V'] (in the
+    head's columns: token head_tokens[c] for column c, where the head is restricted). At T = 0 they
+    are the most likely distinct tokens; at T > 0 draws from the node's distribution without
+    replacement, each from what the earlier siblings left, and the node's p row is that
+    distribution. Returns (nodes, p)."""
+    as_token = (lambda c: c) if head_tokens is None else (lambda c: head_tokens[c])
+    greedy, V = warp.temperature == 0, p.shape[1]
+    for u in np.flatnonzero(tree.depths == d):
+        kids = tree.children[u]
+        if not kids:
+            continue
+        row = logits[u]
+        pr = None if greedy else probs(row, warp)  # over the head's columns
+        # one child after another, each excluded from the next draw: at T = 0 the next most
+        # likely token, else a draw from what is left (sampling.sample, unnormalised weights).
+        # A few passes over the vocabulary, where lax.top_k sorted all of it on the CPU.
+        left = row if greedy else pr
+        for j, kid in enumerate(kids):
+            x = first_argmax(left) if greedy else sample(jax.random.fold_in(key, u * 64 + j), left)
+            nodes = nodes.at[kid].set(as_token(x).astype(jnp.int32))
+            left = left.at[x].set(-jnp.inf if greedy else 0.0)
+        if not greedy:
+            p = p.at[u].set(pr if head_tokens is None else jnp.zeros(V, jnp.float32).at[head_tokens].set(pr))
+    return nodes, p
 
 
 def lookup(tokens, n, K: int, ngram: int):
@@ -346,7 +442,7 @@ class Kind:
 
     name: str
     title: str  # how a header names it
-    start: Callable  # start(drafter, params, prompt_buf, max_len) -> dstate
+    start: Callable  # start(drafter, params, prompt_buf, max_len, features) -> dstate
     propose: Callable  # propose(drafter, params, dstate, tokens, n, key, warp, K, n_vocab)
     draft_model: bool = False  # drafts with a separate draft model (--draft)
     network: bool = False  # drafts with a GPT-2 network and its cache, drawing from distributions:
@@ -354,12 +450,20 @@ class Kind:
     acceptance: bool = False  # takes an acceptance and drafts the target's own greedy tokens (the dial)
     flags: tuple[str, ...] = ()  # the settings only this kind reads (their flags: --ngram, --draft-layers)
     fewer: bool = False  # may propose fewer than K drafts without dynamic K (lookup without a match)
-    trees: bool = False  # proposes token trees (tree_propose)
+    propose_tree: Callable | None = None  # proposes token trees: (drafter, params, dstate, tokens,
+    #                                       n, key, warp, n_vocab) -> dstate, nodes [N], p [N, V]
+    features: bool = False  # reads the target's features: an EAGLE head (--eagle-head), the
+    #                         verify step returns them and the round hands them on (observe)
 
     @property
     def distributions(self) -> bool:
         """Draws its drafts from distributions; else proposes with certainty (one-hot p)."""
         return self.network
+
+    @property
+    def trees(self) -> bool:
+        """Proposes token trees (tree_propose)."""
+        return self.propose_tree is not None
 
     @property
     def k_drafts(self) -> bool:
@@ -371,7 +475,13 @@ KINDS: dict[str, Kind] = {
     k.name: k
     for k in (
         Kind(
-            "model", "draft model", network_start, network_propose, draft_model=True, network=True, trees=True
+            "model",
+            "draft model",
+            network_start,
+            network_propose,
+            draft_model=True,
+            network=True,
+            propose_tree=network_tree_propose,
         ),
         Kind("lookup", "prompt lookup", no_state, lookup_propose, flags=("ngram",), fewer=True),
         Kind(
@@ -381,9 +491,19 @@ KINDS: dict[str, Kind] = {
             network_propose,
             network=True,
             flags=("draft_layers",),
-            trees=True,
+            propose_tree=network_tree_propose,
         ),
         Kind("dial", "acceptance dial", no_state, dial_propose, acceptance=True),
+        Kind(
+            "eagle",
+            "EAGLE head",
+            eagle_start,
+            eagle_propose,
+            network=True,
+            flags=("eagle_head",),
+            features=True,
+            propose_tree=eagle_tree_propose,
+        ),
     )
 }
 
