@@ -611,3 +611,23 @@ def test_run_with_a_tree_decodes_the_greedy_tokens_and_records_the_tree(env, tmp
     row = json.loads(out.read_text())[0]
     assert row["K"] == 3 and row["tree_nodes"] == 11 and row["identical"] is True
     assert row["draft"].endswith("tree 2,2,1") and len(row["accepted_hist"]) == 4
+
+
+def test_traversal_and_gbv_run_where_they_apply_and_are_refused_elsewhere(env, tmp_path):
+    out = tmp_path / "v.json"
+    for method, extra in (("traversal", ["--tree", "2,1"]), ("gbv", ["--drafts", "2", "--K", "2"])):
+        result = invoke(
+            "run", *env, *extra, "--verify", method, "-t", "1", "--repeats", 1, "-n", 8, "--export-json", out
+        )
+        assert result.exit_code == 0, result.output
+        assert json.loads(out.read_text())[0]["verify"] == method
+        out.unlink()
+    for extra, words in (
+        (["--verify", "traversal"], "traversal judges a token tree (--tree), not one draft sequence"),
+        (["--verify", "gbv"], "gbv judges k drafts (--drafts 2 or more), not one draft sequence"),
+        (["--verify", "block", "--tree", "2,1"], "block judges one draft sequence, not a token tree"),
+        (["--verify", "gbv", "--drafts", "2", "--dynamic-K"], "--dynamic-K"),
+    ):
+        assert_one_line_error(invoke("run", *env, *extra, "--no-save"), words)
+    result = invoke("sweep", *env, "--verify", "token,gbv", "--drafts", "1,2", "--dry-run")
+    assert_one_line_error(result, "--verify", "gbv judges k drafts", "not one draft sequence")

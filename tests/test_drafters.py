@@ -251,6 +251,7 @@ def test_the_command_lines_copies_of_the_model_layers_lists_are_the_lists():
 
     assert params.DRAFTER_KINDS == tuple(drafters.KINDS)
     assert params.VERIFY_METHODS == verify.METHODS == drafters.VERIFY_METHODS
+    assert params.VERIFY_SHAPES == verify.SHAPES == drafters.VERIFY_SHAPES
     assert params.KERNELS == kernels.CHOICES
 
 

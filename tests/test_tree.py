@@ -220,3 +220,79 @@ def test_a_tree_drafted_over_a_restricted_head_is_exact_too():
     p_values = role_p_values(target, prompt, warp, tokens, accepted, drafted, 3)
     print("\nrestricted head: " + ", ".join(f"{r} {p:.2g}" for r, p in sorted(p_values.items())))
     assert min(p_values.values()) > P_THRESHOLD
+
+
+def skipped_correction(key, tree, node_tokens, p, q):
+    """Negative control: Traversal Verification without its correction (a rejected leaf's parent
+    keeps its row and weight)."""
+    from specbench.model.verify import traversal_verdict
+
+    return traversal_verdict(key, tree, node_tokens, p, q, correct=False)
+
+
+@pytest.fixture(scope="module")
+def traversal_draws():
+    import dataclasses
+
+    from specbench.model import drafters
+    from specbench.model.sampling import Warp
+    from specbench.model.verify import traversal_verdict, tree_verdict
+
+    from exactness import SMALL_T, noisy_copy, round_samples
+
+    target = random_model(SMALL_T, 12, "small-target", scale=30)
+    draft = noisy_copy(target, 0.3, 13)
+    tree = Tree.branching((2, 2, 1))
+    drafter = dataclasses.replace(drafters.model_drafter(draft.config), tree=tree, verify="traversal")
+    verdicts = (traversal_verdict, skipped_correction, tree_verdict)
+    draws = round_samples(draft.params, target, [3, 7, 1], Warp(1.0), 3, drafter, verdicts)
+    return target, dict(zip(("traversal", "traversal-uncorrected", "recursive"), draws))
+
+
+@pytest.mark.parametrize("variant", ["traversal", "traversal-uncorrected"])
+def test_every_role_of_a_traversal_round_follows_the_target_and_the_uncorrected_one_does_not(
+    traversal_draws, variant, record_property
+):
+    from specbench.model.sampling import Warp
+
+    from exactness import P_THRESHOLD, role_p_values
+
+    target, draws = traversal_draws
+    p_values = role_p_values(target, [3, 7, 1], Warp(1.0), *draws[variant], 3)
+    record_property("p_values", p_values)
+    print(f"\n{variant}: " + ", ".join(f"{r} {p:.2g}" for r, p in sorted(p_values.items())))
+    assert {"draft 1", "draft 2", "draft 3", "bonus", "after rejection"} <= set(p_values)
+    assert (min(p_values.values()) > P_THRESHOLD) == (variant == "traversal")
+
+
+def test_traversal_accepts_more_per_round_than_the_recursion_from_the_root(traversal_draws):
+    _, draws = traversal_draws
+    mean = {name: draws[name][1].mean() for name in ("traversal", "recursive")}
+    print(f"\naccepted per round, tree 2,2,1: {mean}")
+    assert mean["traversal"] > mean["recursive"]
+
+
+def test_traversal_on_a_chain_is_block_verification():
+    """On a one-path tree Traversal Verification is block verification (Sun et al. 2025): the
+    same probabilities of accepting 0..K drafts, computed here in closed form from the hazards."""
+    import jax
+    import jax.numpy as jnp
+
+    from specbench.model.verify import block_hazards, traversal_verdict
+
+    rng = np.random.default_rng(3)
+    K, V = 3, 5
+    p = rng.dirichlet(np.ones(V), K).astype(np.float32)
+    q = rng.dirichlet(np.ones(V), K + 1).astype(np.float32)
+    drafts = np.array([int(np.argmax(p[i])) for i in range(K)], np.int32)
+    h, _ = block_hazards(jnp.asarray(drafts), jnp.asarray(p), jnp.asarray(q))
+    h = np.asarray(h)
+    # tau = the last i whose independent coin passes h_i
+    exact = [np.prod(1 - h[i + 1 : K + 1]) * (h[i] if i else 1.0) for i in range(K + 1)]
+    tree = Tree.chain(K)
+    nodes = jnp.asarray(np.concatenate([[0], drafts]))
+    p_rows = jnp.asarray(np.concatenate([p, np.zeros((1, V), np.float32)]))
+    n = 20000
+    run = jax.jit(jax.vmap(lambda k: traversal_verdict(k, tree, nodes, p_rows, jnp.asarray(q))[0]))
+    counts = np.bincount(np.asarray(run(jax.random.split(jax.random.PRNGKey(0), n))), minlength=K + 1)
+    np.testing.assert_allclose(counts / n, exact, atol=4 * np.sqrt(0.25 / n))

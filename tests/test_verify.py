@@ -25,9 +25,11 @@ from specbench.model.sampling import (
 )
 from specbench.model.verify import (
     all_rows_block_verdict,
+    all_rows_gbv_verdict,
     all_rows_multi_draft_verdict,
     block_hazards,
     block_verdict,
+    gbv_verdict,
     multi_draft_verdict,
 )
 
@@ -167,12 +169,14 @@ def draft(target):
 PROMPTS = [list(np.random.default_rng(i).integers(0, 97, 2 + i % 5)) for i in range(4)]
 
 
-@pytest.mark.parametrize("method", ["block", "drafts-2", "drafts-3", "dial-0.5", "dial-0", "dial-1"])
+@pytest.mark.parametrize("method", ["block", "drafts-2", "drafts-3", "gbv-3", "dial-0.5", "dial-0", "dial-1"])
 def test_greedy_tokens_equal_autoregressive(target, draft, method):
     if method.startswith("dial"):
         drafter = drafters.dial_drafter(float(method.split("-")[1]))
     elif method == "block":
         drafter = drafters.Drafter("model", draft.config, verify="block")
+    elif method == "gbv-3":
+        drafter = drafters.Drafter("model", draft.config, verify="gbv", drafts=3)
     else:
         drafter = drafters.Drafter("model", draft.config, drafts=int(method.split("-")[1]))
     for prompt in PROMPTS:
@@ -231,6 +235,12 @@ def broken_multi_draft_verdict(key, draft_tokens, p, q, n_drafted):
     return multi_draft_verdict(key, draft_tokens, p, q, n_drafted, update_residual=False)
 
 
+def unskewed_gbv_verdict(key, draft_tokens, p, q, n_drafted):
+    """Negative control: the greedy path judged against the draft's p, not the distribution the
+    greedy choice among k sequences made (the skew)."""
+    return gbv_verdict(key, draft_tokens, p, q, n_drafted, skew=False)
+
+
 def wrong_bonus_dynamic(key, draft_tokens, p, q, n_drafted=None):
     """Negative control for dynamic K: when every proposed draft is accepted, the token after them
     comes from the row before (q[n_drafted - 1]), the last draft's, instead of q[n_drafted]."""
@@ -256,6 +266,9 @@ CASES = {  # name: (drafter settings, verdict, exact?)
     "drafts-3": (dict(drafts=3), multi_draft_verdict, True),
     "drafts-3-all-rows": (dict(drafts=3), all_rows_multi_draft_verdict, True),
     "drafts-3-no-residual": (dict(drafts=3), broken_multi_draft_verdict, False),
+    "gbv-3": (dict(drafts=3, verify="gbv"), gbv_verdict, True),
+    "gbv-3-all-rows": (dict(drafts=3, verify="gbv"), all_rows_gbv_verdict, True),
+    "gbv-3-unskewed": (dict(drafts=3, verify="gbv"), unskewed_gbv_verdict, False),
     "dynamic-K": (dict(confidence=0.6), None, True),
     "dynamic-K-wrong-bonus-row": (dict(confidence=0.6), wrong_bonus_dynamic, False),
 }
@@ -298,3 +311,40 @@ def test_block_verification_accepts_more_per_round_than_token_by_token(shared, r
         name: role_draws(shared, role_pair, CASES[name][0])[name][1].mean() for name in ("token", "block")
     }
     assert mean["block"] > mean["token"]
+
+
+def test_greedy_multi_path_block_verification_accepts_more_than_specinfers_recursion(shared, role_pair):
+    # Thomas and Pal 2026 report more tokens per round than SpecInfer's recursion over k drafts
+    mean = {
+        name: role_draws(shared, role_pair, CASES[name][0])[name][1].mean() for name in ("drafts-3", "gbv-3")
+    }
+    print(f"\naccepted per round, k = 3, K = 3: {mean}")
+    assert mean["gbv-3"] > mean["drafts-3"]
+
+
+def test_gbvs_skew_is_the_best_of_k_draws_at_the_root():
+    """At the root (A = 0) the skewed draft is the distribution of the highest-ranked (by q/p) of
+    k independent draws from p, which enumeration gives exactly."""
+    p = jnp.asarray([0.1, 0.4, 0.3, 0.2])
+    q = jnp.asarray([0.4, 0.2, 0.3, 0.1])  # ranks by q/p: 3 (0.5), 1 (0.5), 2 (1), 0 (4)
+    k = 3
+    best = np.zeros(4)
+    rank = np.argsort(np.asarray(q / p), kind="stable").argsort()
+    for draws in itertools.product(range(4), repeat=k):
+        best[max(draws, key=lambda x: (rank[x], -draws.index(x)))] += np.prod([float(p[x]) for x in draws])
+    captured = {}
+
+    def block(key, drafts, skewed, q_rows, n_drafted):
+        captured["s"] = skewed[0]
+        return jnp.int32(0), jnp.int32(0)
+
+    drafts = jnp.asarray([[0], [1], [2]], jnp.int32)  # one draft each: the root's skew only
+    gbv_verdict(
+        jax.random.PRNGKey(0),
+        drafts,
+        jnp.stack([p[None]] * k),
+        jnp.stack([jnp.stack([q, q])] * k),
+        jnp.full(k, 1),
+        block=block,
+    )
+    np.testing.assert_allclose(captured["s"], best, rtol=1e-5)

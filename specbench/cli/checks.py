@@ -8,7 +8,7 @@ from pathlib import Path
 
 from specbench import prompts
 from specbench.cli.console import BadInput, bad_input
-from specbench.cli.params import NGRAM_MAX
+from specbench.cli.params import NGRAM_MAX, VERIFY_SHAPES
 from specbench.cli.paths import FORMATS
 from specbench.errors import DecodeError, WeightsError
 
@@ -179,8 +179,6 @@ def check_tree(kinds: list[str], f: dict) -> None:
     for flag, setting in (("--drafts", f.get("drafts", 1) > 1), ("--dynamic-K", f["dynamic_K"])):
         if setting:
             raise BadInput(flag, "a tree is judged by its own rule: leave it out with --tree")
-    if f.get("verify", "token") != "token":
-        raise BadInput("--verify", "a tree is judged by its own rule (SpecInfer's): leave out --verify")
     if (f.get("batch") or 1) > 1 or f.get("peers"):
         raise BadInput("--tree", "decodes one sequence, without peers: use --batch 1 and no --peer")
     f["K"] = len(widths)
@@ -213,10 +211,20 @@ def check_method_flags(kinds: list[str], f: dict) -> None:
         if set(kinds) - set(kinds_that("k_drafts")):
             other = sorted(set(kinds) - set(kinds_that("k_drafts")))[0]
             raise BadInput("--drafts", f"several drafts need a model or layerskip drafter, not {other}")
-        if "block" in verifies:
+    shapes = {"tree"} if f.get("tree") else {"drafts" if k > 1 else "chain" for k in drafts}
+    names = {
+        "chain": "one draft sequence",
+        "tree": "a token tree (--tree)",
+        "drafts": "k drafts (--drafts 2 or more)",
+    }
+    for v in verifies:
+        for shape in sorted(shapes - set(VERIFY_SHAPES[v])):
+            allowed = " or ".join(names[s] for s in VERIFY_SHAPES[v])
             raise BadInput(
-                "--verify", "block judges one draft sequence: use --drafts 1 (sweep them in separate runs)"
+                "--verify", f"{v} judges {allowed}, not {names[shape]} (sweep them in separate runs)"
             )
+    if "gbv" in verifies and f["dynamic_K"]:
+        raise BadInput("--dynamic-K", "gbv ranks k whole sequences: leave out --dynamic-K")
     if max(batches) > 1 and (dial or max(drafts) > 1):
         what = "the dial" if dial else "several drafts (themselves a batch of k)"
         raise BadInput("--batch", f"{what} decode one sequence: use --batch 1")

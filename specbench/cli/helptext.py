@@ -31,8 +31,10 @@ KERNELS_HELP = (
     "at install), else XLA."
 )
 VERIFY_HELP = (
-    "How the target judges the drafts: token (token by token, Leviathan et al. 2023) or block (one "
-    "joint decision over the K drafts, Sun et al. ICLR 2025: exact, never fewer tokens per round)."
+    "How the target judges the drafts: token (token by token, Leviathan et al. 2023; SpecInfer's "
+    "recursion over k drafts or a tree), block (one joint decision over the K drafts, Sun et al. ICLR "
+    "2025), traversal (a tree from its leaves, Weng et al. NeurIPS 2025) or gbv (k drafts: the greedy "
+    "path as a block, Thomas and Pal 2026). All exact."
 )
 DRAFTS_HELP = (
     "Draft sequences per round (model or layerskip drafter, one sequence decoded): verified together "

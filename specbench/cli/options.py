@@ -261,7 +261,7 @@ sweep = [
         "verify_methods",
         ListParam(str, click.Choice(VERIFY_METHODS)),
         "token",
-        "Comma list of verification methods: token, block (see run).",
+        "Comma list of verification methods: token, block, traversal, gbv (see run).",
     ),
     axis(
         ("--drafts",),

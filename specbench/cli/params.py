@@ -11,7 +11,13 @@ from specbench.results import theory
 
 KERNELS = ("auto", "cpu", "xla")  # kernels.CHOICES
 # copies of the model layer's lists, so that --help imports no JAX; tests/test_drafters.py pins each
-VERIFY_METHODS = ("token", "block")  # verify.METHODS
+VERIFY_METHODS = ("token", "block", "traversal", "gbv")  # verify.METHODS
+VERIFY_SHAPES = {  # verify.SHAPES: what each method judges
+    "token": ("chain", "tree", "drafts"),
+    "block": ("chain",),
+    "traversal": ("tree",),
+    "gbv": ("drafts",),
+}
 DRAFTER_KINDS = ("model", "lookup", "layerskip", "dial", "eagle")  # drafters.KINDS
 DRAFTS_MAX = 8
 TREE_NODES = 64  # a tree is verified in one step of its nodes: the CPU kernel's rows stay few

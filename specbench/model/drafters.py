@@ -61,6 +61,7 @@ from specbench.model.sampling import Warp, draw, probs, sample
 from specbench.model.sampling import argmax as first_argmax
 from specbench.model.tree import Tree
 from specbench.model.verify import METHODS as VERIFY_METHODS
+from specbench.model.verify import SHAPES as VERIFY_SHAPES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,6 +80,12 @@ class Drafter:
     acceptance: float | None = None
     vocab: int | None = None  # a network drafter's head covers only this many tokens (FR-Spec)
     tree: Tree | None = None  # a token tree of drafts (tree.py), verified in one step; K is its depth
+
+    @property
+    def shape(self) -> str:
+        """What a round proposes: a chain of drafts, a token tree, or k draft sequences (drafts);
+        verify.SHAPES says which methods judge each."""
+        return "tree" if self.tree is not None else "drafts" if self.drafts > 1 else "chain"
 
     def reach(self, K: int) -> int:
         """Cache slots a round writes past the pending token: K, or a tree's nodes but the root."""
@@ -104,8 +111,11 @@ class Drafter:
             raise ValueError(
                 f"drafts must be 1 for the {self.kind} drafter, >= 1 for a network (got {self.drafts})"
             )
-        if self.drafts > 1 and self.verify != "token":
-            raise ValueError("block verification judges one draft sequence: use drafts = 1")
+        if self.shape not in VERIFY_SHAPES[self.verify]:
+            raise ValueError(
+                f"{self.verify} verification judges {' or '.join(VERIFY_SHAPES[self.verify])}, "
+                f"not {self.shape} (token judges every shape)"
+            )
         if self.spec.acceptance != (self.acceptance is not None):
             raise ValueError("the dial drafter, and it alone, takes an acceptance")
         if self.acceptance is not None and not 0 <= self.acceptance <= 1:
@@ -117,10 +127,10 @@ class Drafter:
                 raise ValueError(
                     f"the {self.kind} drafter proposes no trees ({', '.join(kinds_that('trees'))} do)"
                 )
-            if self.drafts > 1 or self.verify != "token" or self.confidence is not None:
-                raise ValueError(
-                    "a tree is judged by its own rule: no k drafts, block verification or dynamic K"
-                )
+            if self.drafts > 1 or self.confidence is not None:
+                raise ValueError("a tree is one proposal of its own shape: no k drafts or dynamic K")
+        if self.verify == "gbv" and self.confidence is not None:
+            raise ValueError("gbv ranks k whole sequences: no dynamic K")
 
 
 def model_drafter(config: GPT2Config, confidence: float | None = None) -> Drafter:

@@ -1,4 +1,4 @@
-"""How the target judges a round's drafts: token by token, as a block, or k drafts at once.
+"""How the target judges a round's drafts: token by token, as a block, k drafts at once, or a tree.
 
 Notation as in the rest of specbench (DESIGN.md §4): p = the draft's distributions, q = the
 target's. Every rule here is exact -- the emitted tokens follow the target's warped distribution
@@ -12,7 +12,10 @@ target's. Every rule here is exact -- the emitted tokens follow the target's war
   * k drafts  multi_draft_verdict: SpecInfer's multi-step speculative sampling (Miao et al.,
            ASPLOS 2024, Algorithm 2) over k independent draft sequences: at each depth the
            candidates that share the accepted prefix are tried in turn against a residual that
-           every rejection shrinks.
+           every rejection shrinks. gbv (gbv_verdict): greedy multi-path block verification
+           (Thomas and Pal 2026), one greedily chosen path judged as a block.
+  * trees  tree_verdict: recursive rejection sampling from the root (SpecInfer); traversal
+           (traversal_verdict): Traversal Verification from the leaves (Weng et al. 2025).
 
 A drafter without distributions (lookup) proposes with certainty: its p rows are one-hot, so
 block verification's ratio q(x)/p(x) is q(x) and its residual max(eta q - p, 0) removes at most
@@ -25,9 +28,11 @@ import os
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from specbench.model.sampling import (
+    TargetRows,
     accept_reject,
     all_rows,
     all_rows_accept_reject,
@@ -40,7 +45,14 @@ from specbench.model.sampling import (
     with_zero_row,
 )
 
-METHODS = ("token", "block")
+METHODS = ("token", "block", "traversal", "gbv")
+SHAPES = {
+    "token": ("chain", "tree", "drafts"),
+    "block": ("chain",),
+    "traversal": ("tree",),
+    "gbv": ("drafts",),
+}
+"""What each method judges: one chain of drafts, a token tree, or k draft sequences (drafts)."""
 KINDS = ("lazy", "all-rows")
 """How a verdict is computed (the same distribution either way): `lazy` reads the target's rows
 up to the first rejection in a data-dependent loop and samples by the CDF, the fastest on a CPU;
@@ -232,6 +244,126 @@ def tree_verdict(
     return n_accepted, race(k_emit, r), last
 
 
+def traversal_verdict(key, tree, node_tokens, p, q, correct: bool = True):
+    """One round's verdict over a token tree by Traversal Verification (Weng, Hu, Chen, Liu, Mei,
+    Qiu, Tian and Shi, NeurIPS 2025, arXiv:2505.12398): leaf to root, judging whole paths.
+
+    Every node v carries a weight, eta_v = min(1, eta_u q_u(x_v) / p_u(x_v)) from its parent u
+    (eta_root = 1), block verification's eta along each path. The leftmost leaf in depth-first
+    order is accepted, with its path, with probability eta_leaf (the root always); the bonus is
+    drawn from its row r_leaf (q_leaf at first). When a leaf c under u is rejected it leaves the
+    tree, and u is corrected as block verification corrects a rejected block:
+
+        r_u <- norm(max(eta_u r_u - p_u, 0)),  eta_u <- Z / (Z + 1 - eta_u),  Z = sum max(eta_u r_u - p_u, 0),
+
+    p_u loses c's token (the next sibling was drawn without it: drafters.tree_propose), and the
+    weights below u are computed again. On a chain it is block verification; on a tree it keeps
+    subtrees that a top-down walk discards with their rejected parent. Exact: each emitted token
+    follows the target (the paper's Theorem).
+
+    Same arguments and result as tree_verdict: (n_accepted, emitted, last node). correct=False is
+    the tests' broken variant: a rejected leaf's parent keeps its row and weight.
+    """
+    n = tree.size
+    parent = jnp.asarray(np.maximum(np.asarray(tree.parents), 0))
+    depths = jnp.asarray(tree.depths)
+    order = np.zeros(n, np.int32)  # depth-first (pre-order) rank, children in the order drawn
+    stack, rank = [0], 0
+    while stack:
+        u = stack.pop()
+        order[u], rank = rank, rank + 1
+        stack.extend(reversed(tree.children[u]))
+    order = jnp.asarray(order)
+    kids = jnp.asarray(np.asarray(tree.parents)[None, :] == np.arange(n)[:, None])  # kids[u, v]: v under u
+    below = jnp.asarray(tree.ancestors.T & ~np.eye(n, dtype=bool))  # below[u, v]: v a descendant of u
+    coins = jax.random.uniform(jax.random.fold_in(key, 0), (n,))
+
+    def weights(eta, r, pr, update):
+        """eta recomputed, parents first, at the nodes in `update`."""
+        for d in range(1, tree.depth + 1):
+            r_x, p_x = r[parent, node_tokens], pr[parent, node_tokens]
+            ratio = jnp.where(p_x > 0, r_x / jnp.where(p_x > 0, p_x, 1.0), 0.0)
+            eta = jnp.where(update & (depths == d), jnp.minimum(1.0, eta[parent] * ratio), eta)
+        return eta
+
+    def visit(carry):
+        i, alive, eta, r, pr, _, _ = carry
+        leaf = alive & ~jnp.any(kids & alive[None, :], axis=1)
+        c = jnp.argmin(jnp.where(leaf, order, n)).astype(jnp.int32)
+        accepted = (c == 0) | (coins[i] <= eta[c])
+        u = parent[c]
+        if correct:
+            eta_u = jnp.minimum(eta[u], 1.0)
+            res = jnp.maximum(eta_u * r[u] - pr[u], 0.0)
+            z = jnp.sum(res)
+            r = r.at[u].set(jnp.where(accepted | (z <= 0), r[u], res / jnp.maximum(z, 1e-30)))
+            eta = eta.at[u].set(jnp.where(accepted, eta[u], jnp.where(z > 0, z / (z + 1.0 - eta_u), 0.0)))
+        rest = pr[u].at[node_tokens[c]].set(0.0)
+        pr = pr.at[u].set(jnp.where(accepted, pr[u], rest / jnp.maximum(jnp.sum(rest), 1e-30)))
+        alive = alive.at[c].set(alive[c] & accepted)
+        eta = jnp.where(accepted, eta, weights(eta, r, pr, below[u] & alive))
+        return i + 1, alive, eta, r, pr, accepted, c
+
+    eta = weights(jnp.ones(n, jnp.float32), q, p, depths > 0)
+    init = (jnp.int32(0), jnp.ones(n, bool), eta, q, p, jnp.bool_(False), jnp.int32(0))
+    *_, r, _, _, last = lax.while_loop(lambda c: ~c[5], visit, init)
+    return depths[last], race(jax.random.fold_in(key, 1), r[last]), last
+
+
+def gbv_verdict(key, draft_tokens, p, q, n_drafted, skew: bool = True, block=None):
+    """One round's verdict over k draft sequences by greedy multi-path block verification (Thomas
+    and Pal 2026, arXiv:2602.16961): one path is chosen greedily, then judged by block verification
+    against the distribution that choosing made.
+
+    The k sequences were drawn independently from the draft: a tree of shared prefixes. From the
+    root, at each depth, the path goes on with the candidate whose token x ranks highest by
+    q(x) / p(x) (ties: the first sequence). Ranking every length-i prefix by that lexicographic
+    order, let P be the draft's probability of the current node, A the probability of drawing a
+    prefix ranked below it, and F(x) / F-(x) the draft's mass at or below / strictly below x at
+    the node. The chosen path's next token then follows the skewed draft
+
+        s(x) = [(A + P F(x))^k - (A + P F-(x))^k] / [(A + P)^k - A^k]
+
+    (the best of k independent draws, where A = 0 at the root), computed as
+    p(x) sum_j a^j b^(k-1-j) with a, b the two bases over A + P, then normalised. Block
+    verification with s in place of p along the chosen path is exact (the paper's Theorem); with
+    k = 1 it is block verification itself.
+
+    Arguments and result as multi_draft_verdict: (n_accepted, emitted, branch). skew=False is
+    the tests' broken variant: the greedy path judged against p itself. block: the block verdict
+    to run (block_verdict, or all_rows_block_verdict for the all-rows kind).
+    """
+    block = block or block_verdict
+    k, K = draft_tokens.shape
+    first_alive = lambda alive: jnp.argmax(alive).astype(jnp.int32)
+    alive, P, below = jnp.ones(k, bool), jnp.float32(1.0), jnp.float32(0.0)  # below: A
+    skewed = []
+    for i in range(K):  # K is static and small
+        j0 = first_alive(alive)
+        q_i, p_i = q[j0, i], p[j0, i]
+        ratio = q_i / (p_i + jnp.finfo(jnp.float32).tiny)
+        ranked = jnp.argsort(ratio, stable=True)
+        at_most = jnp.zeros_like(p_i).at[ranked].set(jnp.cumsum(p_i[ranked]))  # F(x)
+        scale = jnp.maximum(below + P, 1e-30)
+        a, b = (below + P * at_most) / scale, (below + P * (at_most - p_i)) / scale
+        s = p_i * sum(a**j * b ** (k - 1 - j) for j in range(k))
+        skewed.append(s / jnp.maximum(jnp.sum(s), 1e-30) if skew else p_i)
+        x = draft_tokens[:, i]
+        best = jnp.argmax(jnp.where(alive, ratio[x], -1.0))
+        token = x[best]
+        below, P = below + P * (at_most[token] - p_i[token]), P * p_i[token]
+        alive = alive & (x == token)
+    branch = first_alive(alive)
+    rows = all_rows(q)[branch] if not isinstance(q, TargetRows) else TargetRows(q.logits[branch], q.warp)
+    n_accepted, emitted = block(key, draft_tokens[branch], jnp.stack(skewed), rows, n_drafted[branch])
+    return n_accepted, emitted, branch
+
+
+def all_rows_gbv_verdict(key, draft_tokens, p, q, n_drafted):
+    """gbv_verdict judged by all_rows_block_verdict: the all-rows kind."""
+    return gbv_verdict(key, draft_tokens, p, q, n_drafted, block=all_rows_block_verdict)
+
+
 def greedy_tree_verdict(tree, node_tokens, target_tokens):
     """tree_verdict at temperature 0, on token ids: from the root, the child whose token is the
     target's argmax at its parent is accepted, until none is or a leaf is reached; the argmax
@@ -253,11 +385,17 @@ def greedy_tree_verdict(tree, node_tokens, target_tokens):
 
 # every verdict, by how it is computed (KINDS) and what it judges: a method, or k drafts
 VERDICTS = {
-    "lazy": {"token": accept_reject, "block": block_verdict, "drafts": multi_draft_verdict},
+    "lazy": {
+        "token": accept_reject,
+        "block": block_verdict,
+        "drafts": multi_draft_verdict,
+        "gbv": gbv_verdict,
+    },
     "all-rows": {
         "token": all_rows_accept_reject,
         "block": all_rows_block_verdict,
         "drafts": all_rows_multi_draft_verdict,
+        "gbv": all_rows_gbv_verdict,
     },
 }
 
@@ -275,7 +413,9 @@ def kind_for(backend: str) -> str:
 def verdict_of(drafter, kind: str | None = None):
     """The drafter's verify rule, computed the `kind` way (default: kind_for this JAX backend):
     tree_verdict for a tree, the k-drafts verdict with k drafts, else that of drafter.verify."""
-    if drafter.tree is not None:  # one fixed-shape walk down the tree whatever the device
-        return tree_verdict
+    if drafter.tree is not None:  # one walk over the tree whatever the device
+        return traversal_verdict if drafter.verify == "traversal" else tree_verdict
     kind = kind or kind_for(jax.default_backend())
-    return VERDICTS[kind]["drafts" if drafter.drafts > 1 else drafter.verify]
+    if drafter.drafts > 1:
+        return VERDICTS[kind]["gbv" if drafter.verify == "gbv" else "drafts"]
+    return VERDICTS[kind][drafter.verify]
