@@ -296,3 +296,135 @@ def test_traversal_on_a_chain_is_block_verification():
     run = jax.jit(jax.vmap(lambda k: traversal_verdict(k, tree, nodes, p_rows, jnp.asarray(q))[0]))
     counts = np.bincount(np.asarray(run(jax.random.split(jax.random.PRNGKey(0), n))), minlength=K + 1)
     np.testing.assert_allclose(counts / n, exact, atol=4 * np.sqrt(0.25 / n))
+
+
+# ---------------------------------------------------------------------------------------------
+# Dynamic trees (EAGLE-2): the shape grown each round from the draft's most likely tokens
+
+
+@pytest.mark.parametrize(
+    "shape", [(2, 2, 1), (3, 1), (1, 1, 1), (2, 1, 3)], ids=lambda s: "x".join(map(str, s))
+)
+def test_a_shape_computed_on_the_device_has_the_static_trees_tables(shape):
+    import jax.numpy as jnp
+
+    from specbench.model.tree import shape_of
+
+    tree = Tree.branching(shape)
+    got = shape_of(jnp.asarray(tree.parents), tree.depth, tree.child_table.shape[1])
+    for name in ("depths", "ancestors", "child_table", "on_path"):
+        np.testing.assert_array_equal(getattr(got, name), getattr(tree, name), err_msg=name)
+
+
+@pytest.mark.parametrize("kind", ["model", "layerskip"])
+def test_greedy_dynamic_trees_give_autoregressive_tokens(pair, kind):
+    import dataclasses
+
+    from specbench.model import drafters, generate
+    from specbench.model.sampling import Warp
+    from specbench.model.tree import Dynamic
+
+    draft, target = pair
+    base = (
+        drafters.model_drafter(draft.config)
+        if kind == "model"
+        else drafters.layerskip_drafter(target.config, 1)
+    )
+    drafter = dataclasses.replace(base, tree=Dynamic(3, 3, 10))
+    for prompt in ([5, 17, 3, 9], [1, 2, 3, 1, 2, 3, 1]):
+        ar, _ = generate.autoregressive(target, prompt, 24, Warp(), 0)
+        sd, stats = generate.speculative(draft, target, prompt, 24, 3, Warp(), 0, drafter=drafter)
+        np.testing.assert_array_equal(sd, ar)
+        assert stats.n_rounds < 23
+
+
+def test_a_dynamic_tree_keeps_the_candidates_of_highest_cumulative_probability():
+    """The kept nodes are the `nodes` best of every candidate grown, by the product of the draft's
+    probabilities along their path, and each kept node's parent is kept (EAGLE-2's reranking)."""
+    import dataclasses
+
+    import jax
+    import jax.numpy as jnp
+
+    from specbench.model import drafters, gpt2
+    from specbench.model.sampling import Warp
+    from specbench.model.tree import Dynamic
+
+    from exactness import TARGET
+
+    draft = random_model(TARGET, 5, "d", scale=3)
+    spec = Dynamic(3, 2, 6)
+    drafter = dataclasses.replace(drafters.model_drafter(TARGET), tree=spec)
+    prompt = jnp.asarray([5, 17, 3, 9, 0, 0, 0, 0], jnp.int32)
+    state = drafters.start(drafter, draft.params, prompt, 64)
+    tokens = jnp.zeros(64, jnp.int32).at[:8].set(prompt)
+    n = jnp.int32(4)
+    _, nodes, _, shape = drafters.tree_propose(
+        drafter, draft.params, state, tokens, n, jax.random.PRNGKey(0), Warp(1.0), 97
+    )
+    nodes, parents = np.asarray(nodes), np.asarray(shape.parents)
+    assert all(0 <= parents[i] < i for i in range(1, spec.size))
+
+    def logprob(path):  # the draft's log-probability of a path of tokens after the prefix
+        seq = jnp.concatenate([tokens[:3], jnp.asarray(path, jnp.int32)])
+        logp = jax.nn.log_softmax(gpt2.gpt2(draft.params, seq, TARGET))
+        return float(sum(logp[2 + i, t] for i, t in enumerate(path[1:])))
+
+    def path_of(i):
+        out = []
+        while i >= 0:
+            out.append(int(nodes[i]))
+            i = parents[i] if i else -1
+        return out[::-1]
+
+    kept = sorted(logprob(path_of(i)) for i in range(1, spec.size))
+    # every candidate the expansion could grow: depth 1 is the 2 best under the root; deeper ones
+    # the 2 best under each of the 2 best of the level before
+    level, grown = [[int(nodes[0])]], []
+    for _ in range(spec.depth):
+        children = []
+        for path in level:
+            seq = jnp.concatenate([tokens[:3], jnp.asarray(path, jnp.int32)])
+            logp = np.asarray(jax.nn.log_softmax(gpt2.gpt2(draft.params, seq, TARGET))[-1])
+            for t in np.argsort(-logp, kind="stable")[: spec.top]:
+                children.append(path + [int(t)])
+        scored = sorted(children, key=logprob, reverse=True)
+        grown += children
+        level = scored[: spec.top]
+    best = sorted(logprob(p) for p in grown)[-spec.nodes :]
+    np.testing.assert_allclose(kept, best, rtol=1e-4, atol=1e-4)
+
+
+def dynamic_without_residual(key, tree, node_tokens, p, q):
+    """Negative control: the dynamic tree's certain proposals tried against q itself, a rejected
+    token never removed from the residual."""
+    from specbench.model.verify import tree_verdict
+
+    return tree_verdict(key, tree, node_tokens, p, q, certain=True, update_residual=False)
+
+
+def test_every_role_of_a_dynamic_tree_round_follows_the_target_and_the_broken_control_does_not():
+    import dataclasses
+    import functools
+
+    from specbench.model import drafters
+    from specbench.model.sampling import Warp
+    from specbench.model.tree import Dynamic
+    from specbench.model.verify import tree_verdict
+
+    from exactness import P_THRESHOLD, SMALL_T, noisy_copy, role_p_values, round_samples
+
+    target = random_model(SMALL_T, 12, "small-target", scale=30)
+    draft = noisy_copy(target, 0.3, 13)
+    prompt, warp = [3, 7, 1], Warp(1.0)
+    drafter = dataclasses.replace(drafters.model_drafter(draft.config), tree=Dynamic(3, 2, 5))
+    exact = functools.partial(tree_verdict, certain=True)
+    draws = round_samples(draft.params, target, prompt, warp, 3, drafter, (exact, dynamic_without_residual))
+    for (tokens, accepted, drafted), is_exact in zip(draws, (True, False)):
+        p_values = role_p_values(target, prompt, warp, tokens, accepted, drafted, 3)
+        print(
+            f"\n{'exact' if is_exact else 'broken'}: "
+            + ", ".join(f"{r} {p:.2g}" for r, p in sorted(p_values.items()))
+        )
+        assert {"draft 1", "draft 2", "bonus", "after rejection"} <= set(p_values)
+        assert (min(p_values.values()) > P_THRESHOLD) == is_exact

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from specbench import prompts
 from specbench.cli.console import BadInput, bad_input
-from specbench.cli.params import NGRAM_MAX, VERIFY_SHAPES
+from specbench.cli.params import NGRAM_MAX, VERIFY_SHAPES, DynamicTree, tree_depth, tree_label
 from specbench.cli.paths import FORMATS
 from specbench.errors import DecodeError, WeightsError
 
@@ -107,6 +107,15 @@ def load_head(f: dict, target):
     return weights.Model(path.name, config, params, str(path))
 
 
+def default_head(target):
+    """The target's EAGLE head in gpt2_weights/<name>-eagle, or None where it has none."""
+    from specbench.model import eagle, weights
+
+    if not eagle.is_head_dir(weights.weights_dir() / f"{target.name}-eagle"):
+        return None
+    return load_head({}, target)
+
+
 def drafting_model(kind: str, draft, head):
     """The model a drafter of this kind brings of its own: the draft model, the EAGLE head, or None."""
     from specbench.model.drafters import KINDS
@@ -171,17 +180,21 @@ def check_tree(kinds: list[str], f: dict) -> None:
     widths = f.get("tree")
     if not widths:
         return
-    if set(kinds) - set(kinds_that("trees")):
+    without = [k for k in kinds if k not in kinds_that("trees")]
+    if without:
         raise BadInput(
             "--tree",
-            f"the {kinds[0]} drafter proposes no trees: use --drafter {' or '.join(kinds_that('trees'))}",
+            f"the {without[0]} drafter proposes no trees: use --drafter {' or '.join(kinds_that('trees'))}",
         )
     for flag, setting in (("--drafts", f.get("drafts", 1) > 1), ("--dynamic-K", f["dynamic_K"])):
         if setting:
             raise BadInput(flag, "a tree is judged by its own rule: leave it out with --tree")
-    if (f.get("batch") or 1) > 1 or f.get("peers"):
+    if max(f.get("batches") or [f.get("batch") or 1]) > 1 or f.get("peers"):
         raise BadInput("--tree", "decodes one sequence, without peers: use --batch 1 and no --peer")
-    f["K"] = len(widths)
+    depth = tree_depth(widths)
+    f["K"] = [depth] if isinstance(f["K"], list) else depth  # sweep's K is a list
+    if isinstance(widths, DynamicTree) and "traversal" in method_flags(f)[0]:
+        raise BadInput("--verify", "traversal judges a fixed tree: a dynamic one is judged from its root")
 
 
 def method_flags(f: dict) -> tuple[list[str], list[int], list[float] | None]:
@@ -282,11 +295,12 @@ def network_drafter(kind: str, draft, target, f: dict):
     network = draft if spec.draft_model or spec.features else target
     drafter = dataclasses.replace(drafter, vocab=draft_vocabulary(f, network))
     if f.get("tree"):
-        from specbench.model.tree import Tree
+        from specbench.model.tree import Dynamic, Tree
 
-        tree = Tree.branching(f["tree"])
+        shape = f["tree"]
+        tree = Dynamic(*shape) if isinstance(shape, DynamicTree) else Tree.branching(shape)
         drafter = dataclasses.replace(drafter, tree=tree)
-        name += f" tree {','.join(map(str, f['tree']))}"
+        name += f" tree {tree_label(shape)}"
     return drafter, name
 
 
@@ -407,8 +421,9 @@ def check_no_effect(f: dict, given: set[str], kinds: list[str], temperatures: li
             )
     if "draft_vocab" in given and not set(kinds) & set(kinds_that("network")):
         raise BadInput("--draft-vocab", "only a network drafter has a head (--drafter model or layerskip)")
-    if f.get("tree") and "K" in given and f["K"] != len(f["tree"]):
-        raise BadInput("--K", f"a tree of depth {len(f['tree'])} drafts K = {len(f['tree'])}: leave out --K")
+    if f.get("tree") and "K" in given and f["K"] != tree_depth(f["tree"]):
+        depth = tree_depth(f["tree"])
+        raise BadInput("--K", f"a tree of depth {depth} drafts K = {depth}: leave out --K")
     if "draft_confidence" in given and not f["dynamic_K"]:
         raise BadInput("--draft-confidence", "is dynamic K's threshold: it needs --dynamic-K")
     if sum(f.get(flag) == "-" for flag in FORMATS) > 1:

@@ -164,7 +164,7 @@ single = [  # run and trace: one K, one warp
         "--verify", type=click.Choice(VERIFY_METHODS), default="token", show_default=True, help=VERIFY_HELP
     ),
     click.option("--drafts", type=Count(1, DRAFTS_MAX), default=1, show_default=True, help=DRAFTS_HELP),
-    click.option(
+    tree := click.option(
         "--tree",
         type=TreeShape(),
         default=None,
@@ -285,6 +285,7 @@ sweep = [
         "Comma list of batch sizes. Each row then decodes B sequences together, the --prompts "
         "cycled (one prompt: repeated), instead of one row per prompt.",
     ),
+    tree,
 ]
 trace = [
     click.option(

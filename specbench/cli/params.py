@@ -4,6 +4,7 @@ temperatures, comma lists and peers, each refused in one line naming what is all
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import click
 
@@ -107,15 +108,53 @@ class Temperature(Finite):
         return t
 
 
+class DynamicTree(NamedTuple):
+    """--tree dynamic:DEPTH,TOP,NODES (tree.Dynamic: EAGLE-2's dynamic tree)."""
+
+    depth: int
+    top: int
+    nodes: int
+
+
+def tree_depth(shape) -> int:
+    """The K of a --tree value: its depth."""
+    return shape.depth if isinstance(shape, DynamicTree) else len(shape)
+
+
+def tree_label(shape) -> str:
+    """A --tree value as written: '2,2,1' or 'dynamic:4,4,16'."""
+    text = ",".join(map(str, shape))
+    return f"dynamic:{text}" if isinstance(shape, DynamicTree) else text
+
+
 class TreeShape(click.ParamType):
     """--tree: a token tree's children per node at each depth, '4,2,2,1' (tree.Tree.branching):
-    whole numbers >= 1, at most TREE_NODES nodes in all."""
+    whole numbers >= 1, at most TREE_NODES nodes in all; or 'dynamic:DEPTH,TOP,NODES', a tree
+    grown each round from the draft's most likely tokens (tree.Dynamic), NODES <= TREE_NODES."""
 
     name = "tree"
 
     def convert(self, value, param, ctx):
         if isinstance(value, tuple):
             return value
+        text = str(value).strip()
+        if text.startswith("dynamic:"):
+            try:
+                depth, top, nodes = (int(v) for v in text[len("dynamic:") :].split(","))
+            except ValueError:
+                self.fail(f"{value!r} is not dynamic:DEPTH,TOP,NODES, like dynamic:4,4,16", param, ctx)
+            if min(depth, top, nodes) < 1 or nodes > TREE_NODES:
+                self.fail(f"{value!r}: depth and top >= 1, nodes 1..{TREE_NODES}", param, ctx)
+            grown = top + (depth - 1) * top * top
+            if nodes > grown:
+                self.fail(
+                    f"{value!r}: {nodes} nodes are more than the {grown} candidates it grows", param, ctx
+                )
+            if 1 + grown > 4 * TREE_NODES:
+                self.fail(
+                    f"{value!r} grows {grown} candidates a level: at most {4 * TREE_NODES - 1}", param, ctx
+                )
+            return DynamicTree(depth, top, nodes)
         try:
             widths = tuple(int(v) for v in str(value).split(","))
         except ValueError:

@@ -91,7 +91,11 @@ def run_header(job, d, t) -> str:
         + f" · K={c.K}"
         + (" (dynamic)" if spec.confidence else "")
         + (f" · {spec.drafts} drafts per round" if spec.drafts > 1 else "")
-        + (f" · a tree of {spec.tree.size} nodes" if spec.tree is not None else "")
+        + (
+            f" · a {'dynamic ' if spec.tree.dynamic else ''}tree of {spec.tree.size} nodes"
+            if spec.tree is not None
+            else ""
+        )
         + (" · block verification" if spec.verify == "block" else "")
         + f" · T={w.temperature:g}"
         + (f" · top-k {w.top_k}" if w.top_k else "")

@@ -15,7 +15,15 @@ import json
 from pathlib import Path
 
 from specbench import prompts
-from specbench.cli.checks import check_batch, check_decodable, kinds_that, load_pair, load_peers, make_drafter
+from specbench.cli.checks import (
+    check_batch,
+    check_decodable,
+    default_head,
+    drafting_model,
+    load_pair,
+    load_peers,
+    make_drafter,
+)
 from specbench.cli.console import BadInput
 from specbench.cli.jobs import Job, measure_into
 from specbench.cli.params import DRAFT_CONFIDENCE
@@ -36,6 +44,9 @@ K_DEFAULT = 4
 SELFTEST_SAMPLES = 20000  # the self-test's generations per sampler (selftest.run): seconds on a CPU
 ROOFLINE_CONTEXT = 256
 N_TOKENS = 40  # new tokens per generation, every job
+
+
+TREE_SHAPE = (2, 2, 1)  # the trees section: 10 drafts of depth 3, beside chains of K = 3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,13 +81,22 @@ class Battery:
         )
         return [("model", False), *extra]
 
+    def trees(self, eagle: bool) -> list[tuple[str, tuple[int, ...] | None, str]]:
+        """(kind, tree shape or None for a chain of its depth, verify) at T = 1: each drafter's
+        chain, its tree judged from the root, and judged from the leaves (traversal)."""
+        kinds = ["model"] + (["eagle"] if eagle else []) + ([] if self.quick else ["layerskip"])
+        shape = TREE_SHAPE
+        return [
+            (k, t, v) for k in kinds for t, v in ((None, "token"), (shape, "token"), (shape, "traversal"))
+        ]
+
     @property
     def batches(self) -> list[int]:
         return [1, 4] if self.quick else [1, 2, 4, 8]
 
     @property
     def methods(self) -> list[tuple[str, int]]:  # (verify, drafts) at T = 1
-        return [("token", 1), ("block", 1), ("token", 2)] + ([] if self.quick else [("token", 4)])
+        return [("token", 1), ("block", 1), ("token", 2), ("gbv", 2)] + ([] if self.quick else [("token", 4)])
 
     @property
     def acceptances(self) -> list[float]:  # the dial's settings, T = 0
@@ -101,11 +121,12 @@ class ReportPlan:
     dtype: str
 
 
-def job_id(kind: str, dynamic: bool, K: int, warp: Warp, pid: str, batch: int, method=None) -> str:
+def job_id(kind: str, dynamic: bool, K: int, warp: Warp, pid: str, batch: int, method=None, tree=None) -> str:
     p = f"-top_p{warp.top_p:g}" if warp.top_p else ""
     verify, drafts, acceptance = method or ("token", 1, None)
     how = (f"-{verify}" if verify != "token" else "") + (f"-x{drafts}" if drafts > 1 else "")
     how += f"-a{acceptance:g}" if acceptance is not None else ""
+    how += f"-tree{'x'.join(map(str, tree))}" if tree else ""
     return f"{kind}{'-dynamic' if dynamic else ''}{how}-K{K}-T{warp.temperature:g}{p}-{pid}-b{batch}"
 
 
@@ -120,6 +141,7 @@ def report_plan(f: dict) -> ReportPlan:
     }
     done = check_directory(directory, settings, f["resume"], f["force"])
     d, t = load_pair(f["draft"], f["target"], f["dtype"], kernels=f["kernels"])
+    head = default_head(t)  # the target's EAGLE head where it has one: eagle joins the drafters
     options = {"ngram": 3, "draft_layers": None, "draft_confidence": DRAFT_CONFIDENCE}
     options["draft_vocab"] = f["draft_vocab"]
     everything = prompts.all_prompts()
@@ -138,18 +160,22 @@ def report_plan(f: dict) -> ReportPlan:
         peers=(),
         method=None,
         mixed=True,
+        tree=None,
     ):
         pid = pid or prompts.DEFAULT_PROMPT_ID
         mixed = mixed and batch > 1  # a batch of the suite cycled, or of pid repeated
         ids = prompts.batch_ids(everything, batch) if mixed else [pid] * batch
         label = "all" if mixed else pid
         method = method or ("token", 1, None)
-        name = job_id(kind, dynamic, K, warp, label, batch, method)
+        name = job_id(kind, dynamic, K, warp, label, batch, method, tree)
         if name not in jobs:
             how = dict(zip(("verify", "drafts", "acceptance"), method))
-            drafter, draft_name = make_drafter(kind, d, t, {**options, **how, "dynamic_K": dynamic})
+            own = drafting_model(kind, d, head)
+            drafter, draft_name = make_drafter(
+                kind, own, t, {**options, **how, "dynamic_K": dynamic, "tree": tree}
+            )
             config = RunConfig(
-                d if kind in kinds_that("draft_model") else None,
+                own,
                 t,
                 drafter,
                 K,
@@ -171,8 +197,10 @@ def report_plan(f: dict) -> ReportPlan:
         add("K", K=K)
     for warp in battery.warps:
         add("temperature", warp=warp)
-    for kind, dynamic in battery.drafters:
+    for kind, dynamic in battery.drafters + ([("eagle", False)] if head else []):
         add("drafters", kind=kind, dynamic=dynamic)
+    for kind, tree, verify in battery.trees(eagle=head is not None):
+        add("trees", kind=kind, K=len(TREE_SHAPE), warp=Warp(1.0), method=(verify, 1, None), tree=tree)
     for b in battery.batches:  # distinct prompts, and one prompt repeated as the upper bound
         add("batch", batch=b)
         if b > 1:
@@ -183,7 +211,7 @@ def report_plan(f: dict) -> ReportPlan:
         add("dial", kind="dial", method=("token", 1, a))
     for job in jobs.values():
         for ids in job.encoded:
-            check_decodable(ids, N_TOKENS, job.config.K, [d, t])
+            check_decodable(ids, N_TOKENS, job.config.drafter.reach(job.config.K), [d, t])
     biggest = max(battery.batches)
     check_batch(biggest, False, model_drafter, d, t, list(encoded.values()), N_TOKENS, max(battery.Ks))
     return ReportPlan(

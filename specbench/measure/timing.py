@@ -214,13 +214,13 @@ def draft_seconds(prep: Prepared, iters: int = 20, repeats: int = 5, warm: bool 
     c, max_len = prep.config, prep.max_len
     drafter, B = c.drafter, len(prep.prompts) * c.drafter.drafts
     if drafter.spec.features:  # a tree drafts a level a step, over all its nodes
-        rows = 1 if drafter.tree is None else drafter.tree.size
+        rows = 1 if drafter.tree is None else drafter.tree.draft_rows
         return eagle_step_seconds(prep.draft_params, drafter.config, max_len, rows, iters, repeats, B, warm)
     if drafter.spec.network:  # the weights it drafts with (its head restricted or not)
         own = c.draft if drafter.spec.draft_model else c.target
         name = own.name if drafter.spec.draft_model else f"{own.name}[:{drafter.config.n_layer}]"
         network = Model(name, drafter.config, prep.draft_params, own.source)
-        rows = 1 if drafter.tree is None else drafter.tree.size + 1  # a tree drafts a level a step
+        rows = 1 if drafter.tree is None else drafter.tree.draft_rows + 1  # a tree drafts a level a step
         return step_seconds(network, rows, max_len, iters, repeats, B, warm)
     buf = generate.inputs(prep.prompts, max_len, 0).prompt_bufs
     tokens = jnp.zeros(buf.shape[:-1] + (max_len,), jnp.int32).at[..., : buf.shape[-1]].set(buf)

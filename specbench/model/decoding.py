@@ -331,8 +331,8 @@ def _tree_round(
     walks it from the root. Both caches then hold the accepted path at consecutive positions
     (compact). Returns (drafter state, target cache, the path's drafts [K], n_accepted, emitted,
     K), as a chain's round has them."""
-    tree, n, tokens = drafter.tree, state.n, state.tokens
-    dstate, nodes, p = drafters.tree_propose(
+    n, tokens = state.n, state.tokens
+    dstate, nodes, p, tree = drafters.tree_propose(
         drafter, draft_params, state.draft, tokens, n, k_draft, warp, target_config.n_vocab
     )
     logits, target_cache, dstate = verify_step(

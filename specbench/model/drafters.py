@@ -59,7 +59,8 @@ from specbench.model import eagle
 from specbench.model.gpt2 import GPT2Config, init_cache, step
 from specbench.model.sampling import Warp, draw, probs, sample
 from specbench.model.sampling import argmax as first_argmax
-from specbench.model.tree import Tree
+from specbench.model.tree import Dynamic, Tree
+from specbench.model.tree import shape_of as tree_shape_of
 from specbench.model.verify import METHODS as VERIFY_METHODS
 from specbench.model.verify import SHAPES as VERIFY_SHAPES
 
@@ -129,6 +130,8 @@ class Drafter:
                 )
             if self.drafts > 1 or self.confidence is not None:
                 raise ValueError("a tree is one proposal of its own shape: no k drafts or dynamic K")
+        if self.verify == "traversal" and self.tree is not None and self.tree.dynamic:
+            raise ValueError("traversal judges a fixed tree: a dynamic one is judged from its root")
         if self.verify == "gbv" and self.confidence is not None:
             raise ValueError("gbv ranks k whole sequences: no dynamic K")
 
@@ -323,8 +326,77 @@ def chain(drafter: Drafter, params, logits, state, after, n, key, warp: Warp, K:
 
 def tree_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: Warp, n_vocab: int):
     """A token tree of drafts under the pending token (drafter.tree; its kind's propose_tree):
-    (dstate, node tokens [N], p [N, V])."""
-    return drafter.spec.propose_tree(drafter, params, dstate, tokens, n, key, warp, n_vocab)
+    (dstate, node tokens [N], p [N, V], the round's shape). A static Tree is its own shape; a
+    Dynamic tree's is grown this round (dynamic_propose), its p all zero: its children are the
+    draft's most likely tokens, proposed with certainty (verify.tree_verdict(certain=True))."""
+    if isinstance(drafter.tree, Dynamic):
+        return dynamic_propose(drafter, params, dstate, tokens, n, warp, n_vocab)
+    return (*drafter.spec.propose_tree(drafter, params, dstate, tokens, n, key, warp, n_vocab), drafter.tree)
+
+
+def dynamic_propose(drafter: Drafter, params, dstate, tokens, n, warp: Warp, n_vocab: int):
+    """A Dynamic tree (EAGLE-2): `depth` levels over a static layout of candidates (the root; `top`
+    at depth 1; `top` * `top` at each depth after, the children of that level's frontier), the
+    network run over every candidate so far under tree attention at each level; then the `nodes`
+    candidates of highest cumulative log-probability (ties: the earlier, so parents come first)."""
+    spec = drafter.tree
+    C, top = spec.candidates, spec.top
+    net = drafter.spec.features
+    head_tokens = params.get("head_tokens")
+    cand = jnp.zeros(C, jnp.int32).at[0].set(tokens[n - 1])
+    parents = jnp.full(C, -1, jnp.int32)
+    score = jnp.full(C, -jnp.inf, jnp.float32).at[0].set(0.0)
+    frontier = jnp.zeros(1, jnp.int32)
+    if net:  # the head's window, as eagle_tree_propose reads it
+        s, window, before, row = eagle.window(dstate["feats"], tokens, n, spec.depth + 1)
+        _, _, cache = eagle.step(params, dstate["cache"], before, window, s, drafter.config, logits_at=row)
+        reads = jnp.zeros((C, drafter.config.n_embd), before.dtype).at[0].set(before[row])
+    start = 1
+    for level in range(spec.depth):
+        shape = tree_shape_of(parents, spec.depth, top)
+        if net:
+            logits, h, _ = eagle.step(params, cache, reads, cand, n - 1, drafter.config, tree=shape)
+        else:  # tokens[n-2] above the root, as tree_propose runs it
+            above = tree_shape_of(
+                jnp.concatenate([jnp.full(1, -1), jnp.where(parents >= 0, parents + 1, 0)]),
+                spec.depth + 1,
+                top,
+            )
+            x = jnp.concatenate([lax.dynamic_slice(tokens, (n - 2,), (1,)), cand])
+            logits, cache = step(params, dstate["cache"], x, n - 2, drafter.config, tree=above)
+            logits = logits[1:]
+        width = frontier.shape[0] * top
+        for f in range(frontier.shape[0]):
+            u = frontier[f]
+            logp = jnp.log(
+                jnp.maximum(probs(logits[u], warp) if warp.temperature else jax.nn.softmax(logits[u]), 1e-30)
+            )
+            left = logp
+            for j in range(top):  # the top most likely tokens, one pass each
+                c = first_argmax(left)
+                slot = start + f * top + j
+                cand = cand.at[slot].set((c if head_tokens is None else head_tokens[c]).astype(jnp.int32))
+                parents = parents.at[slot].set(u)
+                score = score.at[slot].set(score[u] + left[c])
+                left = left.at[c].set(-jnp.inf)
+            if net:
+                reads = reads.at[start + f * top : start + (f + 1) * top].set(h[u].astype(reads.dtype))
+        level_scores = lax.dynamic_slice(score, (start,), (width,))
+        frontier = start + lax.top_k(level_scores, min(top, width))[1].astype(jnp.int32)
+        start += width
+    idx = jnp.arange(C)
+    order = jnp.lexsort((idx, -jnp.where(idx > 0, score, -jnp.inf)))  # best first, the root last
+    kept = jnp.sort(order[: spec.nodes])  # in candidate order: parents before children
+    new_index = jnp.zeros(C, jnp.int32).at[kept].set(jnp.arange(1, spec.nodes + 1, dtype=jnp.int32))
+    nodes = jnp.concatenate([cand[:1], cand[kept]])
+    node_parents = jnp.concatenate([jnp.full(1, -1, jnp.int32), new_index[parents[kept]]])
+    p = jnp.zeros((spec.size, p_width(warp, n_vocab)), jnp.float32)
+    shape = tree_shape_of(node_parents, spec.depth, top)
+    if not net:  # the cache in node order, for decoding.compact: one more step over the kept tree
+        above = tree_shape_of(jnp.concatenate([jnp.full(1, -1), node_parents + 1]), spec.depth + 1, top)
+        x = jnp.concatenate([lax.dynamic_slice(tokens, (n - 2,), (1,)), nodes])
+        _, cache = step(params, dstate["cache"], x, n - 2, drafter.config, tree=above)
+    return {**dstate, "cache": cache}, nodes, p, shape
 
 
 def network_tree_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: Warp, n_vocab: int):

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from typing import NamedTuple
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 
@@ -29,6 +32,13 @@ class Tree:
         for i, p in enumerate(self.parents[1:], start=1):
             if not 0 <= p < i:
                 raise ValueError(f"node {i}'s parent {p} must be an earlier node (parents first)")
+
+    dynamic = False  # the shape is fixed: Dynamic's is grown each round
+
+    @property
+    def draft_rows(self) -> int:
+        """Rows of one drafting step: the tree (a level at a time, over the tree so far)."""
+        return self.size
 
     @classmethod
     def chain(cls, K: int) -> Tree:
@@ -106,3 +116,71 @@ class Tree:
         """Every root-to-leaf path, as node indices."""
         leaves = [i for i in range(self.size) if not self.children[i]]
         return [list(np.flatnonzero(self.ancestors[leaf])) for leaf in leaves]
+
+
+@dataclasses.dataclass(frozen=True)
+class Dynamic:
+    """A dynamic token tree in EAGLE-2's manner (Li, Wei, Zhang and Zhang, EMNLP 2024, "EAGLE-2:
+    Faster Inference of Language Models with Dynamic Draft Trees", arXiv:2406.16858): the draft
+    grows `depth` levels, each expanding the `top` candidates of the level with the highest
+    cumulative draft probability (the product of p along their path) into their `top` most likely
+    children; of every candidate grown, the `nodes` of highest cumulative probability are kept and
+    verified. The shape follows the draft's confidence from round to round; the sizes are static,
+    so one program serves every round. Each round's shape is a Shape of device arrays."""
+
+    depth: int
+    top: int
+    nodes: int
+
+    def __post_init__(self):
+        if min(self.depth, self.top, self.nodes) < 1:
+            raise ValueError("a dynamic tree has depth, top and nodes >= 1")
+        if self.nodes > self.candidates - 1:
+            raise ValueError(f"{self.nodes} nodes are more than the {self.candidates - 1} candidates grown")
+
+    dynamic = True  # the shape is grown each round (drafters.dynamic_propose)
+
+    @property
+    def draft_rows(self) -> int:
+        """Rows of one drafting step: every candidate, at each level."""
+        return self.candidates
+
+    @property
+    def size(self) -> int:
+        """Nodes verified, the root included."""
+        return self.nodes + 1
+
+    @property
+    def candidates(self) -> int:
+        """Candidates grown, the root included: top at depth 1, top * top at each depth after."""
+        return 1 + self.top + (self.depth - 1) * self.top * self.top
+
+
+class Shape(NamedTuple):
+    """One round's tree as device arrays, read where a Tree's tables are (parents first)."""
+
+    parents: jax.Array  # [n] int32, -1 for the root
+    depths: jax.Array  # [n] int32
+    ancestors: jax.Array  # [n, n] bool: ancestors[i, j] when j is i or one of its ancestors
+    child_table: jax.Array  # [n, width] int32: children in order, -1 padded
+    on_path: jax.Array  # [n, depth + 1] int32: the node at each depth on the path to i, then i
+
+
+def shape_of(parents, depth: int, width: int) -> Shape:
+    """The tables of a tree given by its parents [n] (traced; parents first, -1 for the root), of
+    at most `depth` levels and `width` children per node."""
+    n = parents.shape[0]
+    idx = jnp.arange(n)
+    up = jnp.maximum(parents, 0)
+    ancestors = jnp.eye(n, dtype=bool)
+    depths = jnp.zeros(n, jnp.int32)
+    for _ in range(depth):  # each pass reaches one level further up
+        ancestors = jnp.eye(n, dtype=bool) | jnp.where((parents >= 0)[:, None], ancestors[up], False)
+        depths = jnp.where(parents >= 0, depths[up] + 1, 0)
+    earlier_sibling = (parents[:, None] == parents[None, :]) & (idx[None, :] < idx[:, None])
+    slot = jnp.sum(earlier_sibling, axis=1)
+    child_table = jnp.full((n, width), -1, jnp.int32)
+    child_table = child_table.at[jnp.where(parents >= 0, up, n), slot].set(idx.astype(jnp.int32), mode="drop")
+    at_depth = ancestors[:, :, None] & (depths[None, :, None] == jnp.arange(depth + 1)[None, None, :])
+    on_path = jnp.where(jnp.any(at_depth, 1), jnp.argmax(at_depth, 1), idx[:, None]).astype(jnp.int32)
+    return Shape(parents.astype(jnp.int32), depths, ancestors, child_table, on_path)

@@ -24,6 +24,7 @@ the drafted token's mass; the rule is the same and stays exact.
 
 from __future__ import annotations
 
+import functools
 import os
 
 import jax
@@ -193,7 +194,14 @@ def all_rows_multi_draft_verdict(key, draft_tokens, p, q, n_drafted):
 
 
 def tree_verdict(
-    key, tree, node_tokens, p, q, update_residual: bool = True, without_replacement: bool = True
+    key,
+    tree,
+    node_tokens,
+    p,
+    q,
+    update_residual: bool = True,
+    without_replacement: bool = True,
+    certain: bool = False,
 ):
     """One round's verdict over a token tree (tree.Tree): recursive rejection sampling down the
     tree. The children of node u were drawn from the draft's distribution there, p[u], without
@@ -209,13 +217,16 @@ def tree_verdict(
 
     node_tokens [n] (the root's is the pending token, not judged), p [n, V] and q [n, V]: the
     draft's and the target's distributions after each node (the target's from one tree step).
-    A fixed count of depths, each a fixed count of candidates: no data-dependent loop.
+    A fixed count of depths, each a fixed count of candidates: no data-dependent loop. With
+    `certain` each child was proposed with certainty (a dynamic tree's most likely tokens): p_c is
+    one-hot at its token, so it is accepted with probability r(x) and a rejection removes x from r.
+    `tree` is a tree.Tree or a round's tree.Shape.
     Returns (n_accepted, emitted, last): the accepted drafts, the token after them, and the node
     the accepted path ends at. update_residual=False, and without_replacement=False on siblings
     drawn without replacement, are the tests' broken variants.
     """
     table = jnp.asarray(tree.child_table)
-    width, depth = table.shape[1], tree.depth
+    width, depth = table.shape[1], np.shape(tree.on_path)[1] - 1
     k_coins, k_emit = jax.random.split(key)
     coins = jax.random.uniform(k_coins, (max(depth, 1), width))
 
@@ -225,13 +236,15 @@ def tree_verdict(
         for j in range(width):  # the candidates in order, unrolled: the width is static
             c = table[u, j]
             x = node_tokens[jnp.maximum(c, 0)]
+            if certain:
+                p_c = jax.nn.one_hot(x, q.shape[-1], dtype=q.dtype)
             # a sibling the draft could not have drawn (p had fewer tokens than children) is skipped
             tested = ~stopped & ~found & (c >= 0) & (p_c[x] > 0)
             accepted = tested & (coins[d, j] * p_c[x] < r[x])
             nxt = jnp.where(accepted, c, nxt)
             if update_residual:
                 r = jnp.where(tested & ~accepted, residual(r, p_c), r)
-            if without_replacement:  # the next sibling was drawn from what is left
+            if without_replacement and not certain:  # the next sibling was drawn from what is left
                 rest = p_c.at[x].set(0.0)
                 p_c = jnp.where(tested, rest / jnp.maximum(jnp.sum(rest), 1e-30), p_c)
             found = found | accepted
@@ -379,7 +392,8 @@ def greedy_tree_verdict(tree, node_tokens, target_tokens):
         u = jnp.where(found, kids[jnp.argmax(match)], u)
         return u, stopped | ~found, n_accepted + found.astype(jnp.int32)
 
-    last, _, n_accepted = lax.fori_loop(0, tree.depth, level, (jnp.int32(0), jnp.bool_(False), jnp.int32(0)))
+    depth = np.shape(tree.on_path)[1] - 1
+    last, _, n_accepted = lax.fori_loop(0, depth, level, (jnp.int32(0), jnp.bool_(False), jnp.int32(0)))
     return n_accepted, target_tokens[last], last
 
 
@@ -414,7 +428,9 @@ def verdict_of(drafter, kind: str | None = None):
     """The drafter's verify rule, computed the `kind` way (default: kind_for this JAX backend):
     tree_verdict for a tree, the k-drafts verdict with k drafts, else that of drafter.verify."""
     if drafter.tree is not None:  # one walk over the tree whatever the device
-        return traversal_verdict if drafter.verify == "traversal" else tree_verdict
+        if drafter.verify == "traversal":
+            return traversal_verdict
+        return functools.partial(tree_verdict, certain=True) if drafter.tree.dynamic else tree_verdict
     kind = kind or kind_for(jax.default_backend())
     if drafter.drafts > 1:
         return VERDICTS[kind]["gbv" if drafter.verify == "gbv" else "drafts"]

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 
 from specbench.errors import WeightsError
-from specbench.model import kernels
+from specbench.model import eagle, kernels
 from specbench.model.gpt2 import GPT2Config, init_params
 from specbench.model.hf_layout import is_model_dir, load_dir, read_config
 from specbench.model.layouts import for_decoding
@@ -183,6 +183,9 @@ def list_models() -> list[dict]:
         raise WeightsError(f"cannot read {root} ({e.strerror})", "weights_dir") from None
     for d in entries:
         if d.name not in registered and not d.name.startswith(".") and is_model_dir(d):
+            if eagle.is_head_dir(d):
+                rows.append(head_row(d))
+                continue
             try:
                 config = read_config(d)
             except WeightsError as e:  # listed, with why it cannot be used: what loading it says
@@ -202,6 +205,25 @@ def list_models() -> list[dict]:
                 }
             )
     return rows
+
+
+def head_row(d: Path) -> dict:
+    """models' row for an EAGLE head (eagle.py): what it drafts for, its shape and size."""
+    try:
+        config, params, trained_on = eagle.load(d)
+    except WeightsError as e:
+        return unreadable_row(d, str(e))
+    n_params = sum(x.size for x in jax.tree_util.tree_leaves(params))
+    return {
+        "name": d.name,
+        "aliases": "",
+        "kind": "EAGLE head (--drafter eagle)",
+        "present": True,
+        "n_params": n_params,
+        "description": f"drafts for {trained_on or 'a target'} from its features",
+        "path": str(d),
+        "layers_x_width": f"1x{config.n_embd}",
+    }
 
 
 def unreadable_row(d: Path, reason: str) -> dict:

@@ -182,6 +182,28 @@ def verification(rows: list[dict]) -> str:
     )
 
 
+def tree_label(row: dict) -> str:
+    """'tiny-draft chain', 'tiny-draft tree 2,2,1' or '... (traversal)': a trees row's shape."""
+    name = row["draft"] if row.get("tree_nodes") else f"{row['draft']} chain"
+    return name + (" (traversal)" if row.get("verify") == "traversal" else "")
+
+
+def trees(rows: list[dict]) -> str:
+    """Each drafter's tree against its chain of the same depth: tokens per round bought, and what
+    the larger verify step costs."""
+    parts = [
+        f"{tree_label(r)} {x(r['speedup'])} ({r['tokens_per_round']:.2f} tokens/round, verify "
+        f"{r['t_verify_s'] * 1e3:.2f} ms)"
+        for r in rows
+    ]
+    return (
+        "Same prompt, seed and depth: " + ", ".join(parts) + ". A tree offers several candidates per "
+        "position, so it accepts more tokens per round than a chain of its depth; it pays for a verify "
+        "step over all its nodes and a drafting step per level over the tree so far. Traversal "
+        "verification judges the same tree from its leaves and keeps paths a walk from the root drops."
+    )
+
+
 def dial(rows: list[dict]) -> str:
     """Measured speedup against the dial's acceptance, beside Leviathan's curve at c = 0."""
     rows = sorted(rows, key=lambda r: r["acceptance"])

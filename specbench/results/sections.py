@@ -105,6 +105,19 @@ SECTIONS = (
         bars="by verification method (T = 1)",
     ),
     Section(
+        "trees",
+        "Token trees against chains (T = 1)",
+        columns=(
+            ("drafter", "draft"),
+            ("verify", "verify"),
+            ("nodes", "tree_nodes"),
+            ("t_verify", "t_verify_s"),
+        ),
+        reading=readings.trees,
+        label=readings.tree_label,
+        bars="by drafter and shape (T = 1)",
+    ),
+    Section(
         "dial",
         "Speedup against acceptance: the dial (T = 0)",
         columns=(("dial a", "acceptance"), ("t_verify", "t_verify_s"), ("t_target", "t_target_s")),
