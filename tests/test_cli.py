@@ -631,3 +631,25 @@ def test_traversal_and_gbv_run_where_they_apply_and_are_refused_elsewhere(env, t
         assert_one_line_error(invoke("run", *env, *extra, "--no-save"), words)
     result = invoke("sweep", *env, "--verify", "token,gbv", "--drafts", "1,2", "--dry-run")
     assert_one_line_error(result, "--verify", "gbv judges k drafts", "not one draft sequence")
+
+
+def test_sweep_takes_a_tree_for_the_drafters_that_grow_one(env, tmp_path):
+    result = invoke(
+        "sweep",
+        *env,
+        "--drafter",
+        "model,layerskip",
+        "--tree",
+        "2,1",
+        "--prompts",
+        "seed-turing",
+        "--dry-run",
+    )
+    assert result.exit_code == 0, result.output
+    assert "tree 2,1 K=2" in result.output and "2 configurations" in result.output
+    result = invoke("sweep", *env, "--drafter", "model,lookup", "--tree", "2,1", "--dry-run")
+    assert_one_line_error(result, "--tree", "the lookup drafter proposes no trees")
+    result = invoke("sweep", *env, "--tree", "dynamic:3,2,5", "--verify", "traversal", "--dry-run")
+    assert_one_line_error(result, "--verify", "traversal judges a fixed tree")
+    result = invoke("run", *env, "--tree", "dynamic:2,2,9", "--no-save")
+    assert_one_line_error(result, "--tree", "9 nodes are more than the 6 candidates it grows")

@@ -331,3 +331,19 @@ def test_run_drafts_with_a_head_and_refuses_what_does_not_fit(env, tmp_path):
         "--no-save",
     )
     assert_one_line_error(result, "--eagle-head", "is not an EAGLE head")
+
+
+def test_models_lists_a_head_as_what_it_is(env, tmp_path, monkeypatch):
+    from specbench.model import weights
+
+    t = weights.load_model(env[3])
+    h = random_head(t, 3)
+    eagle.save(tmp_path / "gpt2_weights" / "t-eagle", h.params, h.config, "t")
+    rows = {r["name"]: r for r in weights.list_models()}
+    assert rows["t-eagle"]["kind"] == "EAGLE head (--drafter eagle)"
+    assert rows["t-eagle"]["layers_x_width"] == f"1x{t.config.n_embd}" and rows["t-eagle"]["present"]
+    # and the default head of a target named t is that folder
+    result = invoke(
+        "run", "--drafter", "eagle", "--target", env[3], "-n", "6", "--K", "2", "--repeats", "1", "--no-save"
+    )
+    assert result.exit_code == 0, result.output
