@@ -26,8 +26,8 @@ def main(paths: list[str]) -> None:
         for row in export.read_json(path):
             if row.get("implementation", "specbench") == "specbench":
                 groups[(row["drafter"], shape(row), row["temperature"])].append(row)
-    head = "drafter | shape | T | prompts | verify rows | tokens/round | α | speedup (range) | t_draft | t_verify"
-    print(f"| {head} |")
+    columns = ["drafter", "shape", "T", "prompts", "verify rows", "tokens/round", "α", "speedup (range)"]
+    print("| " + " | ".join(columns + ["t_draft", "t_verify"]) + " |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for (drafter, form, T), rows in sorted(groups.items(), key=lambda kv: (kv[0][2], kv[0][0], kv[0][1])):
         mean = lambda k: float(np.mean([r[k] for r in rows]))
