@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Measurements on a lent GPU machine (the workplace's device tool runs this in a copy of the
 # checkout, with the image's own Python, JAX and torch; nothing is installed). Usage:
-#   bash scripts/gpu_session.sh STAGE...   stages: env loops verdict run run-xla-loops dial batch roofline-bf16 roofline
+#   bash scripts/gpu_session.sh STAGE...   stages: env loops verdict run run-xla-loops dial batch roofline-bf16 roofline drafters
 #                                          report-bundled report-pair peer tests
 #   bash scripts/gpu_session.sh all        issue 48's measuring, in one call of about 8 minutes
 # Every stage has its own time limit, writes its log and files under $OUT, and a failed stage
@@ -42,6 +42,14 @@ for s in "${stages[@]}"; do
             --export-json "$OUT/run-bundled-f32-T0-xla-loops.json"
         stage run-xla-loops-T1 75 env SPECBENCH_XLA_LOOPS=default $sb run --K 4 -t 1 --repeats 10 --no-save \
             --export-json "$OUT/run-bundled-f32-T1-xla-loops.json"
+        ;;
+    drafters)  # the EAGLE head as a chain, a tree and a dynamic tree, T = 0 and 1: what trees buy where
+        # a verify of 15 rows costs about one of 5 (issue 49)
+        for shape in chain:--K=4 tree:--tree=2,2,1,1 dynamic:--tree=dynamic:4,3,14; do
+            name="eagle-${shape%%:*}"
+            stage "drafters-$name" 75 $sb sweep --drafter eagle ${shape#*:} -t 0,1 --repeats 5 \
+                --prompts narrative-1,dialogue-1 -o "$OUT/sweep-$name.json"
+        done
         ;;
     dial)  # random 1558M verifying the dial's drafts: speedup against an acceptance set exactly, bf16
         stage dial "${DIAL_LIMIT:-150}" $sb sweep --drafter dial --acceptance 0.5,1 --K 4 -t 0 --dtype bfloat16 \
