@@ -140,7 +140,7 @@ def pair():
     return noisy_copy(target, 0.5, 4), target
 
 
-@pytest.mark.parametrize("kind", ["model", "layerskip"])
+@pytest.mark.parametrize("kind", ["model", "layerskip", "model-traversal"])
 @pytest.mark.parametrize("shape", [(2, 2, 1), (3, 1)], ids=lambda s: "x".join(map(str, s)))
 def test_greedy_tree_decoding_gives_autoregressive_tokens(pair, kind, shape):
     import dataclasses
@@ -151,11 +151,11 @@ def test_greedy_tree_decoding_gives_autoregressive_tokens(pair, kind, shape):
     draft, target = pair
     tree = Tree.branching(shape)
     base = (
-        drafters.model_drafter(draft.config)
-        if kind == "model"
-        else drafters.layerskip_drafter(target.config, 1)
+        drafters.layerskip_drafter(target.config, 1)
+        if kind == "layerskip"
+        else drafters.model_drafter(draft.config)
     )
-    drafter = dataclasses.replace(base, tree=tree)
+    drafter = dataclasses.replace(base, tree=tree, verify="traversal" if "traversal" in kind else "token")
     for prompt in ([5, 17, 3, 9], [1, 2, 3, 1, 2, 3, 1]):
         ar, _ = generate.autoregressive(target, prompt, 24, Warp(), 0)
         sd, stats = generate.speculative(draft, target, prompt, 24, len(shape), Warp(), 0, drafter=drafter)

@@ -348,3 +348,25 @@ def test_gbvs_skew_is_the_best_of_k_draws_at_the_root():
         block=block,
     )
     np.testing.assert_allclose(captured["s"], best, rtol=1e-5)
+
+
+def test_gbv_sorting_only_the_drafts_support_gives_the_same_verdict():
+    """A draft vocabulary bounds the tokens with p > 0: ranking those alone (support) gives the
+    same F where p > 0, so the same skew and the same verdict for the same coins."""
+    rng = np.random.default_rng(4)
+    k, K, V, S = 3, 3, 40, 12
+    kept = np.sort(rng.choice(V, S, replace=False))
+    p = np.zeros((k, K, V), np.float32)
+    p[..., kept] = rng.dirichlet(np.ones(S), (k, K))
+    q = rng.dirichlet(np.ones(V), (k, K + 1)).astype(np.float32)
+    ratio, row = jnp.asarray(q[0, 0] / (p[0, 0] + 1e-30)), jnp.asarray(p[0, 0])
+    full, narrow = verify.ranked_mass(ratio, row), verify.ranked_mass(ratio, row, support=S)
+    np.testing.assert_allclose(np.asarray(narrow)[kept], np.asarray(full)[kept], rtol=1e-6)
+    drafts = jnp.asarray(
+        np.stack([[rng.choice(kept, p=p[j, i, kept]) for i in range(K)] for j in range(k)]), jnp.int32
+    )
+    for seed in range(20):
+        key = jax.random.PRNGKey(seed)
+        a = gbv_verdict(key, drafts, jnp.asarray(p), jnp.asarray(q), jnp.full(k, K))
+        b = gbv_verdict(key, drafts, jnp.asarray(p), jnp.asarray(q), jnp.full(k, K), support=S)
+        assert [int(x) for x in a] == [int(x) for x in b]

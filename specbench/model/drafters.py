@@ -352,9 +352,9 @@ def dynamic_propose(drafter: Drafter, params, dstate, tokens, n, warp: Warp, n_v
         _, _, cache = eagle.step(params, dstate["cache"], before, window, s, drafter.config, logits_at=row)
         reads = jnp.zeros((C, drafter.config.n_embd), before.dtype).at[0].set(before[row])
     start = 1
-    for level in range(spec.depth):
-        shape = tree_shape_of(parents, spec.depth, top)
+    for _ in range(spec.depth):  # each level expands the frontier of the one before
         if net:
+            shape = tree_shape_of(parents, spec.depth, top)
             logits, h, _ = eagle.step(params, cache, reads, cand, n - 1, drafter.config, tree=shape)
         else:  # tokens[n-2] above the root, as tree_propose runs it
             above = tree_shape_of(

@@ -323,7 +323,9 @@ def traversal_verdict(key, tree, node_tokens, p, q, correct: bool = True):
     return depths[last], race(jax.random.fold_in(key, 1), r[last]), last
 
 
-def gbv_verdict(key, draft_tokens, p, q, n_drafted, skew: bool = True, block=None):
+def gbv_verdict(
+    key, draft_tokens, p, q, n_drafted, skew: bool = True, block=None, support: int | None = None
+):
     """One round's verdict over k draft sequences by greedy multi-path block verification (Thomas
     and Pal 2026, arXiv:2602.16961): one path is chosen greedily, then judged by block verification
     against the distribution that choosing made.
@@ -344,7 +346,10 @@ def gbv_verdict(key, draft_tokens, p, q, n_drafted, skew: bool = True, block=Non
 
     Arguments and result as multi_draft_verdict: (n_accepted, emitted, branch). skew=False is
     the tests' broken variant: the greedy path judged against p itself. block: the block verdict
-    to run (block_verdict, or all_rows_block_verdict for the all-rows kind).
+    to run (block_verdict, or all_rows_block_verdict for the all-rows kind). support: at most this
+    many tokens have p > 0 (a draft vocabulary's size): the ranking then sorts those alone, since a
+    token the draft cannot draw adds nothing to F and has s = 0 (a sort of the whole vocabulary
+    at each depth is most of the verdict's time on a CPU).
     """
     block = block or block_verdict
     k, K = draft_tokens.shape
@@ -355,8 +360,7 @@ def gbv_verdict(key, draft_tokens, p, q, n_drafted, skew: bool = True, block=Non
         j0 = first_alive(alive)
         q_i, p_i = q[j0, i], p[j0, i]
         ratio = q_i / (p_i + jnp.finfo(jnp.float32).tiny)
-        ranked = jnp.argsort(ratio, stable=True)
-        at_most = jnp.zeros_like(p_i).at[ranked].set(jnp.cumsum(p_i[ranked]))  # F(x)
+        at_most = ranked_mass(ratio, p_i, support)  # F(x)
         scale = jnp.maximum(below + P, 1e-30)
         a, b = (below + P * at_most) / scale, (below + P * (at_most - p_i)) / scale
         s = p_i * sum(a**j * b ** (k - 1 - j) for j in range(k))
@@ -372,9 +376,24 @@ def gbv_verdict(key, draft_tokens, p, q, n_drafted, skew: bool = True, block=Non
     return n_accepted, emitted, branch
 
 
-def all_rows_gbv_verdict(key, draft_tokens, p, q, n_drafted):
+def ranked_mass(ratio, p, support: int | None = None):
+    """F(x) = the mass of p at tokens ranked at or below x by `ratio` (ties: the lower id below),
+    [V]. With `support`, p is zero outside at most that many tokens, which alone are sorted."""
+    V = p.shape[0]
+    if support is None or support >= V:
+        ranked = jnp.argsort(ratio, stable=True)
+        return jnp.zeros_like(p).at[ranked].set(jnp.cumsum(p[ranked]))
+    ids = jnp.nonzero(p > 0, size=support, fill_value=V)[0]  # increasing ids: ties stay in id order
+    safe = jnp.minimum(ids, V - 1)
+    key = jnp.where(ids < V, ratio[safe], jnp.inf)
+    mass = jnp.where(ids < V, p[safe], 0.0)
+    order = jnp.argsort(key, stable=True)
+    return jnp.zeros_like(p).at[ids[order]].set(jnp.cumsum(mass[order]), mode="drop")
+
+
+def all_rows_gbv_verdict(key, draft_tokens, p, q, n_drafted, support: int | None = None):
     """gbv_verdict judged by all_rows_block_verdict: the all-rows kind."""
-    return gbv_verdict(key, draft_tokens, p, q, n_drafted, block=all_rows_block_verdict)
+    return gbv_verdict(key, draft_tokens, p, q, n_drafted, block=all_rows_block_verdict, support=support)
 
 
 def greedy_tree_verdict(tree, node_tokens, target_tokens):
@@ -433,5 +452,7 @@ def verdict_of(drafter, kind: str | None = None):
         return functools.partial(tree_verdict, certain=True) if drafter.tree.dynamic else tree_verdict
     kind = kind or kind_for(jax.default_backend())
     if drafter.drafts > 1:
-        return VERDICTS[kind]["gbv" if drafter.verify == "gbv" else "drafts"]
+        if drafter.verify == "gbv":  # a draft vocabulary bounds the tokens its ranking sorts
+            return functools.partial(VERDICTS[kind]["gbv"], support=drafter.vocab)
+        return VERDICTS[kind]["drafts"]
     return VERDICTS[kind][drafter.verify]

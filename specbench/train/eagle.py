@@ -83,6 +83,7 @@ def eagle_task(target: Model, tc: TrainConfig, how: EagleLoss, vocab, train_toke
         make_update=make_update,
         next_batch=next_batch,
         evaluate=lambda head: validate(head, target, vocab, val_tokens, tc, how)["loss"],
+        perplexity=False,  # regression + cross-entropy
     )
 
 

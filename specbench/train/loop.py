@@ -181,6 +181,7 @@ class Task:
     )
     next_batch: Callable  # rng -> the update's batch arguments
     evaluate: Callable[[dict], float]  # params -> validation loss
+    perplexity: bool = True  # the loss is a cross-entropy, whose exp is a perplexity
 
 
 def lm_task(config: GPT2Config, tc: TrainConfig, train_tokens, val_tokens, teacher, greedy) -> Task:
@@ -301,11 +302,14 @@ def train(
     if last < tc.steps:
         return params, {"stopped_at": last, "history": history}
     final_val = task.evaluate(params)
-    log(f"validation cross-entropy {final_val:.4f} (perplexity {math.exp(final_val):.1f})")
+    if task.perplexity:
+        log(f"validation cross-entropy {final_val:.4f} (perplexity {math.exp(final_val):.1f})")
+    else:
+        log(f"validation loss {final_val:.4f}")
     record = {
         **settings,
         "val_loss": final_val,
-        "val_perplexity": math.exp(final_val),
+        **({"val_perplexity": math.exp(final_val)} if task.perplexity else {}),
         "history": history,
         "teacher": teacher.source if teacher else None,
         "tokens_seen": tc.steps * tc.batch * tc.ctx,
