@@ -177,7 +177,8 @@ def verification(rows: list[dict]) -> str:
     return (
         "Same prompt, seed and pair: " + ", ".join(parts) + ". Block verification accepts at least as many "
         "tokens per round in expectation as token by token at the same cost; k drafts raise the tokens "
-        "per round and pay for k draft sequences and a verify of k (K + 1) tokens. One generation's "
+        "per round and pay for k draft sequences and a verify of k (K + 1) tokens; gbv also ranks the "
+        "draft's tokens by q/p at every depth, a sort that is slow on a CPU. One generation's "
         "tokens per round varies with its random stream: compare over several prompts before concluding."
     )
 
@@ -198,9 +199,11 @@ def trees(rows: list[dict]) -> str:
     ]
     return (
         "Same prompt, seed and depth: " + ", ".join(parts) + ". A tree offers several candidates per "
-        "position, so it accepts more tokens per round than a chain of its depth; it pays for a verify "
-        "step over all its nodes and a drafting step per level over the tree so far. Traversal "
-        "verification judges the same tree from its leaves and keeps paths a walk from the root drops."
+        "position, so in expectation it accepts at least as many tokens per round as a chain of its "
+        "depth; it pays for a verify step over all its nodes and a drafting step per level over the "
+        "tree so far. Traversal verification judges the same tree from its leaves and keeps paths a "
+        "walk from the root drops. One generation's tokens per round varies with its random stream: "
+        "docs/drafters.md compares them over the prompt suite."
     )
 
 

@@ -98,7 +98,7 @@ SECTIONS = (
     ),
     Section(
         "verification",
-        "Verification methods: token, block, k drafts (T = 1)",
+        "Verification methods: token, block, k drafts, gbv (T = 1)",
         columns=(("verify", "verify"), ("drafts", "drafts"), ("t_verify", "t_verify_s")),
         reading=readings.verification,
         label=readings.method_label,
