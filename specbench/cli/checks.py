@@ -413,7 +413,7 @@ def check_no_effect(f: dict, given: set[str], kinds: list[str], temperatures: li
             )
     from specbench.model.drafters import KINDS
 
-    for name in ("ngram", "draft_layers", "eagle_head"):
+    for name in dict.fromkeys(flag for kind in KINDS.values() for flag in kind.flags):
         owner = next(k for k in KINDS.values() if name in k.flags).name
         if name in given and not any(name in KINDS[k].flags for k in kinds if k in KINDS):
             raise BadInput(

@@ -59,13 +59,14 @@ def run_settings(f: dict) -> dict:
     return {k: f[k] for k in ("n_tokens", "seed", "repeats", "warmup")} | {"device_loop": not f["host_loop"]}
 
 
-def drafter_models(kinds: list[str], f: dict):
-    """(the model the drafter brings: a draft model, an EAGLE head or None; the target)."""
+def drafter_models(kinds: list[str], f: dict) -> tuple[dict, object]:
+    """({kind: the model it drafts with: the draft model, the EAGLE head or None}, the target),
+    each loaded once and only where one of `kinds` needs it."""
     d, t = load_pair(
         f["draft"], f["target"], f["dtype"], bool(set(kinds_that("draft_model")) & set(kinds)), f["kernels"]
     )
     head = load_head(f, t) if set(kinds_that("features")) & set(kinds) else None
-    return drafting_model(kinds[0], d, head), t
+    return {kind: drafting_model(kind, d, head) for kind in kinds}, t
 
 
 def run_plan(f: dict, given: set[str]) -> RunPlan:
@@ -83,7 +84,8 @@ def run_plan(f: dict, given: set[str]) -> RunPlan:
     if batch > 1 and not chose_prompt:
         prompt_id = "all"
     check_drafter_flags([f["drafter"]], f)
-    d, t = drafter_models([f["drafter"]], f)
+    own, t = drafter_models([f["drafter"]], f)
+    d = own[f["drafter"]]
     drafter, draft_name = make_drafter(f["drafter"], d, t, f)
     by_id = {pid: tokenizer.encode(text) for pid, text in chosen.items()}
     for ids in by_id.values():
@@ -142,11 +144,7 @@ def sweep_plan(f: dict, given: set[str]) -> SweepPlan:
             rows = export.read_json(output)
         except ExportError as e:
             raise BadInput("--resume", str(e)) from None
-    d, t = load_pair(
-        f["draft"], f["target"], f["dtype"], bool(set(kinds_that("draft_model")) & set(kinds)), f["kernels"]
-    )
-    head = load_head(f, t) if set(kinds_that("features")) & set(kinds) else None
-    own = {kind: drafting_model(kind, d, head) for kind in kinds}  # the model each kind drafts with
+    own, t = drafter_models(kinds, f)  # the model each kind drafts with
     # each drafter with every --verify, --drafts and (the dial) --acceptance: [(Drafter, name)]
     variants = {
         kind: method_variants(*network_drafter(kind, own[kind], t, f), *method_flags(f)) for kind in kinds
@@ -249,7 +247,8 @@ def trace_plan(f: dict, given: set[str]) -> TracePlan:
     check_no_effect(f, given, [f["drafter"]], [f["temperature"]])
     prompt, _ = resolve_prompt(f["prompt"], f["prompt_id"])
     check_drafter_flags([f["drafter"]], f)
-    d, t = drafter_models([f["drafter"]], f)
+    own, t = drafter_models([f["drafter"]], f)
+    d = own[f["drafter"]]
     drafter, draft_name = make_drafter(f["drafter"], d, t, f)
     ids = tokenizer.encode(prompt)
     check_decodable(ids, f["n_tokens"], drafter.reach(f["K"]), [m for m in (d, t) if m is not None])
