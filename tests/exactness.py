@@ -18,9 +18,9 @@ from specbench.measure.selftest import (  # noqa: F401  (re-exported for the tes
     broken_accept_reject,
     chi_square_p,
 )
-from specbench.model import kernels
+from specbench.model import gpu_kernels, kernels
 from specbench.model.gpt2 import GPT2Config
-from specbench.model.layouts import kernel_layout
+from specbench.model.layouts import kernel_layout, pallas_layout
 from specbench.model.sampling import accept_reject, sample
 from specbench.model.weights import Model
 
@@ -42,6 +42,14 @@ def with_kernel(*models: Model) -> tuple[Model, ...]:
     if kernels.unavailable():
         pytest.skip(f"the CPU kernel cannot run here: {kernels.unavailable()}")
     return tuple(Model(m.name, m.config, kernel_layout(m.params), m.source) for m in models)
+
+
+def with_pallas(*models: Model) -> tuple[Model, ...]:
+    """The models marked for the fused Pallas kernels (layouts.pallas_layout), those whose shapes
+    they tile; on the CPU they run interpreted (gpu_kernels.py)."""
+    fits = lambda m: gpu_kernels.unsupported(m.config.n_embd, m.config.n_head, gpu_kernels.ROWS) is None
+    mark = lambda m: Model(m.name, m.config, pallas_layout(m.params), m.source) if fits(m) else m
+    return tuple(mark(m) for m in models)
 
 
 def noisy_copy(model: Model, noise: float, seed: int) -> Model:

@@ -96,9 +96,9 @@ def test_the_kernel_layout_adds_packed_copies_of_every_matrix(kernel):
 def test_where_the_kernel_cannot_run_auto_falls_back_and_cpu_says_why(monkeypatch, env):
     params = random_model(TINY, 1).params
     monkeypatch.setattr(kernels, "unavailable", lambda: "its library was not built at install (test)")
-    assert kernels.wanted(params, "auto") is False and kernels.wanted(params, "xla") is False
+    assert kernels.choose(params, 2, "auto") == "xla" and kernels.choose(params, 2, "xla") == "xla"
     with pytest.raises(SpecbenchError, match="was not built") as e:
-        kernels.wanted(params, "cpu")
+        kernels.choose(params, 2, "cpu")
     assert e.value.setting == "kernels"
     assert_one_line_error(invoke("run", *env, "--kernels", "cpu", "--dry-run"), "--kernels", "not built")
     result = invoke("run", *env, "--dry-run")  # auto: XLA's products, and one line saying why
@@ -108,10 +108,10 @@ def test_where_the_kernel_cannot_run_auto_falls_back_and_cpu_says_why(monkeypatc
 
 def test_bfloat16_weights_use_xla_and_a_missing_library_is_named(monkeypatch):
     params16 = jax.tree_util.tree_map(lambda a: a.astype(jnp.bfloat16), random_model(TINY, 1).params)
-    assert kernels.wanted(params16, "auto") is False
+    assert kernels.choose(params16, 2, "auto") == "xla"
     monkeypatch.setattr(kernels, "unavailable", lambda: None)  # the dtype's reason, built or not
     with pytest.raises(SpecbenchError, match="float32"):
-        kernels.wanted(params16, "cpu")
+        kernels.choose(params16, 2, "cpu")
     with pytest.MonkeyPatch.context() as m:  # the loader itself (not its cached answer), no library beside it
         m.setattr(kernels, "library_path", lambda: None)
         why = kernels.registration_error.__wrapped__()

@@ -27,8 +27,9 @@ Metrics (one generation of N new tokens; the first comes from the prefill in bot
 
 KERNELS_HELP = (
     "Matrix products of the decode steps: cpu = specbench's CPU kernel (reads each weight once for all "
-    "the rows of a step), xla = XLA's own, auto = the kernel where it can run (float32 on a CPU, built "
-    "at install), else XLA."
+    "the rows of a step), pallas = specbench's fused Pallas kernels for a GPU (five a layer), xla = "
+    "XLA's own, auto = the CPU kernel where it can run (float32 on a CPU, built at install), else the "
+    "Pallas kernels where they can (a Hopper GPU that passes their self-check), else XLA."
 )
 VERIFY_HELP = (
     "How the target judges the drafts: token (token by token, Leviathan et al. 2023; SpecInfer's "

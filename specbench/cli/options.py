@@ -353,7 +353,7 @@ roofline = [
         type=ListParam(str, click.Choice(KERNELS)),
         default="auto",
         show_default=True,
-        help="Comma list of auto, cpu, xla: each model is measured with each (see run --help).",
+        help="Comma list of auto, cpu, pallas, xla: each model is measured with each (see run --help).",
     ),
     click.option(
         "--context", type=Count(8, CONTEXT_MAX), default=128, show_default=True, help="Cache length."

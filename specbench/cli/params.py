@@ -10,7 +10,7 @@ import click
 
 from specbench.results import theory
 
-KERNELS = ("auto", "cpu", "xla")  # kernels.CHOICES
+KERNELS = ("auto", "cpu", "pallas", "xla")  # kernels.CHOICES
 # copies of the model layer's lists, so that --help imports no JAX; tests/test_drafters.py pins each
 VERIFY_METHODS = ("token", "block", "traversal", "gbv")  # verify.METHODS
 VERIFY_SHAPES = {  # verify.SHAPES: what each method judges

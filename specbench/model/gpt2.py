@@ -19,7 +19,8 @@ verify = K+1). Rolling back after a rejected draft is free: set `pos` back, and 
 entries are masked until they are overwritten.
 
 The layers are stacked on a leading axis and run with `lax.scan`, so compile time does not grow
-with depth.
+with depth. In the Pallas layout (layouts.pallas_layout, a GPU's `--kernels pallas`) a step of up to
+16 tokens runs each layer as five fused kernels instead, the layers unrolled (gpu_kernels.py).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from specbench.model import attention, kernels, programs
+from specbench.model import attention, gpu_kernels, kernels, programs
 from specbench.model.layouts import as_loaded
 
 
@@ -151,12 +152,21 @@ def step(params, cache, tokens, pos, config: GPT2Config, logits_at=None, tree=No
     pos + its depth and attends to the cache and its own ancestors (SpecInfer's tree attention);
     their keys and values are written at pos.. in node order, and the accepted path is moved to
     consecutive positions afterwards.
+
+    In the Pallas layout a step of up to gpu_kernels.ROWS tokens runs its blocks through the fused
+    kernels (gpu_kernels.blocks); the embedding, the cache write, the final norm and the head stay
+    as here.
     """
     n_seq = tokens.shape[0]
     offsets = jnp.arange(n_seq) if tree is None else jnp.asarray(tree.depths)
     positions = jnp.minimum(pos + offsets, config.n_ctx - 1)  # pads past n_ctx are junk
     x = params["wte"][tokens] + params["wpe"][positions]  # [n_seq, n_embd]
-    x, (k_new, v_new) = blocks(params, x, cache, pos, config, tree)
+    if "pallas" in params and gpu_kernels.fits(n_seq, cache["v"].shape[1]):  # layouts.pallas_layout
+        sees = np.tril(np.ones((n_seq, n_seq), bool)) if tree is None else tree.ancestors
+        eps = config.layer_norm_epsilon
+        x, (k_new, v_new) = gpu_kernels.blocks(params, x, cache, pos, sees, config.n_head, eps, gelu)
+    else:
+        x, (k_new, v_new) = blocks(params, x, cache, pos, config, tree)
     # the scan only reads the cache; every layer's new entries [L, n_seq, n_head, hd] are written
     # in one update here (inside the scan, a batch's per-sequence write copied the whole cache)
     k, v = write_cache(cache["k"], cache["v"], jnp.transpose(k_new, (0, 2, 3, 1)), v_new, pos)

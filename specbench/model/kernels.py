@@ -28,10 +28,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from specbench.errors import SpecbenchError
+from specbench.model import gpu_kernels
 
-CHOICES = ("auto", "cpu", "xla")
-"""--kernels: auto (the CPU kernel where it can run, else XLA), cpu (the kernel, or an error saying
-why it cannot run), xla (XLA's own products everywhere: the pure-JAX path)."""
+CHOICES = ("auto", "cpu", "pallas", "xla")
+"""--kernels: auto (the CPU kernel where it can run, else the fused Pallas kernels where they can,
+else XLA), cpu (the CPU kernel, or an error saying why it cannot run), pallas (gpu_kernels.py's
+fused kernels on a Hopper GPU that passes their self-check, or an error saying why not), xla (XLA's
+own products everywhere: the pure-JAX path)."""
 TARGET = "specbench_matmul"
 LIBRARY = "_cpu_kernels"  # setup.py's extension: specbench/model/_cpu_kernels<suffix>
 ROWS_MAX = 256
@@ -114,21 +117,33 @@ def matmul(x, packed, n_out: int, b=None, layer=0):
     return call(x, packed, bias, jnp.asarray(layer, jnp.int32))
 
 
-def wanted(params, choice: str = "auto") -> bool:
-    """Whether decoding these weights uses the CPU kernel, as `choice` (one of CHOICES) asks:
-    `auto` where it can run, `cpu` or a SpecbenchError naming --kernels, `xla` never."""
+def choose(params, n_head: int, choice: str = "auto") -> str:
+    """What decoding these weights (a GPT-2 of n_head heads) runs, as `choice` (one of CHOICES)
+    asks: "cpu", "pallas" or "xla". `auto` takes the first that can run of cpu, pallas, xla; `cpu`
+    and `pallas` raise a SpecbenchError naming --kernels where theirs cannot; `xla` is always XLA."""
     if choice not in CHOICES:
         raise SpecbenchError(f"must be one of {', '.join(CHOICES)} (got {choice!r})", "kernels")
-    if choice == "xla":
-        return False
     dtype = jnp.dtype(params["wte"].dtype)
-    why = unavailable() or (None if dtype == jnp.float32 else f"it multiplies float32 weights, not {dtype}")
-    if why and choice == "cpu":
-        raise SpecbenchError(f"specbench's CPU kernel cannot run: {why}", "kernels")
-    return why is None
+    why = {
+        "cpu": lambda: (
+            unavailable() or (None if dtype == jnp.float32 else f"it multiplies float32 weights, not {dtype}")
+        ),
+        "pallas": lambda: (
+            gpu_kernels.unsupported(params["wte"].shape[1], n_head, gpu_kernels.ROWS)
+            or gpu_kernels.unavailable()
+        ),
+    }
+    name = {"cpu": "specbench's CPU kernel", "pallas": "the fused Pallas kernels"}
+    if choice in why:
+        if reason := why[choice]():
+            raise SpecbenchError(f"{name[choice]} cannot run: {reason}", "kernels")
+        return choice
+    if choice == "auto":
+        return next((kind for kind in ("cpu", "pallas") if not why[kind]()), "xla")
+    return "xla"
 
 
 def used_by(params) -> str:
-    """What multiplies these weights in a decode step: "cpu" (the kernel's layout, layouts.kernel_layout)
-    or "xla"."""
-    return "cpu" if "head" in params else "xla"
+    """What multiplies these weights in a decode step: "cpu" (the kernel's layout,
+    layouts.kernel_layout), "pallas" (layouts.pallas_layout) or "xla"."""
+    return "cpu" if "head" in params else "pallas" if "pallas" in params else "xla"

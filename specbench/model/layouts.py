@@ -5,6 +5,8 @@
     decode  hf plus a [n_out, n_in] copy of every block matrix for XLA's 1-token products
     kernel  hf plus a packed copy of every block matrix and of the output head (wte.T) for the
             CPU kernel (kernels.pack)
+    pallas  hf as it is, marked for the fused Pallas kernels of a GPU step (gpu_kernels.py), which
+            read the stacked weights in place: no second copy
 
 gpt2.linear and gpt2.head read whichever is there; what each costs in memory is in
 docs/performance.md, and `specbench roofline` prints it.
@@ -64,15 +66,24 @@ def kernel_layout(params):
     return {**params, "blocks": blocks, "head": {"packed": kernels.pack(params["wte"].T)}}
 
 
-def for_decoding(params, kernel: bool):
-    """The layout decoding reads: kernel_layout where the CPU kernel runs, else decode_layout."""
-    return kernel_layout(params) if kernel else decode_layout(params)
+def pallas_layout(params):
+    """The same weights marked for the fused Pallas kernels (gpt2.step reads the mark, an empty
+    node that jit sees as part of the structure, so one program is compiled per layout)."""
+    return {**params, "pallas": {}}
+
+
+def for_decoding(params, kernel: str):
+    """The layout decoding reads with `kernel` (kernels.choose): kernel_layout for "cpu",
+    pallas_layout for "pallas", else decode_layout."""
+    return {"cpu": kernel_layout, "pallas": pallas_layout}.get(kernel, decode_layout)(params)
 
 
 def layout(params) -> str:
-    """Which layout params are in: "kernel", "decode" or "hf" (as loaded)."""
+    """Which layout params are in: "kernel", "pallas", "decode" or "hf" (as loaded)."""
     if "head" in params:
         return "kernel"
+    if "pallas" in params:
+        return "pallas"
     return "decode" if "weight_t" in params.get("blocks", {}).get("attn", {}).get("c_attn", {}) else "hf"
 
 
@@ -84,8 +95,8 @@ def batch_layout(params):
 
 
 def as_loaded(params):
-    """params without any layout's second copies: the weights as loaded (the HF layout)."""
-    return _without(params, ("weight_t", "packed", "head"))
+    """params without any layout's second copies or marks: the weights as loaded (the HF layout)."""
+    return _without(params, ("weight_t", "packed", "head", "pallas"))
 
 
 def _without(params, keys: tuple[str, ...]):

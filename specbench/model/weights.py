@@ -131,15 +131,15 @@ def random_model_params(spec: ModelSpec, dtype=jnp.float32) -> dict:
 
 def load_model(name: str, dtype=jnp.float32, decoding: bool = True, kernels_choice: str = "auto") -> Model:
     """Load by registry name, alias or directory path; clear WeightsError if it is not here.
-    decoding puts the weights in the layout decoding reads (layouts.for_decoding: the CPU kernel's,
-    as kernels_choice asks, else XLA's), which training does without."""
+    decoding puts the weights in the layout decoding reads (layouts.for_decoding: the CPU kernel's or
+    the Pallas kernels', as kernels_choice asks, else XLA's), which training does without."""
     model = _load(name, dtype)
     return for_decoding_model(model, kernels_choice) if decoding else model
 
 
 def for_decoding_model(model: Model, kernels_choice: str = "auto") -> Model:
     """The model with its weights in the layout decoding reads (layouts.for_decoding)."""
-    kernel = kernels.wanted(model.params, kernels_choice)
+    kernel = kernels.choose(model.params, model.config.n_head, kernels_choice)
     return dataclasses.replace(model, params=for_decoding(model.params, kernel))
 
 
