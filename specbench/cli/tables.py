@@ -80,7 +80,7 @@ def prompts_table(console: Console) -> None:
 
 def roofline_table(rows: list[dict], context: int, console: Console) -> None:
     """The roofline rows, one per model, kernels and step size: time against both roofs."""
-    from specbench.results.schema import ROOFLINE_BY_NAME, ROOFLINE_TABLE, cell
+    from specbench.results.schema import PARTS_TABLE, ROOFLINE_BY_NAME, ROOFLINE_TABLE, cell
 
     random_note = (
         " · random weights: timing only" if any(r["weights"].startswith("random") for r in rows) else ""
@@ -100,8 +100,19 @@ def roofline_table(rows: list[dict], context: int, console: Console) -> None:
     for f in ROOFLINE_TABLE:
         table.add_column(f.header, justify="left" if f.kind is str else "right")
     for r in rows:
-        table.add_row(*[cell(f.name, r.get(f.name), ROOFLINE_BY_NAME) for f in ROOFLINE_TABLE])
+        if r.get("part", "step") == "step":
+            table.add_row(*[cell(f.name, r.get(f.name), ROOFLINE_BY_NAME) for f in ROOFLINE_TABLE])
     console.print(table)
+    if parts := [r for r in rows if r.get("part", "step") != "step"]:
+        table = Table(
+            title="the fused Pallas kernels of the first layer, each alone (a step padded to 16 rows)",
+            caption="bytes: the kernel's weights, rows in and out, and for attention the cache before pos",
+        )
+        for f in PARTS_TABLE:
+            table.add_column(f.header or f.name, justify="left" if f.kind is str else "right")
+        for r in parts:
+            table.add_row(*[cell(f.name, r.get(f.name), ROOFLINE_BY_NAME) for f in PARTS_TABLE])
+        console.print(table)
 
 
 def dry_run(console: Console, jobs: list, n_programs: int, seconds: float, writes) -> None:

@@ -17,9 +17,10 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
 from specbench.measure import device, timing
-from specbench.model import kernels
+from specbench.model import gpt2, gpu_kernels, kernels
 from specbench.model.layouts import layout, param_bytes, resident_bytes
 from specbench.model.weights import Model
 
@@ -120,6 +121,7 @@ def roofline(
             rows.append(
                 {
                     "model": model.name,
+                    "part": "step",
                     "kernels": kernels.used_by(model.params),
                     "layout": layout(model.params),
                     "layout_extra_bytes": layout_extra_bytes(model),
@@ -148,6 +150,85 @@ def roofline(
     return rows
 
 
+PARTS = ("ln+qkv", "attention", "proj+residual", "ln+fc+gelu", "fc proj+residual")
+"""The fused Pallas kernels of a layer (gpu_kernels.block), as roofline rows name them."""
+
+
+def loop_seconds(fn, x, iters: int, repeats: int = 5) -> float:
+    """Seconds per call of fn(x) in a device loop of `iters` calls, each call's input depending on
+    the last one's output (a term too small to change it), median of `repeats` timed loops."""
+
+    def body(_, x):
+        out = fn(x)
+        return x.at[0, 0].add(out[0, 0].astype(x.dtype) * 1e-30)
+
+    loop = jax.jit(lambda x: lax.fori_loop(0, iters, body, x))
+    return _median_seconds(loop, x, repeats) / iters
+
+
+def kernel_parts(model: Model, max_len: int, iters: int, bound_gbps: float) -> list[dict]:
+    """For a model in the Pallas layout, each of its first layer's five kernels (PARTS) timed alone
+    for steps of 1 and 5 tokens (padded to gpu_kernels.ROWS: the same work, as a memory-bound step
+    should be), with the bytes it must read and write: its weights, its rows, and for attention the
+    cache before pos = max_len - n. Rows in the roofline's schema, with `part` naming the kernel."""
+    c, p = model.config, model.params
+    blocks, dtype, rows = p["blocks"], p["wte"].dtype, gpu_kernels.ROWS
+    item, e = jnp.dtype(dtype).itemsize, c.n_embd
+    rng = np.random.default_rng(0)
+    normal = lambda n: jnp.asarray(rng.standard_normal((rows, n)), dtype)
+    cache = gpt2.init_cache(c, max_len, dtype)
+    attn, mlp = blocks["attn"], blocks["mlp"]
+    product_bytes = lambda w, extra=0: (w["weight"][0].size + w["bias"][0].size + extra) * item
+    out = []
+    for n in (1, 5):
+        pos, sees = max_len - n, jnp.asarray(gpu_kernels.padded_sees(np.tril(np.ones((n, n), bool))))
+        eps = c.layer_norm_epsilon
+        parts = {  # name: (kernel of its input, its input, bytes it must move)
+            "ln+qkv": (
+                lambda x: gpu_kernels.linear(x, **attn["c_attn"], layer=0, norm=blocks["ln_1"], eps=eps),
+                normal(e),
+                product_bytes(attn["c_attn"], 2 * e + rows * 4 * e),
+            ),
+            "attention": (
+                lambda qkv: gpu_kernels.attention(
+                    qkv, cache["k"], cache["v"], 0, jnp.int32(pos), sees, c.n_head
+                ),
+                normal(3 * e),
+                (2 * pos * e + rows * 4 * e) * item,
+            ),
+            "proj+residual": (
+                lambda a: gpu_kernels.linear(a, **attn["c_proj"], layer=0, residual=a),
+                normal(e),
+                product_bytes(attn["c_proj"], rows * 3 * e),
+            ),
+            "ln+fc+gelu": (
+                lambda x: gpu_kernels.linear(
+                    x, **mlp["c_fc"], layer=0, norm=blocks["ln_2"], activation=gpt2.gelu, eps=eps
+                ),
+                normal(e),
+                product_bytes(mlp["c_fc"], 2 * e + rows * 5 * e),
+            ),
+            "fc proj+residual": (
+                lambda h: gpu_kernels.linear(h, **mlp["c_proj"], layer=0, residual=h[:, :e]),
+                normal(4 * e),
+                product_bytes(mlp["c_proj"], rows * 6 * e),
+            ),
+        }
+        for name, (fn, x, moved) in parts.items():
+            t, bound = loop_seconds(fn, x, iters), moved / (bound_gbps * 1e9)
+            row = {"model": model.name, "kernels": "pallas", "layout": layout(p), "part": name}
+            row |= {
+                "n_tokens_per_step": n,
+                "t_step_s": t,
+                "bytes_per_step": moved,
+                "achieved_gbps": moved / t / 1e9,
+            }
+            row |= {"bound_gbps": bound_gbps, "bound_s": bound, "limit_s": bound, "limited_by": "memory"}
+            out.append(row | {"fraction_of_bound": bound / t, "t_over_limit": t / bound})
+    first = {r["part"]: r["t_step_s"] for r in out if r["n_tokens_per_step"] == 1}
+    return [r | {"t_over_t1": r["t_step_s"] / first[r["part"]]} for r in out]
+
+
 def measure_runs(runs: list[tuple[Model, str]], K: int, context: int, iters: int, progress) -> list[dict]:
     """The roofline of every (model, dtype) in runs, steps of 1..K+1 tokens over a cache of
     `context`, each row with the device's context: the read bandwidth and the matrix-product rate
@@ -170,6 +251,11 @@ def measure_runs(runs: list[tuple[Model, str]], K: int, context: int, iters: int
         measured = roofline(
             models, K + 1, context, iters, on_timing=tick, measured_gbps=gbps, measured_gflops=gflops[dtype]
         )
+        for model in models:  # each fused kernel of a Pallas layout alone, after the steps
+            if kernels.used_by(model.params) == "pallas":
+                progress(what=f"timing {name} {dtype}: each Pallas kernel of a layer, 1 and 5 tokens")
+                bound = measured[0]["bound_gbps"]
+                measured += kernel_parts(model, context, iters, bound)
         weights = "random (timing only)" if models[0].source == "random" else models[0].source
         rows += [
             {**device.context(), "weights": weights, "dtype": dtype, "context": context, **r}

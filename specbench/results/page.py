@@ -39,6 +39,7 @@ def cell(field: str, value) -> str:
 
 
 ROOFLINE_COLUMNS = [(f.header, f.name) for f in results.ROOFLINE_TABLE]
+PARTS_COLUMNS = [(f.header or f.name, f.name) for f in results.PARTS_TABLE]
 
 
 def table(rows: list[dict], columns: list[tuple[str, str]]) -> dict:
@@ -113,10 +114,13 @@ def render(directory: Path, rows: list[dict], sections: dict, shows: dict, info:
             from specbench.results import plot
 
             rl, path = sections["roofline"]["rows"], directory / "roofline-steps.png"
-            s["reading"] = readings.roofline(rl, info["K"])
-            plot.plot_roofline(rl, str(path))
+            steps = [r for r in rl if r.get("part", "step") == "step"]
+            s["reading"] = readings.roofline(steps, info["K"])
+            plot.plot_roofline(steps, str(path))
             s["images"].append(path)
-            s["tables"].append(table(rl, ROOFLINE_COLUMNS))
+            s["tables"].append(table(steps, ROOFLINE_COLUMNS))
+            if parts := [r for r in rl if r.get("part", "step") != "step"]:  # the Pallas kernels alone
+                s["tables"].append(table(parts, PARTS_COLUMNS))
         elif sec.kind == "exactness":
             selftest = sections.get("exactness", {}).get("selftest")
             s["reading"] = readings.exactness(rows, selftest)

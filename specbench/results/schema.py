@@ -150,6 +150,7 @@ CONTEXT = FIELDS[:5]
 ROOFLINE_FIELDS = [
     *CONTEXT,
     F("model", str, table=1, header="model"),
+    F("part", str),  # "step", or one fused Pallas kernel of a layer (roofline.PARTS)
     F("weights", str),
     F("dtype", str, table=2, header="dtype"),
     F("kernels", str, table=3, header="kernels"),
@@ -180,6 +181,11 @@ ROOFLINE_FIELDS = [
 ROOFLINE_BY_NAME = {f.name: f for f in ROOFLINE_FIELDS}
 ROOFLINE_COLUMNS = [f.name for f in ROOFLINE_FIELDS]
 ROOFLINE_TABLE = [f for f in sorted((f for f in ROOFLINE_FIELDS if f.table), key=lambda f: f.table)]
+PARTS_TABLE = [  # the table of a Pallas layout's kernels alone (roofline.kernel_parts)
+    dataclasses.replace(ROOFLINE_BY_NAME["part"], header="kernel"),
+    *(ROOFLINE_BY_NAME[name] for name in ("model", "dtype", "n_tokens_per_step", "t_step_s", "bound_s")),
+    *(ROOFLINE_BY_NAME[name] for name in ("t_over_limit", "t_over_t1", "bytes_per_step", "achieved_gbps")),
+]
 CSV_COLUMNS = [f.name for f in FIELDS if f.csv]
 MARKDOWN_COLUMNS = [f.name for f in sorted((f for f in FIELDS if f.md), key=lambda f: f.md)]
 TABLE_COLUMNS = [f.name for f in sorted((f for f in FIELDS if f.table), key=lambda f: f.table)]
