@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Measurements on a lent GPU machine (the workplace's device tool runs this in a copy of the
 # checkout, with the image's own Python, JAX and torch; nothing is installed). Usage:
-#   bash scripts/gpu_session.sh STAGE...   stages: env loops verdict run run-xla-loops dial batch roofline-bf16 roofline drafters
+#   bash scripts/gpu_session.sh STAGE...   stages: env pallas-check loops verdict run run-xla-kernels run-xla-loops
+#                                          dial batch roofline-kernels roofline-bf16 roofline drafters
 #                                          report-bundled report-pair peer tests
 #   bash scripts/gpu_session.sh all        issue 48's measuring, in one call of about 8 minutes
 # Every stage has its own time limit, writes its log and files under $OUT, and a failed stage
@@ -21,11 +22,25 @@ stage() {  # stage NAME SECONDS COMMAND...: run it under a limit, log it, note i
     tail -n 40 "$OUT/$name.log"
 }
 stages=("$@")
-[ "${stages[0]:-}" = all ] && stages=(env tests verdict run run-xla-loops dial batch roofline-bf16)
+# the most wanted first: a stage the call's limit cuts off is the one least needed
+[ "${stages[0]:-}" = all ] && stages=(env pallas-check run run-xla-kernels roofline-kernels tests verdict dial batch run-xla-loops)
 for s in "${stages[@]}"; do
     case $s in
     env)
         stage env 60 bash -c 'nvidia-smi; python3 -c "import jax, jaxlib, torch; print(jax.__version__, jaxlib.__version__, jax.devices(), torch.__version__, torch.cuda.is_available())"'
+        ;;
+    pallas-check)  # whether the fused Pallas kernels run here (--kernels auto takes them if so), and why not
+        stage pallas-check 120 python3 -c "from specbench.model import gpu_kernels as g; print('unavailable:', g.unavailable())"
+        ;;
+    run-xla-kernels)  # the bundled pair with XLA's products, against run's (the Pallas kernels where they passed)
+        stage run-xla-kernels-T0 75 $sb run --K 4 -t 0 --repeats 10 --no-save --kernels xla \
+            --export-json "$OUT/run-bundled-f32-T0-xla-kernels.json"
+        stage run-xla-kernels-T1 75 $sb run --K 4 -t 1 --repeats 10 --no-save --kernels xla \
+            --export-json "$OUT/run-bundled-f32-T1-xla-kernels.json"
+        ;;
+    roofline-kernels)  # 124M and 1558M bf16 steps with the Pallas kernels and with XLA's, each kernel alone too
+        stage roofline-kernels "${ROOF_LIMIT:-180}" $sb roofline -m 124M -m 1558M --random-init --dtype bfloat16 --K 4 \
+            --kernels pallas,xla --export-json "$OUT/roofline-124M-1558M-bf16-kernels.json"
         ;;
     loops)  # what an iteration of each kind of device loop costs (docs/gpu.md)
         stage loops 120 python3 scripts/loop_cost.py
@@ -83,7 +98,7 @@ for s in "${stages[@]}"; do
         ;;
     tests)  # the exactness tests on this device: XLA's default flags, the GPU backend
         stage tests "${TESTS_LIMIT:-240}" env JAX_PLATFORMS=cuda XLA_FLAGS= XLA_PYTHON_CLIENT_PREALLOCATE=false python3 -m pytest -q ${TESTS_X--x} -n ${TESTS_WORKERS:-8} \
-            -p no:cacheprovider ${TESTS:-tests/test_gpt2.py tests/test_decoding.py tests/test_verify.py tests/test_batch.py}
+            -p no:cacheprovider ${TESTS:-tests/test_gpu_kernels.py tests/test_gpt2.py tests/test_decoding.py tests/test_verify.py tests/test_batch.py}
         ;;
     *) echo "unknown stage $s" ;;
     esac
