@@ -2,15 +2,18 @@
 # Measurements on a lent GPU machine (the workplace's device tool runs this in a copy of the
 # checkout, with the image's own Python, JAX and torch; nothing is installed). Usage:
 #   bash scripts/gpu_session.sh STAGE...   stages: env pallas-check loops verdict run run-xla-kernels run-xla-loops
-#                                          dial batch roofline-kernels roofline-bf16 roofline drafters
+#                                          dial batch roofline-kernels pallas-tiles roofline-bf16 roofline drafters
 #                                          report-bundled report-pair peer tests
 #   bash scripts/gpu_session.sh all        issue 48's measuring, in one call of about 8 minutes
-# Every stage has its own time limit, writes its log and files under $OUT, and a failed stage
-# does not stop the next. Copy $OUT to results/recorded/gpu-<card>/ afterwards.
+# Every stage has its own time limit, writes its log and files under a work folder, and a failed
+# stage does not stop the next. After each stage the folder is packed into $OUT/gpu-session.tgz
+# (the device tool brings back at most 8 files, and whatever is there when a call is cut off):
+# unpack it into results/recorded/gpu-<card>/ afterwards.
 set -uo pipefail
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
-OUT=${OUT:-/tmp/gpu-out}
-mkdir -p "$OUT"
+BACK=${OUT:-/tmp/gpu-out}  # what comes back: the archive and the stages' list
+OUT=$(mktemp -d /tmp/gpu-session.XXXX)  # where the stages write
+mkdir -p "$BACK"
 sb="python3 -m specbench"
 stage() {  # stage NAME SECONDS COMMAND...: run it under a limit, log it, note its exit status
     local name=$1 limit=$2
@@ -20,10 +23,11 @@ stage() {  # stage NAME SECONDS COMMAND...: run it under a limit, log it, note i
     local rc=$?
     echo "$name rc=$rc $((SECONDS - t0))s" | tee -a "$OUT/stages.txt"
     tail -n 40 "$OUT/$name.log"
+    tar -czf "$BACK/gpu-session.tgz" -C "$OUT" . && cp "$OUT/stages.txt" "$BACK/"
 }
 stages=("$@")
 # the most wanted first: a stage the call's limit cuts off is the one least needed
-[ "${stages[0]:-}" = all ] && stages=(env pallas-check run run-xla-kernels roofline-kernels tests verdict dial batch run-xla-loops)
+[ "${stages[0]:-}" = all ] && stages=(env pallas-check run run-xla-kernels roofline-kernels pallas-tiles tests verdict dial batch run-xla-loops)
 for s in "${stages[@]}"; do
     case $s in
     env)
@@ -37,6 +41,11 @@ for s in "${stages[@]}"; do
             --export-json "$OUT/run-bundled-f32-T0-xla-kernels.json"
         stage run-xla-kernels-T1 75 $sb run --K 4 -t 1 --repeats 10 --no-save --kernels xla \
             --export-json "$OUT/run-bundled-f32-T1-xla-kernels.json"
+        ;;
+    pallas-tiles)  # each fused kernel of one 1558M-wide and one 124M-wide layer under six tilings: the default to keep
+        stage pallas-tiles-1558M 150 python3 scripts/pallas_tiles.py --export-json "$OUT/pallas-tiles-1558M-bf16.json"
+        stage pallas-tiles-124M 100 python3 scripts/pallas_tiles.py --width 768 --heads 12 \
+            --export-json "$OUT/pallas-tiles-124M-bf16.json"
         ;;
     roofline-kernels)  # 124M and 1558M bf16 steps with the Pallas kernels and with XLA's, each kernel alone too
         stage roofline-kernels "${ROOF_LIMIT:-180}" $sb roofline -m 124M -m 1558M --random-init --dtype bfloat16 --K 4 \
@@ -103,4 +112,5 @@ for s in "${stages[@]}"; do
     *) echo "unknown stage $s" ;;
     esac
 done
+tar -czf "$BACK/gpu-session.tgz" -C "$OUT" .
 cat "$OUT/stages.txt"

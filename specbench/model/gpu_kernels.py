@@ -34,8 +34,10 @@ and `lowers_for_cuda` checks in CI that each one lowers through the Triton lower
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import math
+import os
 
 import jax
 import jax.numpy as jnp
@@ -47,25 +49,49 @@ from jax.experimental.pallas import triton as pltriton
 ROWS = 16
 """Rows of every kernel's step: a step of n <= ROWS tokens is padded to ROWS (Triton's dot needs at
 least 16 rows; on a memory-bound GPU 16 rows cost what 1 costs). Longer steps (a prefill) run XLA."""
-CHUNK = 128
-"""The most rows of a weight panel (or keys of the cache) a program loads at once."""
-PROGRAMS = 64
-"""Column blocks narrow (down to 16 columns) until a product has this many programs, so that a
-small matrix still spreads its reads over the GPU's multiprocessors."""
 
 
-def tile(n: int, cap: int = CHUNK) -> int:
-    """The largest power of two dividing n, at most cap: a block size that tiles n exactly (Triton's
-    blocks are powers of two). 0 when it is under 16, which Triton's dot cannot take."""
-    t = min(n & -n, cap)
+@dataclasses.dataclass(frozen=True)
+class Tiles:
+    """How the kernels cut their work; a first guess, untuned until a GPU session sweeps it
+    (scripts/pallas_tiles.py). SPECBENCH_PALLAS_TILES=chunk,programs,warps,stages overrides it."""
+
+    chunk: int = 128  # the most rows of a weight panel (or keys of the cache) a program loads at once
+    programs: int = 64  # column blocks narrow (to 16 columns at least) until a product has this many
+    warps: int = 4  # Triton's num_warps
+    stages: int = 3  # Triton's num_stages (its software pipeline's depth)
+
+    def __post_init__(self):
+        if (
+            self.chunk < 16
+            or self.chunk & (self.chunk - 1)
+            or min(self.programs, self.warps, self.stages) < 1
+        ):
+            raise ValueError(f"{self}: chunk must be a power of two >= 16, the others >= 1")
+
+    @classmethod
+    def from_env(cls) -> Tiles:
+        """Tiles(), or SPECBENCH_PALLAS_TILES's four whole numbers."""
+        text = os.environ.get("SPECBENCH_PALLAS_TILES")
+        return cls(*(int(v) for v in text.split(","))) if text else cls()
+
+
+TILES = Tiles.from_env()
+"""The tiling every kernel is traced with (a sweep replaces it between timings)."""
+
+
+def tile(n: int, cap: int | None = None) -> int:
+    """The largest power of two dividing n, at most cap (TILES.chunk): a block size that tiles n
+    exactly (Triton's blocks are powers of two). 0 when it is under 16, which Triton's dot cannot take."""
+    t = min(n & -n, cap or TILES.chunk)
     return t if t >= 16 else 0
 
 
 def column_block(n_out: int) -> int:
     """Columns per program of a product with n_out outputs: tile(n_out), halved while there are
-    fewer than PROGRAMS programs and the block is wider than 16."""
+    fewer than TILES.programs programs and the block is wider than 16."""
     bn = tile(n_out)
-    while bn > 16 and n_out // bn < PROGRAMS:
+    while bn > 16 and n_out // bn < TILES.programs:
         bn //= 2
     return bn
 
@@ -73,7 +99,7 @@ def column_block(n_out: int) -> int:
 def unsupported(n_embd: int, n_head: int, max_len: int) -> str | None:
     """None when the kernels tile a GPT-2 of this width and a cache of this length; else why not."""
     hd = n_embd // n_head
-    if not (tile(n_embd) and tile(hd) == hd):
+    if not (tile(n_embd) and tile(hd, hd) == hd):
         return f"n_embd {n_embd} and head_dim {hd} must be multiples of 16, head_dim a power of two"
     if not tile(max_len):
         return f"the cache length {max_len} must be a multiple of 16"
@@ -168,7 +194,9 @@ def call(kernel, **kwargs):
     if (_platform[-1] if _platform else jax.default_backend()) == "cpu":
         return one_at_a_time(pl.pallas_call(kernel, interpret=True, **kwargs))
     return pl.pallas_call(
-        kernel, compiler_params=pltriton.CompilerParams(num_warps=4, num_stages=3), **kwargs
+        kernel,
+        compiler_params=pltriton.CompilerParams(num_warps=TILES.warps, num_stages=TILES.stages),
+        **kwargs,
     )
 
 
