@@ -228,9 +228,6 @@ def is_model_dir(directory: Path) -> bool:
 
 def load_dir(directory: str | Path, dtype=jnp.float32) -> tuple[GPT2Config, dict]:
     """Read an HF GPT-2 directory: (config, params)."""
-    from safetensors import SafetensorError
-    from safetensors.numpy import load_file
-
     directory = Path(directory)
     if not is_model_dir(directory):
         raise WeightsError(
@@ -238,6 +235,15 @@ def load_dir(directory: str | Path, dtype=jnp.float32) -> tuple[GPT2Config, dict
             f"(needs {CONFIG_FILE} and {SAFETENSORS_FILE} or {INDEX_FILE})"
         )
     config = read_config(directory)
+    return config, params_from_hf(read_tensors(directory), config, dtype)
+
+
+def read_tensors(directory: Path) -> dict[str, np.ndarray]:
+    """Every tensor of a model directory's safetensors (one file, or the shards its index lists),
+    by key; WeightsError where they cannot be read."""
+    from safetensors import SafetensorError
+    from safetensors.numpy import load_file
+
     try:
         if (directory / SAFETENSORS_FILE).is_file():
             files = [directory / SAFETENSORS_FILE]
@@ -249,4 +255,4 @@ def load_dir(directory: str | Path, dtype=jnp.float32) -> tuple[GPT2Config, dict
             tensors.update(load_file(str(f)))
     except (OSError, ValueError, KeyError, SafetensorError) as e:
         raise WeightsError(f"cannot read the weights in {directory}: {e}") from None
-    return config, params_from_hf(tensors, config, dtype)
+    return tensors

@@ -1,0 +1,153 @@
+"""The Hugging Face T5 layout on disk (t5-small, flan-t5-*), and the params pytree (t5.py) it maps
+to: a directory with `config.json` and safetensors, as hf_layout.py reads GPT-2's.
+
+    shared.weight                                            -> shared          [V, d]
+    {s}.block.{i}.layer.0.SelfAttention.{q,k,v,o}.weight     -> {s}.attn.*[i]   transposed to [in, out]
+    {s}.block.0.layer.0.SelfAttention.relative_attention_bias.weight -> {s}.bias [buckets, H]
+    {s}.block.{i}.layer.0.layer_norm.weight                  -> {s}.ln_attn[i]
+    decoder.block.{i}.layer.1.EncDecAttention.{q,k,v,o}.weight -> decoder.cross.*[i]
+    decoder.block.{i}.layer.1.layer_norm.weight              -> decoder.ln_cross[i]
+    {s}.block.{i}.layer.{1 or 2}.DenseReluDense.{wi | wi_0, wi_1, wo}.weight -> {s}.ff.*[i]
+    {s}.block.{i}.layer.{1 or 2}.layer_norm.weight           -> {s}.ln_ff[i]
+    {s}.final_layer_norm.weight                              -> {s}.ln_final
+    lm_head.weight                                           -> lm_head [d, V]   (an untied head only)
+
+with s = encoder or decoder. torch's Linear stores [out, in]; every matrix is transposed once, at
+load. Ignored: the stacks' copies of the embedding (`{s}.embed_tokens.weight`), and a tied
+model's lm_head, which is shared.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import jax.numpy as jnp
+import numpy as np
+
+from specbench.errors import WeightsError
+from specbench.model import hf_layout
+from specbench.model.t5 import T5Config
+
+IGNORED = re.compile(r"^(encoder|decoder)\.embed_tokens\.weight$")
+
+
+def config_from_hf(d: dict) -> T5Config:
+    """T5Config from an HF T5 config.json's fields; WeightsError naming a missing or odd one."""
+    try:
+        proj = d.get("feed_forward_proj", "relu")
+        if proj not in ("relu", "gated-gelu"):
+            raise WeightsError(f"feed_forward_proj {proj!r}: specbench's T5 has relu and gated-gelu")
+        return T5Config(
+            n_vocab=int(d["vocab_size"]),
+            d_model=int(d["d_model"]),
+            d_kv=int(d["d_kv"]),
+            d_ff=int(d["d_ff"]),
+            n_layer=int(d["num_layers"]),
+            n_decoder_layer=int(d.get("num_decoder_layers") or d["num_layers"]),
+            n_head=int(d["num_heads"]),
+            num_buckets=int(d.get("relative_attention_num_buckets", 32)),
+            max_distance=int(d.get("relative_attention_max_distance", 128)),
+            gated=proj == "gated-gelu",
+            # transformers 5 writes scale_decoder_outputs; before, a tied head (original T5) meant scaling
+            scale_decoder_outputs=bool(
+                d.get("scale_decoder_outputs", d.get("tie_word_embeddings", True) is not False)
+            ),
+            eps=float(d.get("layer_norm_epsilon", 1e-6)),
+            decoder_start=int(d.get("decoder_start_token_id") or 0),
+        )
+    except KeyError as e:
+        raise WeightsError(f"config.json has no {e.args[0]!r}, which a T5 config needs") from None
+
+
+def expected_shapes(config: T5Config) -> dict[str, tuple[int, ...]]:
+    """Every key a checkpoint of this config must hold, with its shape (torch's [out, in]); beside
+    them it may hold lm_head.weight [V, d] (an untied head: v1.1 and Flan as older transformers
+    saved them)."""
+    d, inner, ff, V = config.d_model, config.inner, config.d_ff, config.n_vocab
+    attention = {"q": (inner, d), "k": (inner, d), "v": (inner, d), "o": (d, inner)}
+    wi = {"wi_0": (ff, d), "wi_1": (ff, d)} if config.gated else {"wi": (ff, d)}
+    shapes = {"shared.weight": (V, d)}
+    for stack, n in (("encoder", config.n_layer), ("decoder", config.n_decoder_layer)):
+        ff_layer = 2 if stack == "decoder" else 1
+        shapes[f"{stack}.final_layer_norm.weight"] = (d,)
+        bias = f"{stack}.block.0.layer.0.SelfAttention.relative_attention_bias.weight"
+        shapes[bias] = (config.num_buckets, config.n_head)
+        for i in range(n):
+            b = f"{stack}.block.{i}.layer"
+            shapes |= {f"{b}.0.SelfAttention.{m}.weight": s for m, s in attention.items()}
+            shapes[f"{b}.0.layer_norm.weight"] = (d,)
+            if stack == "decoder":
+                shapes |= {f"{b}.1.EncDecAttention.{m}.weight": s for m, s in attention.items()}
+                shapes[f"{b}.1.layer_norm.weight"] = (d,)
+            shapes |= {f"{b}.{ff_layer}.DenseReluDense.{m}.weight": s for m, s in wi.items()}
+            shapes[f"{b}.{ff_layer}.DenseReluDense.wo.weight"] = (d, ff)
+            shapes[f"{b}.{ff_layer}.layer_norm.weight"] = (d,)
+    return shapes
+
+
+def params_from_hf(tensors: dict[str, np.ndarray], config: T5Config, dtype=jnp.float32) -> dict:
+    """HF T5 state dict (numpy) -> t5.py's params, checking every key and shape: a missing,
+    unexpected or misshapen tensor is a WeightsError naming it."""
+    shapes = expected_shapes(config)
+    tensors = {k: v for k, v in tensors.items() if not IGNORED.match(k)}
+    untied = "lm_head.weight" in tensors and not np.array_equal(
+        tensors["lm_head.weight"], tensors.get("shared.weight")
+    )
+    if untied:
+        shapes["lm_head.weight"] = (config.n_vocab, config.d_model)
+    else:  # a tied head (transformers 5 ties every T5's) reads shared; a saved copy is dropped
+        tensors.pop("lm_head.weight", None)
+    missing, unexpected = sorted(shapes.keys() - tensors.keys()), sorted(tensors.keys() - shapes.keys())
+    if missing or unexpected:
+        raise WeightsError(
+            f"T5 checkpoint keys do not match its config: missing {missing[:4]}, unexpected {unexpected[:4]}"
+        )
+    for k, shape in shapes.items():
+        if tuple(tensors[k].shape) != shape:
+            raise WeightsError(f"tensor {k} has shape {tuple(tensors[k].shape)}, expected {shape}")
+    as_jax = lambda a: jnp.asarray(np.asarray(a, np.float32), dtype)
+    matrix = lambda key: np.asarray(tensors[key], np.float32).T  # torch [out, in] -> [in, out]
+
+    def stack(name: str, n: int) -> dict:
+        ff_layer = 2 if name == "decoder" else 1
+        each = lambda fmt, f: as_jax(np.stack([f(fmt.format(b=f"{name}.block.{i}.layer")) for i in range(n)]))
+        attention = lambda part: {m: each(f"{{b}}.{part}.{m}.weight", matrix) for m in "qkvo"}
+        wi = ("wi_0", "wi_1") if config.gated else ("wi",)
+        out = {
+            "attn": attention("0.SelfAttention"),
+            "ln_attn": each("{b}.0.layer_norm.weight", lambda k: tensors[k]),
+            "ff": {m: each(f"{{b}}.{ff_layer}.DenseReluDense.{m}.weight", matrix) for m in (*wi, "wo")},
+            "ln_ff": each(f"{{b}}.{ff_layer}.layer_norm.weight", lambda k: tensors[k]),
+            "bias": as_jax(tensors[f"{name}.block.0.layer.0.SelfAttention.relative_attention_bias.weight"]),
+            "ln_final": as_jax(tensors[f"{name}.final_layer_norm.weight"]),
+        }
+        if name == "decoder":
+            out |= {
+                "cross": attention("1.EncDecAttention"),
+                "ln_cross": each("{b}.1.layer_norm.weight", lambda k: tensors[k]),
+            }
+        return out
+
+    params = {
+        "shared": as_jax(tensors["shared.weight"]),
+        "encoder": stack("encoder", config.n_layer),
+        "decoder": stack("decoder", config.n_decoder_layer),
+    }
+    return params | {"lm_head": as_jax(matrix("lm_head.weight"))} if untied else params
+
+
+def load_dir(directory: str | Path, dtype=jnp.float32) -> tuple[T5Config, dict]:
+    """Read an HF T5 directory: (config, params)."""
+    directory = Path(directory)
+    if not hf_layout.is_model_dir(directory):
+        raise WeightsError(
+            f"{directory} is not a model directory (needs {hf_layout.CONFIG_FILE} and "
+            f"{hf_layout.SAFETENSORS_FILE} or {hf_layout.INDEX_FILE})"
+        )
+    try:
+        config = config_from_hf(json.loads((directory / hf_layout.CONFIG_FILE).read_text()))
+    except (OSError, ValueError) as e:
+        raise WeightsError(f"cannot read {directory / hf_layout.CONFIG_FILE}: {e}") from None
+    return config, params_from_hf(hf_layout.read_tensors(directory), config, dtype)
