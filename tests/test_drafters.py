@@ -207,7 +207,7 @@ def test_a_draft_vocabulary_draws_from_the_drafts_own_distribution_restricted_to
     for vocab in (None, 40):
         drafter = dataclasses.replace(full, vocab=vocab)
         params = decoding.draft_params_for(drafter, draft, target)
-        state = drafters.start(drafter, params, prompt, 64)
+        state = drafters.start(drafter, params, prompt, len(prompt), 64)
         _, drafts[vocab], ps[vocab], _ = drafters.propose(
             drafter, params, state, tokens, jnp.int32(4), jax.random.PRNGKey(3), Warp(1.0), 3, TARGET.n_vocab
         )

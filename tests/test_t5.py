@@ -107,11 +107,10 @@ def test_the_cached_decoder_step_equals_the_uncached_forward(gated):
     want = t5.t5(params, src, tgt, config)
     # the source padded to 16: its padding must change nothing
     padded = jnp.concatenate([src, jnp.zeros(4, src.dtype)])
-    cross = t5.cross_kv(params, t5.encode(params, padded, 12, config), config)
     step = jax.jit(t5.step, static_argnames="config")
-    cache, pos, got = t5.init_cache(config, 32), 0, []
+    cache, pos, got = t5.start_cache(params, padded, 12, config, 32), 0, []
     for n in (1, 1, 5, 3, 1, 9):  # a decode step, a verify step, a longer one
-        logits, cache = step(params, cache, cross, 12, tgt[pos : pos + n], jnp.int32(pos), config)
+        logits, cache = step(params, cache, tgt[pos : pos + n], jnp.int32(pos), config)
         got.append(logits)
         pos += n
     np.testing.assert_allclose(jnp.concatenate(got), want, rtol=1e-5, atol=1e-5)
@@ -137,3 +136,96 @@ def test_a_missing_or_misshapen_tensor_is_refused_naming_it(tmp_path):
         t5_layout.load_dir(folder)
     with pytest.raises(WeightsError, match="'d_kv'"):
         t5_layout.config_from_hf({"vocab_size": 9, "d_model": 8, "d_ff": 8, "num_layers": 1, "num_heads": 1})
+
+
+# ---------------------------------------------------------------------------------------------
+# Decoding: the prompt is the source; the round, the drafters and the verdicts are GPT-2's.
+
+
+def t5_model(config: T5Config, seed: int, name: str, scale: float = 1.0):
+    """A random T5 with its matrices scaled by `scale` (sharper predictions)."""
+    from specbench.model.weights import Model
+
+    params = t5.init_params(config, seed)
+    params = jax.tree_util.tree_map(lambda a: a * scale if a.ndim == 3 else a, params)
+    return Model(name, config, params, "random")
+
+
+def greedy_reference(model, src, n: int) -> list[int]:
+    """n greedy tokens by the uncached forward over the whole decoder sequence each time: the
+    seed's own loop (Warfield), the slowest and plainest."""
+    forward = jax.jit(t5.t5, static_argnames="config")
+    out = [model.config.decoder_start]
+    for _ in range(n):
+        out.append(int(forward(model.params, jnp.asarray(src), jnp.asarray(out), model.config)[-1].argmax()))
+    return out[1:]
+
+
+def test_greedy_speculative_and_autoregressive_equal_the_uncached_greedy_decode():
+    from specbench.model.generate import autoregressive, speculative
+
+    from specbench.model.weights import Model
+
+    target = t5_model(CONFIG, 1, "t5-target", scale=2.0)
+    rng = np.random.default_rng(4)  # a draft that agrees often, not always: the target, perturbed
+    noisy = lambda a: a + 0.3 * jnp.std(a) * jnp.asarray(rng.normal(size=a.shape), a.dtype)
+    draft = Model("t5-draft", CONFIG, jax.tree_util.tree_map(noisy, target.params), "random")
+    sources = [[5, 9, 2, 44, 13, 7, 81], [60, 3, 3, 17]]
+    n, alphas = 14, []
+    for src in sources:
+        ar, _ = autoregressive(target, src, n)
+        assert list(ar) == greedy_reference(target, src, n)
+        for K in (1, 3):
+            sd, stats = speculative(draft, target, src, n, K)
+            np.testing.assert_array_equal(sd, ar, err_msg=f"source {src}, K={K}")
+            alphas.append(stats.alpha)
+        host, _ = speculative(draft, target, src, n, 3, device_loop=False)
+        np.testing.assert_array_equal(host, ar)
+        copy, stats = speculative(target, target, src, n, 3)  # the target drafting for itself
+        np.testing.assert_array_equal(copy, ar)
+        assert stats.alpha == 1.0
+    assert 0.2 < np.mean(alphas) < 0.95, alphas  # accepted and rejected drafts both tested
+    # a batch: each sequence its own source, the cross-attention entries in its own cache
+    batch_ar, _ = autoregressive(target, sources, n)
+    batch_sd, _ = speculative(draft, target, sources, n, 3)
+    for i, src in enumerate(sources):
+        np.testing.assert_array_equal(batch_ar[i], autoregressive(target, src, n)[0])
+        np.testing.assert_array_equal(batch_sd[i], batch_ar[i])
+
+
+SMALL = T5Config(
+    n_vocab=12,
+    d_model=16,
+    d_kv=16,
+    d_ff=32,
+    n_layer=1,
+    n_decoder_layer=2,
+    n_head=1,
+    num_buckets=8,
+    max_distance=16,
+)
+
+
+def test_speculative_sampling_follows_the_t5_target_and_a_broken_verdict_fails(shared):
+    from exactness import MANY_SAMPLES, P_THRESHOLD, broken_accept_reject, chi_square_p
+
+    from specbench.measure import selftest
+    from specbench.model.sampling import Warp, accept_reject
+
+    target = t5_model(SMALL, 11, "small-t5-target", scale=4.0)
+    draft = t5_model(T5Config(**{**SMALL.__dict__, "n_decoder_layer": 1}), 12, "small-t5-draft", scale=4.0)
+    prompt, warp = [3, 7, 1], Warp(1.0)
+    exact = selftest.target_marginals(target, prompt, warp, 3, compiler_options=MANY_SAMPLES)
+    tokens, broken = selftest.sampled_tokens(
+        draft,
+        target,
+        prompt,
+        warp,
+        K=2,
+        verdicts=(accept_reject, broken_accept_reject),
+        compiler_options=MANY_SAMPLES,
+    )
+    p_values = [chi_square_p(tokens[:, i], exact[i]) for i in (0, 1, 2)]
+    assert min(p_values) > P_THRESHOLD, p_values
+    broken_p = [chi_square_p(broken[:, i], exact[i]) for i in (1, 2)]
+    assert max(broken_p) < P_THRESHOLD, broken_p

@@ -356,7 +356,7 @@ def test_a_dynamic_tree_keeps_the_candidates_of_highest_cumulative_probability()
     spec = Dynamic(3, 2, 6)
     drafter = dataclasses.replace(drafters.model_drafter(TARGET), tree=spec)
     prompt = jnp.asarray([5, 17, 3, 9, 0, 0, 0, 0], jnp.int32)
-    state = drafters.start(drafter, draft.params, prompt, 64)
+    state = drafters.start(drafter, draft.params, prompt, len(prompt), 64)
     tokens = jnp.zeros(64, jnp.int32).at[:8].set(prompt)
     n = jnp.int32(4)
     _, nodes, _, shape = drafters.tree_propose(

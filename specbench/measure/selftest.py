@@ -16,8 +16,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from specbench.model import decoding, drafters
-from specbench.model.gpt2 import GPT2Config, gpt2, init_params
+from specbench.model import decoding, drafters, network
+from specbench.model.gpt2 import GPT2Config, init_params
 from specbench.model.sampling import Warp, accept_reject, probs, sample
 from specbench.model.weights import Model
 
@@ -39,9 +39,9 @@ def target_marginals(
     """Exact distribution of each of the first n_positions new tokens, by enumerating the target.
     compiler_options: XLA's, for the program that scores a chunk of continuations."""
     V = target.config.n_vocab
-    seqs = np.array(prompt)[None, :]  # all continuations so far, with their probabilities
+    seqs = np.zeros((1, 0), np.int32)  # all continuations so far, with their probabilities
     weights = np.ones(1)
-    last = lambda s: probs(gpt2(target.params, s, target.config)[-1], warp)  # [V] float32
+    last = lambda s: probs(network.last_logits(target.params, prompt, s, target.config), warp)  # [V] float32
     next_q = jax.jit(jax.vmap(last), compiler_options=compiler_options)
     out = []
     for i in range(n_positions):
@@ -113,8 +113,9 @@ def sampled_tokens(
     draw = jax.jit(jax.vmap(tokens, in_axes=(None, None, 0, None)), compiler_options=compiler_options)
     keys = jax.random.split(jax.random.PRNGKey(2024), n_samples)
     params = decoding.draft_params_for(drafter, draft, target), target.params
+    first = network.decoder_prompt_length(target.config, len(prompt))  # the first new token's place
     return [
-        np.asarray(draw(*params, keys, jnp.int32(i)))[:, len(prompt) : len(prompt) + n_tokens]
+        np.asarray(draw(*params, keys, jnp.int32(i)))[:, first : first + n_tokens]
         for i in range(len(verdicts))
     ]
 

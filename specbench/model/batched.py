@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from specbench.model import decoding, programs
+from specbench.model import decoding, network, programs
 from specbench.model.decoding import ARState, SpecState, bucket
 from specbench.model.gpt2 import GPT2Config
 from specbench.model.layouts import batch_layout
@@ -131,7 +131,7 @@ def spec_generate(
     state = spec_start(
         draft_params, target_params, prompt_bufs, n_prompts, keys, drafter, target_config, warp, max_len, K
     )
-    ends = n_prompts + n_tokens
+    ends = network.decoder_prompt_length(target_config, n_prompts) + n_tokens
 
     def body(state):
         new = spec_round(draft_params, target_params, state, drafter, target_config, warp, K, verdict)

@@ -39,9 +39,8 @@ import numpy as np
 from jax import lax
 
 from specbench.errors import DecodeError
-from specbench.model import draft_vocab, drafters, eagle, programs
+from specbench.model import draft_vocab, drafters, eagle, network, programs
 from specbench.model.drafters import Drafter
-from specbench.model.gpt2 import GPT2Config, init_cache, step
 from specbench.model.sampling import TargetRows, Warp, argmax, draw, greedy_verdict, probs
 from specbench.model.verify import greedy_tree_verdict, verdict_of
 from specbench.model.weights import Model
@@ -54,7 +53,7 @@ class ARState(NamedTuple):
     tokens: jax.Array  # [max_len] int32: prompt, then the committed tokens; tokens[n-1] is pending
     n: jax.Array  # [] int32: tokens committed so far, the prompt included
     key: jax.Array  # [2] uint32: the random stream
-    target_cache: dict  # gpt2 cache: {"k", "v"}, as gpt2.init_cache lays them out
+    target_cache: dict  # the network's cache (network.start_cache): {"k", "v"}, for T5 with the source's
 
 
 class RoundCounts(NamedTuple):
@@ -184,25 +183,28 @@ def prompt_buffer(prompt_ids, max_len: int):
 # The pure programs of one sequence (jitted below with static configs and sizes)
 
 
-def start(params, prompt_buf, n_prompt, key, config: GPT2Config, warp: Warp, max_len: int, hidden=False):
+def start(params, prompt_buf, n_prompt, key, config, warp: Warp, max_len: int, hidden=False):
     """Prefill the prompt (padded to a bucket) and draw the first new token from q. With `hidden`,
-    returns (state, the prompt rows' features [len(prompt_buf), n_embd]) for an EAGLE head."""
-    cache = init_cache(config, max_len, params["wte"].dtype)
-    logits, cache, *features = step(
-        params, cache, prompt_buf, 0, config, logits_at=n_prompt - 1, hidden=hidden
-    )
+    returns (state, the prompt rows' features [len(prompt_buf), n_embd]) for an EAGLE head.
+    An encoder-decoder (T5) encodes the prompt as its source and prefills its decoder's start
+    token instead (network.py): its token buffer holds the decoder's sequence."""
+    cache = network.start_cache(params, prompt_buf, n_prompt, config, max_len)
+    own, n_own = network.decoder_prompt(prompt_buf, config), network.decoder_prompt_length(config, n_prompt)
+    logits, cache, *features = network.step(params, cache, own, 0, config, logits_at=n_own - 1, hidden=hidden)
     key, k_first = jax.random.split(key)
     first, _ = draw(k_first, logits[0], warp)
-    tokens = jnp.zeros(max_len, jnp.int32).at[: prompt_buf.shape[0]].set(prompt_buf).at[n_prompt].set(first)
-    state = ARState(tokens, jnp.asarray(n_prompt + 1, jnp.int32), key, cache)
+    tokens = jnp.zeros(max_len, jnp.int32).at[: own.shape[0]].set(own).at[n_own].set(first)
+    state = ARState(tokens, jnp.asarray(n_own + 1, jnp.int32), key, cache)
     return (state, features[0]) if hidden else state
 
 
-def ar_step(params, state: ARState, config: GPT2Config, warp: Warp) -> ARState:
+def ar_step(params, state: ARState, config, warp: Warp) -> ARState:
     """One autoregressive token: the target reads the pending token and a token is drawn from q."""
     key, k = jax.random.split(state.key)
     n, tokens = state.n, state.tokens
-    logits, cache = step(params, state.target_cache, lax.dynamic_slice(tokens, (n - 1,), (1,)), n - 1, config)
+    logits, cache = network.step(
+        params, state.target_cache, lax.dynamic_slice(tokens, (n - 1,), (1,)), n - 1, config
+    )
     token, _ = draw(k, logits[0], warp)
     return ARState(tokens.at[n].set(token), n + 1, key, cache)
 
@@ -224,7 +226,7 @@ def spec_start(
         s.n,
         s.key,
         s.target_cache,
-        drafters.start(drafter, draft_params, prompt_buf, max_len, features),
+        drafters.start(drafter, draft_params, prompt_buf, n_prompt, max_len, features),
         counts,
     )
 
@@ -288,9 +290,11 @@ def verify_step(target_params, cache, tokens, pos, target_config, drafter, dstat
     """The target's step over the tokens to verify: (logits, cache, the drafter's state after it).
     A drafter that reads features is handed the step's (drafters.observe), from the same pass."""
     if not drafter.spec.features:
-        logits, cache = step(target_params, cache, tokens, pos, target_config, tree=tree)
+        logits, cache = network.step(target_params, cache, tokens, pos, target_config, tree=tree)
         return logits, cache, dstate
-    logits, cache, features = step(target_params, cache, tokens, pos, target_config, tree=tree, hidden=True)
+    logits, cache, features = network.step(
+        target_params, cache, tokens, pos, target_config, tree=tree, hidden=True
+    )
     return logits, cache, drafters.observe(drafter, dstate, features, pos)
 
 
@@ -402,7 +406,8 @@ def spec_generate(
         draft_params, target_params, prompt_buf, n_prompt, key, drafter, target_config, warp, max_len, K
     )
     body = lambda s: spec_round(draft_params, target_params, s, drafter, target_config, warp, K, verdict)[0]
-    return lax.while_loop(lambda s: s.n < n_prompt + n_tokens, body, state)
+    end = network.decoder_prompt_length(target_config, n_prompt) + n_tokens
+    return lax.while_loop(lambda s: s.n < end, body, state)
 
 
 AR_STATIC = ("config", "warp", "max_len")

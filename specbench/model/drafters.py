@@ -55,8 +55,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from specbench.model import eagle
-from specbench.model.gpt2 import GPT2Config, init_cache, step
+from specbench.model import eagle, network
+from specbench.model.gpt2 import GPT2Config, init_cache
 from specbench.model.sampling import Warp, draw, probs, sample
 from specbench.model.sampling import argmax as first_argmax
 from specbench.model.tree import Dynamic, Tree
@@ -164,11 +164,11 @@ def dial_drafter(acceptance: float) -> Drafter:
 # start: the drafter's own state after the prompt
 
 
-def start(drafter: Drafter, params, prompt_buf, max_len: int, features=None):
-    """The drafter's state after reading the prompt (its kind's start). `features` are the
-    target's features of the prompt's rows [len(prompt_buf), n_embd], for a kind that reads them
-    (Kind.features), else None."""
-    return drafter.spec.start(drafter, params, prompt_buf, max_len, features)
+def start(drafter: Drafter, params, prompt_buf, n_prompt, max_len: int, features=None):
+    """The drafter's state after reading the prompt (its kind's start), n_prompt of prompt_buf
+    real. `features` are the target's features of the prompt's rows [len(prompt_buf), n_embd],
+    for a kind that reads them (Kind.features), else None."""
+    return drafter.spec.start(drafter, params, prompt_buf, n_prompt, max_len, features)
 
 
 def observe(drafter: Drafter, dstate, features, pos):
@@ -181,12 +181,12 @@ def observe(drafter: Drafter, dstate, features, pos):
     return {**dstate, "feats": feats}
 
 
-def no_state(drafter: Drafter, params, prompt_buf, max_len: int, features=None):
+def no_state(drafter: Drafter, params, prompt_buf, n_prompt, max_len: int, features=None):
     """Lookup and the dial keep no state of their own between rounds."""
     return {}
 
 
-def eagle_start(drafter: Drafter, params, prompt_buf, max_len: int, features=None):
+def eagle_start(drafter: Drafter, params, prompt_buf, n_prompt, max_len: int, features=None):
     """The head's state after the prompt: its cache over the prompt's rows, each reading the
     target's feature of the row before (eagle.shifted), and those features in a [max_len, n_embd]
     buffer (rows past the prompt are padding's, rewritten before they are read)."""
@@ -198,10 +198,14 @@ def eagle_start(drafter: Drafter, params, prompt_buf, max_len: int, features=Non
     return {"cache": cache, "feats": lax.dynamic_update_slice_in_dim(feats, features, 0, 0)}
 
 
-def network_start(drafter: Drafter, params, prompt_buf, max_len: int, features=None):
-    """A network drafter's cache after the prompt: as many layers as its config has."""
-    cache = init_cache(drafter.config, max_len, params["wte"].dtype)
-    _, cache = step(params, cache, prompt_buf, 0, drafter.config)  # runs as many layers as the cache has
+def network_start(drafter: Drafter, params, prompt_buf, n_prompt, max_len: int, features=None):
+    """A network drafter's cache after the prompt: as many layers as its config has. An
+    encoder-decoder draft encodes the prompt as its source and reads its decoder's start token
+    (network.py)."""
+    config = drafter.config
+    cache = network.start_cache(params, prompt_buf, n_prompt, config, max_len)
+    # runs as many layers as the cache has
+    _, cache = network.step(params, cache, network.decoder_prompt(prompt_buf, config), 0, config)
     return {"cache": cache}
 
 
@@ -248,10 +252,10 @@ def network_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: Warp
     head_tokens[j], and p is zero at every other token.
     """
     config = drafter.config
-    logits, cache = step(
+    logits, cache = network.step(
         params, dstate["cache"], lax.dynamic_slice(tokens, (n - 2,), (2,)), n - 2, config, logits_at=1
     )
-    after = lambda cache, x, pos: step(params, cache, x[None], pos, config)
+    after = lambda cache, x, pos: network.step(params, cache, x[None], pos, config)
     cache, drafts, p, n_drafted = chain(drafter, params, logits, cache, after, n, key, warp, K, n_vocab)
     return {"cache": cache}, drafts, p, n_drafted
 
@@ -363,7 +367,7 @@ def dynamic_propose(drafter: Drafter, params, dstate, tokens, n, warp: Warp, n_v
                 top,
             )
             x = jnp.concatenate([lax.dynamic_slice(tokens, (n - 2,), (1,)), cand])
-            logits, cache = step(params, dstate["cache"], x, n - 2, drafter.config, tree=above)
+            logits, cache = network.step(params, dstate["cache"], x, n - 2, drafter.config, tree=above)
             logits = logits[1:]
         width = frontier.shape[0] * top
         for f in range(frontier.shape[0]):
@@ -395,7 +399,7 @@ def dynamic_propose(drafter: Drafter, params, dstate, tokens, n, warp: Warp, n_v
     if not net:  # the cache in node order, for decoding.compact: one more step over the kept tree
         above = tree_shape_of(jnp.concatenate([jnp.full(1, -1), node_parents + 1]), spec.depth + 1, top)
         x = jnp.concatenate([lax.dynamic_slice(tokens, (n - 2,), (1,)), nodes])
-        _, cache = step(params, dstate["cache"], x, n - 2, drafter.config, tree=above)
+        _, cache = network.step(params, dstate["cache"], x, n - 2, drafter.config, tree=above)
     return {**dstate, "cache": cache}, nodes, p, shape
 
 
@@ -421,7 +425,7 @@ def network_tree_propose(drafter: Drafter, params, dstate, tokens, n, key, warp:
     cache = dstate["cache"]
     for d in range(tree.depth):  # static: the tree's shape is known when traced
         x = jnp.concatenate([lax.dynamic_slice(tokens, (n - 2,), (1,)), nodes])
-        logits, cache = step(params, dstate["cache"], x, n - 2, config, tree=above)
+        logits, cache = network.step(params, dstate["cache"], x, n - 2, config, tree=above)
         nodes, p = grow(tree, d, logits[1:], nodes, p, keys[d], warp, params.get("head_tokens"))
     return {"cache": cache}, nodes, p
 

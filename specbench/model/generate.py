@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from specbench.errors import DecodeError
-from specbench.model import batched, decoding, drafters
+from specbench.model import batched, decoding, drafters, network
 from specbench.model.decoding import plan_max_len, validate
 from specbench.model.drafters import Drafter
 from specbench.model.sampling import Warp
@@ -80,9 +80,12 @@ def programs(batch: int) -> Programs:
     return Programs(batched.ar_step, batched.spec_round, batched.ar_start_jit, batched.spec_start_jit)
 
 
-def _new_tokens(tokens, prompts: list[list[int]], n_tokens: int) -> np.ndarray:
+def _new_tokens(tokens, prompts: list[list[int]], n_tokens: int, config) -> np.ndarray:
+    """The N new tokens of each sequence's buffer, after its own prompt (network.py: for an
+    encoder-decoder, after the decoder's start token)."""
     rows = np.asarray(tokens).reshape(len(prompts), -1)
-    return np.stack([rows[i, len(ids) : len(ids) + n_tokens] for i, ids in enumerate(prompts)])
+    starts = [network.decoder_prompt_length(config, len(ids)) for ids in prompts]
+    return np.stack([rows[i, s : s + n_tokens] for i, s in enumerate(starts)])
 
 
 def _check_loop(prompts, device_loop: bool, record: bool = False) -> None:
@@ -116,7 +119,7 @@ def autoregressive(
         state = decoding.start_jit(target.params, *x, **kw)
         for _ in range(n_tokens - 1):
             state = decoding.ar_step_jit(target.params, state, config=target.config, warp=warp)
-    tokens = _new_tokens(state.tokens, batch, n_tokens)
+    tokens = _new_tokens(state.tokens, batch, n_tokens, target.config)
     return (tokens[0] if single else tokens), DecodeStats.autoregressive(n_tokens, len(batch))
 
 
@@ -168,7 +171,7 @@ def speculative(
         )
     else:
         state = decoding.spec_start_jit(draft_params, target.params, *x, max_len=max_len, **kw)
-        end = len(batch[0]) + n_tokens
+        end = network.decoder_prompt_length(target.config, len(batch[0])) + n_tokens
         while int(state.n) < end:  # the round's one host sync
             state, rnd = decoding.spec_round_jit(draft_params, target.params, state, **kw)
             if record:
@@ -180,7 +183,7 @@ def speculative(
                         "n_drafted": int(rnd.n_drafted),
                     }
                 )
-    tokens = _new_tokens(state.tokens, batch, n_tokens)
+    tokens = _new_tokens(state.tokens, batch, n_tokens, target.config)
     stats = DecodeStats.from_counts(K, n_tokens, jax.device_get(state.counts), rounds)
     return (tokens[0] if single else tokens), stats
 

@@ -59,6 +59,12 @@ class T5Config:
     def inner(self) -> int:
         return self.n_head * self.d_kv
 
+    @property
+    def n_ctx(self) -> int:
+        """The longest decoder sequence decoding plans for: T5 has no position table (its buckets
+        reach any distance), and was trained on 512 tokens."""
+        return 512
+
 
 # ---------------------------------------------------------------------------------------------
 # Parts of the model. x is [n_seq, d_model] throughout.
@@ -188,17 +194,18 @@ def head(params, x, config: T5Config):
     return (x @ w).astype(jnp.float32)
 
 
-def step(params, cache, cross, n_src, tokens, pos, config: T5Config):
+def step(params, cache, tokens, pos, config: T5Config, logits_at=None):
     """Decode `tokens` [n] at positions pos.. through the decoder, reading and writing `cache`
-    ({"k", "v": [L, max_len, H, dk]}) and attending to the source through `cross` (cross_kv's, its
-    first n_src keys real). Returns (logits [n, V] float32, new cache). Each block writes its new
+    (start_cache's: {"k", "v": [L, max_len, H, dk]} and the source's cross-attention keys and
+    values {"cross_k", "cross_v": [L, n_src, H, dk]}, the first "n_src" of them real). Returns
+    (logits [n, V] float32, or [1, V] at row `logits_at`; new cache). Each block writes its new
     keys and values at pos and attends over the cache up to each query's own position."""
     dec = params["decoder"]
-    n, max_len = tokens.shape[0], cache["k"].shape[1]
+    n, max_len, n_keys = tokens.shape[0], cache["k"].shape[1], cache["cross_k"].shape[1]
     q_pos, k_pos = pos + jnp.arange(n), jnp.arange(max_len)
     bias = position_bias(dec["bias"], q_pos, k_pos, False, config)
     self_mask = k_pos[None, :] <= q_pos[:, None]
-    cross_mask = jnp.broadcast_to(jnp.arange(cross["k"].shape[1])[None, :] < n_src, (n, cross["k"].shape[1]))
+    cross_mask = jnp.broadcast_to(jnp.arange(n_keys)[None, :] < cache["n_src"], (n, n_keys))
 
     def block(x, xs):
         p, k_cache, v_cache, ck, cv = xs
@@ -212,15 +219,28 @@ def step(params, cache, cross, n_src, tokens, pos, config: T5Config):
         x, _ = decoder_block(x, p, self_kv, bias, self_mask, ck, cv, cross_mask, config)
         return x, (written["k"], written["v"])
 
-    xs = (blocks(dec), cache["k"], cache["v"], cross["k"], cross["v"])
+    xs = (blocks(dec), cache["k"], cache["v"], cache["cross_k"], cache["cross_v"])
     x, (k, v) = lax.scan(block, params["shared"][tokens], xs)
-    return head(params, x, config), {"k": k, "v": v}
+    if logits_at is not None:
+        x = lax.dynamic_slice_in_dim(x, logits_at, 1)
+    return head(params, x, config), {**cache, "k": k, "v": v}
 
 
-def init_cache(config: T5Config, max_len: int, dtype=jnp.float32):
-    """An empty decoder cache for up to max_len target tokens."""
+def start_cache(params, src, n_src, config: T5Config, max_len: int):
+    """The decoder's cache for a source src [n] (its first n_src real, the rest padding): empty
+    self-attention entries for up to max_len target tokens, and the source's cross-attention
+    keys and values, the encoder run once."""
     shape = (config.n_decoder_layer, max_len, config.n_head, config.d_kv)
-    return {"k": jnp.zeros(shape, dtype), "v": jnp.zeros(shape, dtype)}
+    dtype = params["shared"].dtype
+    cross = cross_kv(params, encode(params, src, n_src, config), config)
+    n_src = jnp.asarray(n_src, jnp.int32)
+    return {
+        "k": jnp.zeros(shape, dtype),
+        "v": jnp.zeros(shape, dtype),
+        "cross_k": cross["k"],
+        "cross_v": cross["v"],
+        "n_src": n_src,
+    }
 
 
 def t5(params, src, tgt, config: T5Config):

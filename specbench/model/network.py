@@ -1,0 +1,70 @@
+"""The one step interface decoding reads: GPT-2 (decoder-only, gpt2.py) and T5 (encoder-decoder,
+t5.py) behind the same functions, chosen by the config's type.
+
+A decoder-only model reads the prompt as the start of its own sequence. An encoder-decoder reads
+it as the source: the encoder runs once, its cross-attention keys and values go into the cache
+beside the decoder's own entries, and the decoder's sequence starts from one token
+(config.decoder_start). From there a step is a step: `step(params, cache, tokens, pos, config)`
+runs tokens at positions pos.. and returns (logits, cache), whichever the model.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+from specbench.model import gpt2, t5
+from specbench.model.gpt2 import GPT2Config
+from specbench.model.t5 import T5Config
+
+
+def encoder_decoder(config) -> bool:
+    """Whether the model reads its prompt as a source (T5) rather than as its own start (GPT-2)."""
+    return isinstance(config, T5Config)
+
+
+def dtype_of(params):
+    """The dtype of a model's weights (its embedding's)."""
+    return (params["shared"] if "shared" in params else params["wte"]).dtype
+
+
+def decoder_prompt_length(config, n_prompt):
+    """How many of the decoder's own tokens come before the first new one: the prompt's length
+    for GPT-2, one (the decoder's start token) for T5."""
+    return 1 if encoder_decoder(config) else n_prompt
+
+
+def start_cache(params, prompt_buf, n_prompt, config, max_len: int):
+    """The cache before the decoder reads its prompt: GPT-2's empty one; T5's with the source
+    (prompt_buf, its first n_prompt real) encoded into the cross-attention entries."""
+    if encoder_decoder(config):
+        return t5.start_cache(params, prompt_buf, n_prompt, config, max_len)
+    return gpt2.init_cache(config, max_len, dtype_of(params))
+
+
+def decoder_prompt(prompt_buf, config):
+    """The decoder's prompt buffer: GPT-2's prompt; for T5 the start token, padded to the
+    prompt's bucket (so that the token buffer's layout is the same)."""
+    if encoder_decoder(config):
+        return jnp.zeros_like(prompt_buf).at[0].set(config.decoder_start)
+    return prompt_buf
+
+
+def last_logits(params, prompt, continuation, config):
+    """The logits [V] after the prompt and a continuation [n] (n may be 0), uncached: the tests'
+    oracle. GPT-2 reads their concatenation; T5 reads the prompt as its source and its decoder
+    reads the start token and the continuation."""
+    prompt = jnp.asarray(prompt, jnp.int32)
+    continuation = jnp.asarray(continuation, jnp.int32)
+    if encoder_decoder(config):
+        decoder = jnp.concatenate([jnp.full(1, config.decoder_start, jnp.int32), continuation])
+        return t5.t5(params, prompt, decoder, config)[-1]
+    return gpt2.gpt2(params, jnp.concatenate([prompt, continuation]), config)[-1]
+
+
+def step(params, cache, tokens, pos, config, logits_at=None, tree=None, hidden=False):
+    """gpt2.step or t5.step, by the config's type. T5 has no token trees or features (yet)."""
+    if isinstance(config, GPT2Config):
+        return gpt2.step(params, cache, tokens, pos, config, logits_at=logits_at, tree=tree, hidden=hidden)
+    if tree is not None or hidden:
+        raise ValueError("specbench's T5 verifies chains: no token trees or EAGLE features")
+    return t5.step(params, cache, tokens, pos, config, logits_at=logits_at)
