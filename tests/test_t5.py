@@ -163,7 +163,6 @@ def greedy_reference(model, src, n: int) -> list[int]:
 
 def test_greedy_speculative_and_autoregressive_equal_the_uncached_greedy_decode():
     from specbench.model.generate import autoregressive, speculative
-
     from specbench.model.weights import Model
 
     target = t5_model(CONFIG, 1, "t5-target", scale=2.0)
@@ -207,10 +206,10 @@ SMALL = T5Config(
 
 
 def test_speculative_sampling_follows_the_t5_target_and_a_broken_verdict_fails(shared):
-    from exactness import MANY_SAMPLES, P_THRESHOLD, broken_accept_reject, chi_square_p
-
     from specbench.measure import selftest
     from specbench.model.sampling import Warp, accept_reject
+
+    from exactness import MANY_SAMPLES, P_THRESHOLD, broken_accept_reject, chi_square_p
 
     target = t5_model(SMALL, 11, "small-t5-target", scale=4.0)
     draft = t5_model(T5Config(**{**SMALL.__dict__, "n_decoder_layer": 1}), 12, "small-t5-draft", scale=4.0)
@@ -229,3 +228,40 @@ def test_speculative_sampling_follows_the_t5_target_and_a_broken_verdict_fails(s
     assert min(p_values) > P_THRESHOLD, p_values
     broken_p = [chi_square_p(broken[:, i], exact[i]) for i in (1, 2)]
     assert max(broken_p) < P_THRESHOLD, broken_p
+
+
+def test_the_step_timers_run_a_t5_through_the_same_interface():
+    from specbench.measure import timing
+
+    model = t5_model(CONFIG, 1, "t5")
+    for rows in (1, 5):
+        seconds = timing.step_seconds(model, rows, 32, iters=2, repeats=2)
+        assert seconds.shape == (2,) and (seconds > 0).all()
+    assert (timing.step_seconds(model, 1, 32, iters=2, repeats=1, batch=2) > 0).all()
+    assert (timing.plain_step_seconds(model, 32, iters=2, repeats=1) > 0).all()
+
+
+def test_a_t5_folder_loads_by_path_decodes_as_transformers_generates_and_the_cli_names_it(tmp_path, env):
+    import torch
+
+    from specbench.model import weights
+    from specbench.model.generate import autoregressive
+
+    from conftest import assert_one_line_error, invoke
+
+    model, folder = hf_model(tmp_path, True, False)
+    loaded = weights.load_model(str(folder))
+    assert isinstance(loaded.config, T5Config) and loaded.source == str(folder)
+    src = [5, 9, 2, 44, 13, 7, 81, 30]
+    model.generation_config.eos_token_id = None  # 12 tokens whatever they are, as specbench decodes
+    with torch.no_grad():
+        hf = model.generate(torch.tensor([src]), max_new_tokens=12, do_sample=False, use_cache=False)
+    ours, _ = autoregressive(loaded, src, 12)
+    assert list(ours) == hf[0, 1:].tolist()  # transformers' greedy generation, after its start token
+    assert_one_line_error(invoke("run", "--target", folder, "--dry-run"), "--target", "is a T5")
+    rows = weights.list_models()
+    assert not any(r["path"] == str(folder) for r in rows)  # not in the weights folder: not listed
+    link = weights.weights_dir() / "my-t5"
+    link.symlink_to(folder)
+    row = next(r for r in weights.list_models() if r["name"] == "my-t5")
+    assert row["kind"] == "T5 (encoder-decoder)" and row["layers_x_width"] == "2+3x32"

@@ -39,7 +39,7 @@ def load_model(name: str, flag: str, dtype: str, kernels: str = "auto", cache: d
     import jax.numpy as jnp
 
     from specbench.errors import SpecbenchError
-    from specbench.model import weights
+    from specbench.model import network, weights
 
     check_backend()
     cache = {} if cache is None else cache
@@ -50,6 +50,12 @@ def load_model(name: str, flag: str, dtype: str, kernels: str = "auto", cache: d
             )
         except WeightsError as e:
             raise bad_input(e, flag) from None
+        if network.encoder_decoder(model.config):
+            raise BadInput(
+                flag,
+                f"{model.name} is a T5 (an encoder-decoder): the command line runs GPT-2s so far, and "
+                "T5 decodes through specbench's Python API (docs/encoder-decoders.md)",
+            )
         try:
             cache[name, dtype, kernels] = weights.for_decoding_model(model, kernels)
         except SpecbenchError as e:

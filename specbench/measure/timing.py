@@ -18,8 +18,8 @@ import numpy as np
 from jax import lax
 
 from specbench.measure.prepared import Prepared
-from specbench.model import drafters, eagle, generate, programs
-from specbench.model.gpt2 import GPT2Config, init_cache, step
+from specbench.model import drafters, eagle, generate, network, programs
+from specbench.model.gpt2 import GPT2Config, init_cache
 from specbench.model.layouts import batch_layout
 from specbench.model.sampling import Warp, argmax
 from specbench.model.weights import Model
@@ -71,19 +71,30 @@ def seconds_per_iter(loop, state, iters: int, repeats: int, warm: bool = True) -
 # One forward step
 
 
-def _chained_step(params, cache, tokens, pos, config: GPT2Config):
+def _chained_step(params, cache, tokens, pos, config):
     """One step whose next input is its own argmax, so no step can be skipped or hoisted."""
-    logits, cache = step(params, cache, tokens, pos, config)
+    logits, cache = network.step(params, cache, tokens, pos, config)
     return cache, jnp.full_like(tokens, argmax(logits[-1]).astype(tokens.dtype))
 
 
 @functools.partial(programs.jit, static_argnames=("iters", "config"), donate_argnames=("cache",))
-def _step_loop(params, cache, tokens, pos, iters, config: GPT2Config):
+def _step_loop(params, cache, tokens, pos, iters, config):
     """`iters` steps; with a leading batch axis on cache, tokens and pos, every sequence at once."""
     if tokens.ndim == 2:  # as batched.py decodes: vmapped, in the batch layout
         params = batch_layout(params)
     one = lambda c, t, p: lax.fori_loop(0, iters, lambda _, s: _chained_step(params, *s, p, config), (c, t))
     return jax.vmap(one)(cache, tokens, pos) if tokens.ndim == 2 else one(cache, tokens, pos)
+
+
+SOURCE_TOKENS = 16
+"""An encoder-decoder's step timers read a source of this many tokens (its cross-attention's keys)."""
+
+
+def step_cache(model: Model, max_len: int):
+    """The cache a step timer runs on: the network's (network.start_cache); an encoder-decoder's
+    with a source of SOURCE_TOKENS tokens encoded into it."""
+    source = jnp.zeros(SOURCE_TOKENS, jnp.int32)
+    return network.start_cache(model.params, source, SOURCE_TOKENS, model.config, max_len)
 
 
 def step_seconds(
@@ -98,7 +109,7 @@ def step_seconds(
     """Seconds of one forward step over n_seq tokens (1 = decode, K+1 = verify), one per repeat;
     with batch > 1, of one step of `batch` sequences together, each at its own position (warm:
     seconds_per_iter)."""
-    cache = init_cache(model.config, max_len, model.params["wte"].dtype)
+    cache = step_cache(model, max_len)
     pos = jnp.int32(max(0, max_len // 2 - n_seq))  # any position costs the same: the whole cache is read
     tokens = jnp.zeros(n_seq, jnp.int32)
     if batch > 1:  # positions a vector, as in batched decoding, so the cache writes are the same scatters
@@ -158,8 +169,7 @@ def plain_step_seconds(
             state = _plain_step(model.params, *state, pos, model.config)
         return state
 
-    cache = init_cache(model.config, max_len, model.params["wte"].dtype)
-    return seconds_per_iter(loop, (cache, jnp.zeros(1, jnp.int32)), iters, repeats, warm)
+    return seconds_per_iter(loop, (step_cache(model, max_len), jnp.zeros(1, jnp.int32)), iters, repeats, warm)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -219,9 +229,9 @@ def draft_seconds(prep: Prepared, iters: int = 20, repeats: int = 5, warm: bool 
     if drafter.spec.network:  # the weights it drafts with (its head restricted or not)
         own = c.draft if drafter.spec.draft_model else c.target
         name = own.name if drafter.spec.draft_model else f"{own.name}[:{drafter.config.n_layer}]"
-        network = Model(name, drafter.config, prep.draft_params, own.source)
+        drafting = Model(name, drafter.config, prep.draft_params, own.source)
         rows = 1 if drafter.tree is None else drafter.tree.draft_rows + 1  # a tree drafts a level a step
-        return step_seconds(network, rows, max_len, iters, repeats, B, warm)
+        return step_seconds(drafting, rows, max_len, iters, repeats, B, warm)
     buf = generate.inputs(prep.prompts, max_len, 0).prompt_bufs
     tokens = jnp.zeros(buf.shape[:-1] + (max_len,), jnp.int32).at[..., : buf.shape[-1]].set(buf)
     n = jnp.full(buf.shape[:-1], max_len // 2, jnp.int32)  # a search over half the buffer: mid-generation

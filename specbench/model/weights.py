@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 
 from specbench.errors import WeightsError
-from specbench.model import eagle, kernels
+from specbench.model import eagle, kernels, network, t5_layout
 from specbench.model.gpt2 import GPT2Config, init_params
 from specbench.model.hf_layout import is_model_dir, load_dir, read_config
 from specbench.model.layouts import for_decoding
@@ -138,7 +138,10 @@ def load_model(name: str, dtype=jnp.float32, decoding: bool = True, kernels_choi
 
 
 def for_decoding_model(model: Model, kernels_choice: str = "auto") -> Model:
-    """The model with its weights in the layout decoding reads (layouts.for_decoding)."""
+    """The model with its weights in the layout decoding reads (layouts.for_decoding); a T5's
+    stay as loaded (XLA's products)."""
+    if network.encoder_decoder(model.config):
+        return model
     kernel = kernels.choose(model.params, model.config.n_head, kernels_choice)
     return dataclasses.replace(model, params=for_decoding(model.params, kernel))
 
@@ -146,7 +149,8 @@ def for_decoding_model(model: Model, kernels_choice: str = "auto") -> Model:
 def _load(name: str, dtype) -> Model:
     target = resolve(name)
     if isinstance(target, Path):
-        config, params = load_dir(target, dtype)
+        read = t5_layout.load_dir if t5_layout.is_t5_dir(target) else load_dir
+        config, params = read(target, dtype)
         return Model(target.name, config, params, str(target))
     spec = target
     if spec.random_seed is not None:
@@ -186,6 +190,9 @@ def list_models() -> list[dict]:
             if eagle.is_head_dir(d):
                 rows.append(head_row(d))
                 continue
+            if t5_layout.is_t5_dir(d):
+                rows.append(t5_row(d))
+                continue
             try:
                 config = read_config(d)
             except WeightsError as e:  # listed, with why it cannot be used: what loading it says
@@ -223,6 +230,25 @@ def head_row(d: Path) -> dict:
         "description": f"drafts for {trained_on or 'a target'} from its features",
         "path": str(d),
         "layers_x_width": f"1x{config.n_embd}",
+    }
+
+
+def t5_row(d: Path) -> dict:
+    """models' row for a T5 directory (t5_layout.py): an encoder-decoder, decoded through the
+    Python API so far (docs/encoder-decoders.md)."""
+    try:
+        config, params = t5_layout.load_dir(d)
+    except WeightsError as e:
+        return unreadable_row(d, str(e))
+    return {
+        "name": d.name,
+        "aliases": "",
+        "kind": "T5 (encoder-decoder)",
+        "present": True,
+        "n_params": sum(x.size for x in jax.tree_util.tree_leaves(params)),
+        "description": "decodes through the Python API (docs/encoder-decoders.md)",
+        "path": str(d),
+        "layers_x_width": f"{config.n_layer}+{config.n_decoder_layer}x{config.d_model}",
     }
 
 
