@@ -241,13 +241,11 @@ def test_the_step_timers_run_a_t5_through_the_same_interface():
     assert (timing.plain_step_seconds(model, 32, iters=2, repeats=1) > 0).all()
 
 
-def test_a_t5_folder_loads_by_path_decodes_as_transformers_generates_and_the_cli_names_it(tmp_path, env):
+def test_a_t5_folder_loads_by_path_and_decodes_as_transformers_generates(tmp_path, env):
     import torch
 
     from specbench.model import weights
     from specbench.model.generate import autoregressive
-
-    from conftest import assert_one_line_error, invoke
 
     model, folder = hf_model(tmp_path, True, False)
     loaded = weights.load_model(str(folder))
@@ -258,10 +256,51 @@ def test_a_t5_folder_loads_by_path_decodes_as_transformers_generates_and_the_cli
         hf = model.generate(torch.tensor([src]), max_new_tokens=12, do_sample=False, use_cache=False)
     ours, _ = autoregressive(loaded, src, 12)
     assert list(ours) == hf[0, 1:].tolist()  # transformers' greedy generation, after its start token
-    assert_one_line_error(invoke("run", "--target", folder, "--dry-run"), "--target", "is a T5")
     rows = weights.list_models()
     assert not any(r["path"] == str(folder) for r in rows)  # not in the weights folder: not listed
     link = weights.weights_dir() / "my-t5"
     link.symlink_to(folder)
     row = next(r for r in weights.list_models() if r["name"] == "my-t5")
     assert row["kind"] == "T5 (encoder-decoder)" and row["layers_x_width"] == "2+3x32"
+
+
+def test_run_sweep_and_trace_take_a_t5_pair_and_the_rest_refuse_it_in_one_line(tmp_path, env):
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from conftest import assert_one_line_error, invoke
+
+    folders = {}
+    for name, layers in (("t5-target", 2), ("t5-draft", 1)):  # GPT-2's vocabulary: the prompts' tokens
+        torch.manual_seed(layers)
+        config = transformers.T5Config(
+            vocab_size=50257,
+            d_model=32,
+            d_kv=8,
+            d_ff=48,
+            num_layers=layers,
+            num_heads=4,
+            feed_forward_proj="gated-gelu",
+        )
+        folders[name] = tmp_path / name
+        transformers.T5ForConditionalGeneration(config).save_pretrained(
+            folders[name], safe_serialization=True
+        )
+    pair = ["--target", folders["t5-target"], "--draft", folders["t5-draft"], "-n", 8]
+    out = tmp_path / "row.json"
+    result = invoke("run", *pair, "--K", 2, "--repeats", 1, "--no-save", "--export-json", out)
+    assert result.exit_code == 0, result.output
+    row = json.loads(out.read_text())[0]
+    assert row["architecture"] == "t5" and row["ar_text"] == row["sd_text"]  # T = 0: identical
+    assert "t5-target (2+2x32)" in result.output
+    result = invoke("trace", *pair, "--K", 2)
+    assert result.exit_code == 0 and "rounds" in result.output, result.output
+    saved = tmp_path / "sweep.json"
+    result = invoke("sweep", *pair, "--K", 2, "--repeats", 1, "-o", saved)
+    assert result.exit_code == 0, result.output
+    assert [r["architecture"] for r in json.loads(saved.read_text())] == ["t5"]
+    assert_one_line_error(invoke("run", *pair, "--tree", "2,1"), "--tree", "is a T5")
+    assert_one_line_error(invoke("run", *pair[:2], "--drafter", "layerskip"), "--drafter", "is a T5")
+    assert_one_line_error(invoke("run", *pair[:2], "--drafter", "eagle"), "--drafter", "is a T5")
+    assert_one_line_error(invoke("roofline", "-m", folders["t5-target"]), "--model", "is a T5")
+    report = ["report", "--quick", *pair[:4], "-o", tmp_path / "r", "--dry-run"]
+    assert_one_line_error(invoke(*report), "--target", "is a T5")

@@ -43,13 +43,15 @@ def kernel_lines(models, choice: str = "auto") -> list[str]:
     was not ruled out by --kernels xla: what runs instead of specbench's kernel, and why."""
     import jax
 
-    from specbench.model import kernels
+    from specbench.model import kernels, network
 
     if choice == "xla" or jax.default_backend() != "cpu":
         return []
     lines = []
     for m in models:
-        if m is not None and kernels.used_by(m.params) == "xla":
+        if m is not None and network.encoder_decoder(m.config):
+            lines.append(f"{m.name}: XLA's matrix products (specbench's kernels serve GPT-2s)")
+        elif m is not None and kernels.used_by(m.params) == "xla":
             dtype = m.params["wte"].dtype
             why = kernels.unavailable() or f"it multiplies float32 weights, and {m.name} is {dtype}"
             lines.append(
@@ -65,8 +67,10 @@ def kernel_lines(models, choice: str = "auto") -> list[str]:
 
 def run_header(job, d, t) -> str:
     """'draft NAME (LxE) · target NAME (LxE) · K=4 · T=0 ...', or what drafts instead of a draft model."""
+    from specbench.model import network
+
     c, spec = job.config, job.config.drafter
-    target = f"target [bold]{t.name}[/bold] ({t.config.n_layer}x{t.config.n_embd})"
+    target = f"target [bold]{t.name}[/bold] ({network.shape(t.config)})"
     title = spec.spec.title
     if "ngram" in spec.spec.flags:
         pair = f"drafter [bold]{title}[/bold] (n-gram ≤ {spec.ngram}) · {target}"
@@ -84,7 +88,7 @@ def run_header(job, d, t) -> str:
         layers = f"{job.draft_name}: its first {spec.config.n_layer} blocks{head_of(spec)}"
         pair = f"drafter [bold]{title}[/bold] ({layers}) · {target}"
     else:
-        pair = f"draft [bold]{d.name}[/bold] ({d.config.n_layer}x{d.config.n_embd}{head_of(spec)}) · {target}"
+        pair = f"draft [bold]{d.name}[/bold] ({network.shape(d.config)}{head_of(spec)}) · {target}"
     w, B = c.warp, len(job.ids)
     return (
         pair

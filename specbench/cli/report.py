@@ -141,6 +141,12 @@ def report_plan(f: dict) -> ReportPlan:
     }
     done = check_directory(directory, settings, f["resume"], f["force"])
     d, t = load_pair(f["draft"], f["target"], f["dtype"], kernels=f["kernels"])
+    from specbench.model import network
+
+    if network.encoder_decoder(t.config):  # its roofline, layer-skip and trees are GPT-2's so far
+        raise BadInput(
+            "--target", f"{t.name} is a T5: the report covers GPT-2 pairs so far (docs/encoder-decoders.md)"
+        )
     head = default_head(t)  # the target's EAGLE head where it has one: eagle joins the drafters
     options = {"ngram": 3, "draft_layers": None, "draft_confidence": DRAFT_CONFIDENCE}
     options["draft_vocab"] = f["draft_vocab"]

@@ -18,7 +18,7 @@ import numpy as np
 from specbench.measure import load, timing
 from specbench.measure.peers import PeerResult
 from specbench.measure.prepared import Prepared, RunConfig
-from specbench.model import kernels, programs, verify
+from specbench.model import kernels, network, programs, verify
 from specbench.model.stats import DecodeStats
 
 __all__ = ["BenchmarkResult", "PARTS", "Prepared", "RunConfig", "STEP_TIMERS", "run_benchmark"]
@@ -50,6 +50,7 @@ class BenchmarkResult:
     kernels: str = "xla"  # what multiplied the weights: "cpu" (specbench's kernel) or "xla" (kernels.used_by)
     verdict: str = "lazy"  # how a T > 0 verdict was computed (verify.KINDS), chosen by verify.kind_for
     xla_loops: str = "xla default"  # how the device loops were compiled (programs.loops_setting)
+    architecture: str = "gpt2"  # the target's (network.architecture)
 
 
 PARTS = {"ar": ("ar_start", "ar_token"), "sd": ("sd_start", "round")}  # each method's budget parts
@@ -188,4 +189,5 @@ def benchmark_result(
         kernels=kernels.used_by(c.target.params),
         verdict=verify.kind_for(jax.default_backend()),
         xla_loops=programs.loops_setting(),
+        architecture=network.architecture(c.target.config),
     )

@@ -29,20 +29,17 @@ from jax import lax
 
 from specbench.model import decoding, network, programs
 from specbench.model.decoding import ARState, SpecState, bucket
-from specbench.model.gpt2 import GPT2Config
 from specbench.model.layouts import batch_layout
 
 # ---------------------------------------------------------------------------------------------
 # Sizes
 
 
-def memory_bytes(
-    batch: int, configs: list[GPT2Config], max_len: int, K: int, n_vocab: int, itemsize: int = 4
-) -> int:
+def memory_bytes(batch: int, configs: list, max_len: int, K: int, n_vocab: int, itemsize: int = 4) -> int:
     """Device memory a batch needs beyond the weights: every model's K/V cache, twice (the layer
     scan reads one copy and writes the next), and a round's float32 probabilities p [K, V],
     q [K+1, V] and logits [K+1, V] per sequence."""
-    caches = sum(2 * c.n_layer * max_len * c.n_embd for c in configs) * itemsize
+    caches = sum(network.cache_elements(c, max_len) for c in configs) * itemsize
     rows = (3 * K + 2) * n_vocab * 4
     return batch * (2 * caches + rows + 4 * max_len)
 

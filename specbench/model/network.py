@@ -17,9 +17,30 @@ from specbench.model.gpt2 import GPT2Config
 from specbench.model.t5 import T5Config
 
 
+def architecture(config) -> str:
+    """What a row records of the model: "gpt2" or "t5"."""
+    return "t5" if encoder_decoder(config) else "gpt2"
+
+
 def encoder_decoder(config) -> bool:
     """Whether the model reads its prompt as a source (T5) rather than as its own start (GPT-2)."""
     return isinstance(config, T5Config)
+
+
+def shape(config) -> str:
+    """A model's shape as the tables print it: GPT-2's layers x width ("6x256"), T5's encoder +
+    decoder blocks x width ("4+4x256")."""
+    if encoder_decoder(config):
+        return f"{config.n_layer}+{config.n_decoder_layer}x{config.d_model}"
+    return f"{config.n_layer}x{config.n_embd}"
+
+
+def cache_elements(config, max_len: int) -> int:
+    """Numbers a cache of max_len holds: GPT-2's keys and values of every layer; T5's decoder
+    entries and, at most as many, its source's cross-attention keys and values."""
+    if encoder_decoder(config):
+        return 2 * 2 * config.n_decoder_layer * max_len * config.inner
+    return 2 * config.n_layer * max_len * config.n_embd
 
 
 def dtype_of(params):

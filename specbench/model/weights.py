@@ -248,7 +248,7 @@ def t5_row(d: Path) -> dict:
         "n_params": sum(x.size for x in jax.tree_util.tree_leaves(params)),
         "description": "decodes through the Python API (docs/encoder-decoders.md)",
         "path": str(d),
-        "layers_x_width": f"{config.n_layer}+{config.n_decoder_layer}x{config.d_model}",
+        "layers_x_width": network.shape(config),
     }
 
 

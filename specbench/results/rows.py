@@ -96,6 +96,7 @@ def result_row(
         "kernels": res.kernels,
         "verdict": res.verdict,
         "xla_loops": res.xla_loops,
+        "architecture": res.architecture,
         "draft": draft,
         "target": c.target.name,
         **drafter_settings(c.drafter),
