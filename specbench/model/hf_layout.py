@@ -129,19 +129,24 @@ def expected_shapes(config: GPT2Config) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def params_from_hf(tensors: dict[str, np.ndarray], config: GPT2Config, dtype=jnp.float32) -> dict:
-    """HF GPT-2 state dict (numpy) -> params pytree, checking every key and shape."""
-    tensors = {k.removeprefix("transformer."): v for k, v in tensors.items()}
-    tensors = {k: v for k, v in tensors.items() if not IGNORED.match(k)}
-    shapes = expected_shapes(config)
+def check_tensors(tensors: dict[str, np.ndarray], shapes: dict[str, tuple[int, ...]], what: str) -> None:
+    """WeightsError, in one line naming the tensor, unless the checkpoint holds exactly the keys of
+    `shapes`, each of its shape."""
     missing, unexpected = sorted(shapes.keys() - tensors.keys()), sorted(tensors.keys() - shapes.keys())
     if missing or unexpected:
         raise WeightsError(
-            f"checkpoint keys do not match the config: missing {missing[:4]}, unexpected {unexpected[:4]}"
+            f"{what} keys do not match the config: missing {missing[:4]}, unexpected {unexpected[:4]}"
         )
     for k, shape in shapes.items():
         if tuple(tensors[k].shape) != shape:
             raise WeightsError(f"tensor {k} has shape {tuple(tensors[k].shape)}, expected {shape}")
+
+
+def params_from_hf(tensors: dict[str, np.ndarray], config: GPT2Config, dtype=jnp.float32) -> dict:
+    """HF GPT-2 state dict (numpy) -> params pytree, checking every key and shape."""
+    tensors = {k.removeprefix("transformer."): v for k, v in tensors.items()}
+    tensors = {k: v for k, v in tensors.items() if not IGNORED.match(k)}
+    check_tensors(tensors, expected_shapes(config), "checkpoint")
     as_jax = lambda a: jnp.asarray(
         np.asarray(a, dtype=np.float32) if a.dtype != np.float32 else a, dtype=dtype
     )

@@ -99,14 +99,7 @@ def params_from_hf(tensors: dict[str, np.ndarray], config: T5Config, dtype=jnp.f
         shapes["lm_head.weight"] = (config.n_vocab, config.d_model)
     else:  # a tied head (transformers 5 ties every T5's) reads shared; a saved copy is dropped
         tensors.pop("lm_head.weight", None)
-    missing, unexpected = sorted(shapes.keys() - tensors.keys()), sorted(tensors.keys() - shapes.keys())
-    if missing or unexpected:
-        raise WeightsError(
-            f"T5 checkpoint keys do not match its config: missing {missing[:4]}, unexpected {unexpected[:4]}"
-        )
-    for k, shape in shapes.items():
-        if tuple(tensors[k].shape) != shape:
-            raise WeightsError(f"tensor {k} has shape {tuple(tensors[k].shape)}, expected {shape}")
+    hf_layout.check_tensors(tensors, shapes, "T5 checkpoint")
     as_jax = lambda a: jnp.asarray(np.asarray(a, np.float32), dtype)
     matrix = lambda key: np.asarray(tensors[key], np.float32).T  # torch [out, in] -> [in, out]
 
