@@ -264,11 +264,11 @@ def test_a_t5_folder_loads_by_path_and_decodes_as_transformers_generates(tmp_pat
     assert row["kind"] == "T5 (encoder-decoder)" and row["layers_x_width"] == "2+3x32"
 
 
-def test_run_sweep_and_trace_take_a_t5_pair_and_the_rest_refuse_it_in_one_line(tmp_path, env):
+def t5_pair_folders(tmp_path) -> dict:
+    """A random T5 target (2+2 blocks) and draft (1+1) over GPT-2's vocabulary, saved by
+    transformers: what the command line takes by folder."""
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
-    from conftest import assert_one_line_error, invoke
-
     folders = {}
     for name, layers in (("t5-target", 2), ("t5-draft", 1)):  # GPT-2's vocabulary: the prompts' tokens
         torch.manual_seed(layers)
@@ -285,6 +285,13 @@ def test_run_sweep_and_trace_take_a_t5_pair_and_the_rest_refuse_it_in_one_line(t
         transformers.T5ForConditionalGeneration(config).save_pretrained(
             folders[name], safe_serialization=True
         )
+    return folders
+
+
+def test_run_sweep_and_trace_take_a_t5_pair_and_the_rest_refuse_it_in_one_line(tmp_path, env):
+    from conftest import assert_one_line_error, invoke
+
+    folders = t5_pair_folders(tmp_path)
     pair = ["--target", folders["t5-target"], "--draft", folders["t5-draft"], "-n", 8]
     out = tmp_path / "row.json"
     result = invoke("run", *pair, "--K", 2, "--repeats", 1, "--no-save", "--export-json", out)
@@ -304,3 +311,23 @@ def test_run_sweep_and_trace_take_a_t5_pair_and_the_rest_refuse_it_in_one_line(t
     assert_one_line_error(invoke("roofline", "-m", folders["t5-target"]), "--model", "is a T5")
     report = ["report", "--quick", *pair[:4], "-o", tmp_path / "r", "--dry-run"]
     assert_one_line_error(invoke(*report), "--target", "is a T5")
+
+
+def test_the_seeds_own_system_and_transformers_run_beside_specbench_on_a_t5_pair(tmp_path, env):
+    from conftest import assert_one_line_error, invoke
+
+    folders = t5_pair_folders(tmp_path)
+    pair = ["--target", folders["t5-target"], "--draft", folders["t5-draft"], "-n", 8, "--K", 3]
+    out = tmp_path / "rows.json"
+    result = invoke(
+        "run", *pair, "--repeats", 1, "--no-save", "--peer", "warfield,transformers", "--export-json", out
+    )
+    assert result.exit_code == 0, result.output
+    rows = {r["implementation"]: r for r in json.loads(out.read_text())}
+    assert set(rows) == {"specbench", "warfield", "transformers"}
+    for peer in ("warfield", "transformers"):  # the same T = 0 tokens, AR and SD, as specbench's
+        assert rows[peer]["same_as_specbench"] is True, rows[peer]
+    assert "no cache" in rows["warfield"]["implementation_version"]
+    assert_one_line_error(invoke("run", *pair, "--peer", "numpy"), "--peer", "GPT-2")
+    assert_one_line_error(invoke("run", *pair, "--peer", "warfield", "-t", "1"), "--peer", "greedy")
+    assert_one_line_error(invoke("run", *env, "--peer", "warfield"), "--peer", "T5 pair")

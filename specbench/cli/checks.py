@@ -335,7 +335,9 @@ def draft_vocabulary(f: dict, network) -> int | None:
     return n
 
 
-def load_peers(names: list[str], drafter, draft, target, batch: int, start: bool = True) -> tuple:
+def load_peers(
+    names: list[str], drafter, draft, target, batch: int, start: bool = True, temperatures=(0.0,)
+) -> tuple:
     """The --peer implementations, checked for these settings and (unless a dry run: start=False)
     started (peers.make_peers)."""
     if not names:
@@ -343,7 +345,7 @@ def load_peers(names: list[str], drafter, draft, target, batch: int, start: bool
     from specbench.measure import device, peers
 
     try:
-        return peers.make_peers(names, drafter, draft, target, batch, device.on_gpu(), start)
+        return peers.make_peers(names, drafter, draft, target, batch, device.on_gpu(), start, temperatures)
     except peers.PeerError as e:
         raise BadInput("--peer", str(e)) from None
 

@@ -132,8 +132,8 @@ peer = [
         callback=peer_list,
         metavar="NAME",
         help="Time another implementation in the same run, on the same weights: transformers (generate "
-        "and assisted generation; the peers extra) or numpy (the papers' algorithm, no cache). "
-        "Repeatable, or a comma list.",
+        "and assisted generation; the peers extra), numpy (the papers' algorithm, no cache; GPT-2) or "
+        "warfield (the seed's greedy T5 system, no cache; a T5 pair). Repeatable, or a comma list.",
     ),
 ]
 exports = [

@@ -92,7 +92,7 @@ def run_plan(f: dict, given: set[str]) -> RunPlan:
         check_decodable(ids, f["n_tokens"], drafter.reach(f["K"]), [m for m in (d, t) if m is not None])
     check_batch(batch, f["host_loop"], drafter, d, t, list(by_id.values()), f["n_tokens"], f["K"])
     ids = prompts.batch_ids(chosen, batch)
-    peers = load_peers(f["peers"], drafter, d, t, batch, start=not f["dry_run"])
+    peers = load_peers(f["peers"], drafter, d, t, batch, not f["dry_run"], [f["temperature"]])
     config = RunConfig(
         d, t, drafter, f["K"], Warp(f["temperature"], f["top_k"], f["top_p"]), **run_settings(f), peers=peers
     )
@@ -151,7 +151,13 @@ def sweep_plan(f: dict, given: set[str]) -> SweepPlan:
     }
     peers = {
         kind: load_peers(
-            f["peers"], variants[kind][0][0], own[kind], t, max(f["batches"] or [1]), start=not f["dry_run"]
+            f["peers"],
+            variants[kind][0][0],
+            own[kind],
+            t,
+            max(f["batches"] or [1]),
+            not f["dry_run"],
+            f["temperature"],
         )
         for kind in kinds
     }

@@ -1,6 +1,6 @@
 """The peers themselves, run in a process of their own (peers.PeerProcess starts it): the papers'
-algorithm in NumPy, and Hugging Face transformers. No JAX here: the worker imports only what its
-peer needs.
+algorithm in NumPy, Hugging Face transformers, and the seed's T5 system (Warfield's). No JAX here:
+the worker imports only what its peer needs.
 
 `serve` builds one peer, answers "ready" with its version, then runs each call it is sent and
 answers with the tokens, the drafts accepted per round (where the peer tells) and the seconds the
@@ -44,7 +44,10 @@ class TransformersPeer:
 
     name = "transformers"
 
-    def __init__(self, draft_dir: str, target_dir: str, dtype: str, dynamic_K: bool, on_gpu: bool):
+    def __init__(
+        self, draft_dir: str, target_dir: str, dtype: str, dynamic_K: bool, on_gpu: bool, t5: bool = False
+    ):
+        """t5: the pair is T5s (T5ForConditionalGeneration): the prompt is the encoder's source."""
         import torch
         import transformers
 
@@ -54,7 +57,9 @@ class TransformersPeer:
         self.device = "cuda" if on_gpu and torch.cuda.is_available() else "cpu"
         self.version = f"{transformers.__version__} (torch {torch.__version__}, {self.device})"
         torch_dtype = torch.bfloat16 if dtype == "bfloat16" else torch.float32
-        load = lambda d: transformers.GPT2LMHeadModel.from_pretrained(d, dtype=torch_dtype).to(self.device)
+        self.t5 = t5
+        kind = transformers.T5ForConditionalGeneration if t5 else transformers.GPT2LMHeadModel
+        load = lambda d: kind.from_pretrained(d, dtype=torch_dtype).to(self.device)
         self.target, self.draft = load(target_dir).eval(), load(draft_dir).eval()
         g = self.draft.generation_config  # the assistant's schedule is read from its own config
         g.num_assistant_tokens_schedule = "heuristic" if dynamic_K else "constant"
@@ -73,6 +78,10 @@ class TransformersPeer:
             top_k=(top_k or 0) if sampled else None,  # 0: off (transformers' default is 50)
             top_p=(top_p or 1.0) if sampled else None,
         )
+        if self.t5:  # the decoder's start token, as specbench reads it (T5's pad where none is named)
+            assist["decoder_start_token_id"] = (
+                getattr(self.target.config, "decoder_start_token_id", None) or 0
+            )
         with torch.inference_mode():
             out = self.target.generate(
                 x,
@@ -83,7 +92,7 @@ class TransformersPeer:
                 **options,
                 **assist,
             )
-        return out[0, len(prompt) :].tolist()
+        return out[0, 1 if self.t5 else len(prompt) :].tolist()  # a T5's output starts at its start token
 
     def autoregressive(self, prompt, n_tokens, warp, seed):
         return self.generate(prompt, n_tokens, warp, seed), None
@@ -93,11 +102,64 @@ class TransformersPeer:
         return self.generate(prompt, n_tokens, warp, seed, assistant_model=self.draft), None
 
 
+class WarfieldPeer:
+    """The seed's own system (Warfield, "Speculative Sampling – Intuitively and Exhaustively
+    Explained"): greedy draft-and-verify with two T5s through transformers, with no cache. Each
+    token the draft proposes is one call of the draft over the source and the whole decoder
+    sequence; the target then scores the sequence with the K drafts in one call, and the longest
+    prefix on which its argmax agrees is kept, with the target's own token after it."""
+
+    name = "warfield"
+
+    def __init__(self, draft_dir: str, target_dir: str, dtype: str):
+        import torch
+        import transformers
+
+        transformers.logging.set_verbosity_error()
+        transformers.utils.logging.disable_progress_bar()  # tqdm's lock would outlive the worker
+        self.torch = torch
+        self.version = f"transformers {transformers.__version__} (torch {torch.__version__}, cpu, no cache)"
+        torch_dtype = torch.bfloat16 if dtype == "bfloat16" else torch.float32
+        load = lambda d: transformers.T5ForConditionalGeneration.from_pretrained(d, dtype=torch_dtype).eval()
+        self.target, self.draft = load(target_dir), load(draft_dir)
+        self.start = getattr(self.target.config, "decoder_start_token_id", None) or 0  # T5's pad
+
+    def argmaxes(self, model, source, decoder):
+        """The model's argmax after every decoder position, the encoder and decoder recomputed."""
+        with self.torch.inference_mode():
+            logits = model(input_ids=source, decoder_input_ids=decoder, use_cache=False).logits
+        return logits[0].argmax(-1).tolist()
+
+    def greedy(self, prompt, n_tokens, K):
+        torch = self.torch
+        source, out, accepted = torch.tensor([prompt]), [self.start], []
+        while len(out) - 1 < n_tokens:
+            if K == 0:  # autoregressive: the target alone
+                out.append(self.argmaxes(self.target, source, torch.tensor([out]))[-1])
+                continue
+            drafts = []
+            for _ in range(K):
+                drafts.append(self.argmaxes(self.draft, source, torch.tensor([out + drafts]))[-1])
+            verified = self.argmaxes(self.target, source, torch.tensor([out + drafts]))[len(out) - 1 :]
+            a = next((i for i, (d, v) in enumerate(zip(drafts, verified)) if d != v), K)
+            out += drafts[:a] + [verified[a]]
+            accepted.append(a)
+        return out[1 : n_tokens + 1], accepted
+
+    def autoregressive(self, prompt, n_tokens, warp, seed):
+        return self.greedy(prompt, n_tokens, 0)[0], None
+
+    def speculative(self, prompt, n_tokens, K, warp, seed):
+        return self.greedy(prompt, n_tokens, K)
+
+
 def make(name: str, spec: dict):
     """The peer `name` from what the parent sent (peers.PeerProcess)."""
     if name == "numpy":
         return NumpyPeer(spec["draft"], spec["target"])
-    keys = ("draft_dir", "target_dir", "dtype", "dynamic_K", "on_gpu")
+    if name == "warfield":
+        return WarfieldPeer(spec["draft_dir"], spec["target_dir"], spec["dtype"])
+    keys = ("draft_dir", "target_dir", "dtype", "dynamic_K", "on_gpu", "t5")
     return TransformersPeer(*(spec[k] for k in keys))
 
 

@@ -4,6 +4,10 @@
   assisted generation (`assistant_model=`) with the same draft, a constant K and no confidence
   threshold (with --dynamic-K: transformers' own heuristic schedule and threshold).
 - `numpy`: the papers' algorithm with no cache (reference.py).
+- `warfield`: the seed's T5 system (Warfield), greedy draft-and-verify through transformers'
+  `T5ForConditionalGeneration` with no cache: the whole decoder recomputed for every token. A T5
+  pair (docs/encoder-decoders.md) has it and `transformers` (T5's `generate` and assisted
+  generation); a GPT-2 pair has `transformers` and `numpy`.
 
 Each peer runs in a process of its own that lives for the run (PeerProcess; peer_worker.py runs
 the peer there). A peer's thread pools (OpenBLAS's, torch's OpenMP) keep spinning after a call
@@ -32,10 +36,10 @@ import numpy as np
 from specbench.errors import SpecbenchError
 from specbench.measure import peer_worker
 from specbench.measure.load import process_cpu_seconds
-from specbench.model import gpt2, hf_layout, layouts, reference
+from specbench.model import hf_layout, layouts, network, reference
 from specbench.model.weights import Model
 
-NAMES = ("transformers", "numpy")
+NAMES = ("transformers", "numpy", "warfield")
 PEERS_EXTRA = peer_worker.PEERS_EXTRA
 QUIET_TICKS = 3  # a worker whose CPU time (counted in clock ticks) grew by nothing for 3 ticks is idle
 SETTLE_MAX_S = 2.0  # ...and one that never settles is waited for no longer than this
@@ -186,7 +190,14 @@ class PlannedPeer:
 
 
 def make_peers(
-    names, drafter, draft: Model | None, target: Model, batch: int, on_gpu: bool, start: bool = True
+    names,
+    drafter,
+    draft: Model | None,
+    target: Model,
+    batch: int,
+    on_gpu: bool,
+    start: bool = True,
+    temperatures=(0.0,),
 ) -> tuple:
     """The peers asked for, checked for these settings (PeerError otherwise), each started in its
     worker process; with start=False (a dry run) checked only, as PlannedPeers, and nothing written."""
@@ -194,18 +205,42 @@ def make_peers(
         return ()
     if batch != 1:
         raise PeerError("peers decode one sequence at a time: use --batch 1", "peer")
-    network = draft_model(drafter, draft, target)
+    drafting = draft_model(drafter, draft, target)
     dynamic = drafter.confidence is not None
-    dtype = str(target.params["wte"].dtype)
+    dtype = str(network.dtype_of(target.params))
+    t5 = network.encoder_decoder(target.config)
     specs, scratch = {}, {}
     for name in names:
+        if name == "warfield" or t5:
+            if name == "numpy":
+                raise PeerError(
+                    "numpy runs the papers' GPT-2 algorithm: a T5 pair has warfield and transformers", "peer"
+                )
+            if not t5:
+                raise PeerError(
+                    "warfield is the seed's T5 system: it needs a T5 pair (--target, --draft)", "peer"
+                )
+            if not installed("torch", "transformers"):
+                raise PeerError(f"{name} needs the peers extra: {PEERS_EXTRA}", "peer")
+            if name == "warfield" and any(temperatures):
+                raise PeerError("warfield is the seed's greedy algorithm: use --temperature 0", "peer")
+            if name == "warfield" and dynamic:
+                raise PeerError("warfield runs the seed's constant K; leave out --dynamic-K", "peer")
+            folders = [m.source for m in (drafting, target)]
+            if not all(Path(f).is_dir() for f in folders):
+                raise PeerError(
+                    f"{name} loads the T5s from their folders: name them with --target and --draft", "peer"
+                )
+            specs[name] = {"draft_dir": folders[0], "target_dir": folders[1], "dtype": dtype}
+            specs[name] |= {"dynamic_K": dynamic, "on_gpu": on_gpu, "t5": True}
+            continue
         if name == "numpy":
             if dynamic:
                 raise PeerError("numpy runs the papers' constant K; leave out --dynamic-K", "peer")
             if dtype != "float32":
                 raise PeerError("numpy has no bfloat16: use --dtype float32", "peer")
             as_np = lambda m: (reference.as_numpy(layouts.as_loaded(m.params)), m.config)
-            specs[name] = {"draft": as_np(network), "target": as_np(target)}
+            specs[name] = {"draft": as_np(drafting), "target": as_np(target)}
         else:
             if not installed("torch", "transformers"):
                 raise PeerError(f"transformers needs the peers extra: {PEERS_EXTRA}", "peer")
@@ -213,11 +248,12 @@ def make_peers(
                 continue
             scratch[name] = tempfile.mkdtemp(prefix="specbench-peer-")  # random or layer-skip weights
             specs[name] = {
-                "draft_dir": hf_directory(network, f"{scratch[name]}/draft"),
+                "draft_dir": hf_directory(drafting, f"{scratch[name]}/draft"),
                 "target_dir": hf_directory(target, f"{scratch[name]}/target"),
                 "dtype": dtype,
                 "dynamic_K": dynamic,
                 "on_gpu": on_gpu,
+                "t5": False,
             }
     if not start:
         return tuple(PlannedPeer(name) for name in names)
@@ -242,7 +278,7 @@ def difference_note(
         return None
     if i >= min(len(ours), len(theirs)):
         return f"{who} gave {len(theirs)} tokens, specbench {len(ours)}"
-    logits = np.asarray(gpt2.gpt2(target.params, np.asarray(prompt + ours[:i]), target.config)[-1])
+    logits = np.asarray(network.last_logits(target.params, prompt, ours[:i], target.config))
     a, b = ours[i], theirs[i]
     return (
         f"{who} differs from token {i + 1}: specbench chose {a} (target logit {logits[a]:.5f}), "
