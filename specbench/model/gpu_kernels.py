@@ -18,7 +18,7 @@ How:
 - A product's grid runs over blocks of output columns; each program walks its column panel down
   n_in in chunks of `tile(n_in)` rows, so every weight is read once. The layer norm before it is
   computed per chunk from the row statistics (two passes over x, which is [16, n_in], tiny).
-- The weights stay stacked [n_layer, ...] as loaded; the layers are unrolled (gpt2.blocks) and each
+- The weights stay stacked [n_layer, ...] as loaded; the layers are unrolled (blocks) and each
   kernel's BlockSpec picks its layer with a static index, so nothing is sliced or copied.
 - Attention runs a program per head over the cache in blocks of `tile(max_len)` keys, only those
   before pos (an online softmax, Milakov and Gimelshein 2018), then over the step's own keys under
@@ -27,8 +27,8 @@ How:
 Backends: on a GPU, Pallas's Triton lowering (pallas.triton.CompilerParams). Mosaic GPU, the
 backend Pallas defaults to, has no lowering for a matrix product inside pallas_call (its kernels
 use wgmma on 64-row tiles through refs); that variant waits for a session with a GPU to test it on.
-On the CPU every kernel runs in Pallas's interpret mode: the tests' path, checked against gpt2.gpt2,
-and `lowers_for_cuda` checks in CI that each one lowers through the Triton lowering for CUDA.
+On the CPU every kernel runs in Pallas's interpret mode: the tests' path, checked against gpt2.gpt2;
+tests/test_gpu_kernels.py also lowers each one for CUDA through the Triton lowering (lowering_for).
 """
 
 from __future__ import annotations
@@ -178,7 +178,8 @@ _platform: list[str] = []  # set by lowering_for: the platform a program is trac
 
 @contextlib.contextmanager
 def lowering_for(platform: str):
-    """Trace the kernels for `platform` ("cuda") instead of the default backend's: lowers_for_cuda."""
+    """Trace the kernels for `platform` ("cuda") instead of the default backend's: how the tests
+    lower them for CUDA on a machine without a GPU (jax.export)."""
     _platform.append(platform)
     try:
         yield
