@@ -224,3 +224,34 @@ def test_the_roofline_times_each_kernel_alone_with_the_bytes_it_moves(model):
     tables.roofline_table([step, *rows], 64, console)
     text = console.export_text()
     assert "fused Pallas kernels" in text and "fc proj+residual" in text
+
+
+def test_every_layer_runs_the_same_five_kernels_unrolled_or_scanned(model, monkeypatch):
+    import re
+
+    config = GPT2Config(n_layer=3, n_head=2, n_embd=32)
+    module = cuda_step(config, jnp.float32, 5).mlir_module()
+    configs = re.findall(rf"custom_call @{re.escape(TRITON)}\(.*?\) \{{(.*?)\}}\s*:", module, re.S)
+    assert len(configs) == 15 and len(set(configs)) == 5  # the layer is an input: compiled once each
+    tokens = jnp.asarray(np.random.default_rng(3).integers(0, 97, 30), jnp.int32)
+    marked = layouts.pallas_layout(model.params)
+
+    def decoder():  # a new function each time: JAX caches a trace by the function traced
+        def decode(params):
+            cache = gpt2.step(params, gpt2.init_cache(CONFIG, 64), tokens[:20], 0, CONFIG)[1]
+            return gpt2.step(params, cache, tokens[20:25], jnp.int32(20), CONFIG)[0]
+
+        return decode
+
+    # calls at the top of the program: the kernels (interpreted, each wrapped by one_at_a_time's
+    # custom_vmap) and the two cache writes; unrolled, 5 kernels a layer; scanned, none outside the loop
+    kernel = ("pallas_call", "custom_vmap_call")
+    calls = lambda: sum(e.primitive.name in kernel for e in jax.make_jaxpr(decoder())(marked).eqns)
+    unrolled, unrolled_calls = jax.jit(decoder())(marked), calls()
+    monkeypatch.setenv("SPECBENCH_PALLAS_LAYERS", "scan")
+    scanned = jax.jit(decoder())(marked)
+    assert unrolled_calls - calls() == 5 * CONFIG.n_layer
+    np.testing.assert_allclose(scanned, unrolled, rtol=1e-6, atol=1e-6)
+    monkeypatch.setenv("SPECBENCH_PALLAS_LAYERS", "rolled")
+    with pytest.raises(ValueError, match="unrolled, scan"):
+        gpu_kernels.layer_loop()

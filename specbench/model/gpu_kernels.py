@@ -18,8 +18,9 @@ How:
 - A product's grid runs over blocks of output columns; each program walks its column panel down
   n_in in chunks of `tile(n_in)` rows, so every weight is read once. The layer norm before it is
   computed per chunk from the row statistics (two passes over x, which is [16, n_in], tiny).
-- The weights stay stacked [n_layer, ...] as loaded; the layers are unrolled (blocks) and each
-  kernel's BlockSpec picks its layer with a static index, so nothing is sliced or copied.
+- The weights stay stacked [n_layer, ...] as loaded, and the layer's index is an input each kernel
+  reads: nothing is sliced or copied, and every layer runs the same five kernels (compiled once
+  per step shape). The layers are unrolled, or scanned (layer_loop).
 - Attention runs a program per head over the cache in blocks of `tile(max_len)` keys, only those
   before pos (an online softmax, Milakov and Gimelshein 2018), then over the step's own keys under
   `sees` (causal, or a token tree's ancestors).
@@ -230,7 +231,7 @@ def dot(a, b, trans_b: bool = False):
 
 def _linear_kernel(*refs, n_in, norm, activation, residual, eps):
     it = iter(refs)
-    x_ref = next(it)
+    layer, x_ref = next(it)[0], next(it)
     g_ref, beta_ref = (next(it), next(it)) if norm else (None, None)
     w_ref, b_ref = next(it), next(it)
     r_ref = next(it) if residual else None
@@ -250,13 +251,16 @@ def _linear_kernel(*refs, n_in, norm, activation, residual, eps):
         x = x_chunk(c)
         if norm:  # as gpt2.layer_norm: normalised in float32, rounded to x's dtype, then scaled
             x = ((x - mean[:, None]) * rstd[:, None]).astype(x_ref.dtype).astype(jnp.float32)
-            x = x * f32(g_ref[pl.ds(c * bk, bk)])[None, :] + f32(beta_ref[pl.ds(c * bk, bk)])[None, :]
-        w = w_ref[pl.ds(c * bk, bk), :]  # [bk, BN]
+            x = (
+                x * f32(g_ref[layer, pl.ds(c * bk, bk)])[None, :]
+                + f32(beta_ref[layer, pl.ds(c * bk, bk)])[None, :]
+            )
+        w = w_ref[layer, pl.ds(c * bk, bk), :]  # [bk, BN]
         return acc + dot(x.astype(w.dtype), w)
 
     # the epilogue in float32 (Triton's lowering has no bfloat16 arithmetic), rounded once at the end
     acc = lax.fori_loop(0, chunks, accumulate, jnp.zeros(o_ref.shape, jnp.float32))
-    y = acc + f32(b_ref[...])[None, :]
+    y = acc + f32(b_ref[layer, :])[None, :]
     if activation is not None:
         y = activation(y)
     if residual:
@@ -264,23 +268,31 @@ def _linear_kernel(*refs, n_in, norm, activation, residual, eps):
     o_ref[...] = y.astype(o_ref.dtype)
 
 
-def linear(x, weight, bias, layer: int, norm=None, activation=None, residual=None, eps: float = 1e-5):
+def layer_index(layer) -> jax.Array:
+    """A layer's index as the kernels take it: an int32 [1] input, read in the kernel, so that every
+    layer runs the same kernel (compiled once per shape, not once per layer)."""
+    return jnp.reshape(jnp.asarray(layer, jnp.int32), (1,))
+
+
+def linear(x, weight, bias, layer, norm=None, activation=None, residual=None, eps: float = 1e-5):
     """activation(layer_norm(x) @ weight[layer] + bias[layer]) + residual, one kernel.
 
     x [ROWS, n_in]; weight [n_layer, n_in, n_out], bias [n_layer, n_out] (HF's Conv1D orientation,
-    stacked); norm {"weight", "bias"} [n_layer, n_in] or None; activation an elementwise function
-    (gpt2.gelu) or None; residual [ROWS, n_out] or None. Returns [ROWS, n_out] in x's dtype."""
-    n_in, n_out = weight.shape[1:]
+    stacked); layer an int (may be traced); norm {"weight", "bias"} [n_layer, n_in] or None;
+    activation an elementwise function (gpt2.gelu) or None; residual [ROWS, n_out] or None.
+    Returns [ROWS, n_out] in x's dtype. Each program's blocks span every layer, and the kernel
+    reads its layer's rows of them: blocks are where a program's pointers start, nothing is
+    loaded until read."""
+    n_layer, n_in, n_out = weight.shape
     bn = column_block(n_out)
-    rows = pl.BlockSpec((ROWS, n_in), lambda j: (0, 0))
-    vector = lambda n: pl.BlockSpec((None, n), lambda j: (layer, 0))
-    specs, args = [rows], [x]
+    whole = lambda *shape: pl.BlockSpec(shape, lambda j: (0,) * len(shape))
+    specs, args = [whole(1), whole(ROWS, n_in)], [layer_index(layer), x]
     if norm is not None:
-        specs += [vector(n_in), vector(n_in)]
+        specs += [whole(n_layer, n_in), whole(n_layer, n_in)]
         args += [norm["weight"], norm["bias"]]
     specs += [
-        pl.BlockSpec((None, n_in, bn), lambda j: (layer, 0, j)),
-        pl.BlockSpec((None, bn), lambda j: (layer, j)),
+        pl.BlockSpec((n_layer, n_in, bn), lambda j: (0, 0, j)),
+        pl.BlockSpec((n_layer, bn), lambda j: (0, j)),
     ]
     args += [weight, bias]
     if residual is not None:
@@ -307,14 +319,14 @@ def linear(x, weight, bias, layer: int, norm=None, activation=None, residual=Non
 # Attention over the cache: a program per head.
 
 
-def _attention_kernel(pos_ref, sees_ref, q_ref, k_ref, v_ref, kc_ref, vc_ref, o_ref, *, bs, scale):
+def _attention_kernel(layer_ref, pos_ref, sees_ref, q_ref, k_ref, v_ref, kc_ref, vc_ref, o_ref, *, bs, scale):
     f32 = lambda a: a.astype(jnp.float32)
     q = f32(q_ref[...])  # [ROWS, hd]
-    pos = pos_ref[0]
+    pos, layer = pos_ref[0], layer_ref[0]
 
     def block(s, carry):  # keys s bs .. s bs + bs - 1 of the cache, an online softmax
         m, total, acc = carry
-        keys = f32(kc_ref[:, pl.ds(s * bs, bs)])  # [hd, bs] (the cache keeps K^T per head)
+        keys = f32(kc_ref[layer, :, pl.ds(s * bs, bs)])  # [hd, bs] (the cache keeps K^T per head)
         scores = dot(q, keys) * scale  # [ROWS, bs]
         scores = jnp.where(
             (s * bs + lax.broadcasted_iota(jnp.int32, scores.shape, 1)) < pos, scores, -jnp.inf
@@ -323,7 +335,7 @@ def _attention_kernel(pos_ref, sees_ref, q_ref, k_ref, v_ref, kc_ref, vc_ref, o_
         m_safe = jnp.where(m_new == -jnp.inf, 0.0, m_new)  # no key yet: keep every weight at 0
         w = jnp.exp(scores - m_safe[:, None])
         rescale = jnp.exp(m - m_safe)
-        acc = acc * rescale[:, None] + dot(w, f32(vc_ref[pl.ds(s * bs, bs), :]))
+        acc = acc * rescale[:, None] + dot(w, f32(vc_ref[layer, pl.ds(s * bs, bs), :]))
         return m_new, total * rescale + w.sum(1), acc
 
     start = (
@@ -344,14 +356,14 @@ def _attention_kernel(pos_ref, sees_ref, q_ref, k_ref, v_ref, kc_ref, vc_ref, o_
     o_ref[...] = (acc / total[:, None]).astype(o_ref.dtype)
 
 
-def attention(qkv, k_cache, v_cache, layer: int, pos, sees, n_head: int):
+def attention(qkv, k_cache, v_cache, layer, pos, sees, n_head: int):
     """Each of the step's ROWS queries over the cache entries before pos and over the step's own
     keys it `sees` ([ROWS, ROWS] int32, every row seeing itself); equal to
     attention.cached_attention. qkv [ROWS, 3 n_embd] as the QKV product gives it; k_cache
     [n_layer, n_head, hd, max_len] and v_cache [n_layer, max_len, n_head, hd] (gpt2.py's layout),
-    read at `layer`. Returns [ROWS, n_embd] in qkv's dtype."""
+    read at `layer` (an int, may be traced). Returns [ROWS, n_embd] in qkv's dtype."""
     hd = qkv.shape[1] // (3 * n_head)
-    max_len = v_cache.shape[1]
+    n_layer, max_len = v_cache.shape[:2]
     head = lambda part: pl.BlockSpec((ROWS, hd), lambda h: (0, part * n_head + h))
     whole = lambda shape: pl.BlockSpec(shape, lambda h: (0,) * len(shape))
     kernel = functools.partial(_attention_kernel, bs=tile(max_len), scale=1.0 / math.sqrt(hd))
@@ -360,16 +372,17 @@ def attention(qkv, k_cache, v_cache, layer: int, pos, sees, n_head: int):
         grid=(n_head,),
         in_specs=[
             whole((1,)),
+            whole((1,)),
             whole((ROWS, ROWS)),
             head(0),
             head(1),
             head(2),
-            pl.BlockSpec((None, None, hd, max_len), lambda h: (layer, h, 0, 0)),
-            pl.BlockSpec((None, max_len, None, hd), lambda h: (layer, 0, h, 0)),
+            pl.BlockSpec((n_layer, None, hd, max_len), lambda h: (0, h, 0, 0)),
+            pl.BlockSpec((n_layer, max_len, None, hd), lambda h: (0, 0, h, 0)),
         ],
         out_specs=pl.BlockSpec((ROWS, hd), lambda h: (0, h)),
         out_shape=jax.ShapeDtypeStruct((ROWS, n_head * hd), qkv.dtype),
-    )(jnp.reshape(pos, (1,)).astype(jnp.int32), sees, qkv, qkv, qkv, k_cache, v_cache)
+    )(layer_index(layer), layer_index(pos), sees, qkv, qkv, qkv, k_cache, v_cache)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -385,7 +398,7 @@ def padded_sees(sees: np.ndarray) -> np.ndarray:
     return out
 
 
-def block(x, blocks, layer: int, cache, pos, sees, n_head: int, eps: float, activation):
+def block(x, blocks, layer, cache, pos, sees, n_head: int, eps: float, activation):
     """Transformer block `layer` over x [ROWS, n_embd] with the five kernels; blocks are the stacked
     parameters (params["blocks"]). Returns (x, k, v), k and v [ROWS, n_head, hd] in the cache's dtype."""
     n_embd = x.shape[1]
@@ -399,15 +412,38 @@ def block(x, blocks, layer: int, cache, pos, sees, n_head: int, eps: float, acti
     return x, heads(1).astype(cache["k"].dtype), heads(2).astype(cache["v"].dtype)
 
 
+LAYERS = ("unrolled", "scan")
+"""How blocks runs the layers: unrolled (the default; on an H200 XLA's step ran 16-20% faster as a
+Python loop than as lax.scan, docs/gpu.md) or lax.scan (SPECBENCH_PALLAS_LAYERS=scan: the
+comparison, and the fallback if compiling an unrolled step takes too long)."""
+
+
+def layer_loop() -> str:
+    """SPECBENCH_PALLAS_LAYERS, one of LAYERS (unrolled where unset)."""
+    chosen = os.environ.get("SPECBENCH_PALLAS_LAYERS", LAYERS[0])
+    if chosen not in LAYERS:
+        raise ValueError(f"SPECBENCH_PALLAS_LAYERS must be one of {', '.join(LAYERS)} (got {chosen!r})")
+    return chosen
+
+
 def blocks(params, x, cache, pos, sees, n_head: int, eps: float, activation):
     """gpt2.blocks through the kernels: x [n, n_embd] (n <= ROWS) padded to ROWS, every layer the
-    cache holds unrolled, the padding dropped. Returns (x, (k, v)), k and v [L, n, n_head, hd]."""
+    cache holds in turn (layer_loop), the padding dropped. Returns (x, (k, v)), k and v
+    [L, n, n_head, hd]. Every layer runs the same five kernels, its index an input."""
     n = x.shape[0]
     x = jnp.pad(x, ((0, ROWS - n), (0, 0)))
     sees = jnp.asarray(padded_sees(sees))
+
+    def one(x, layer):
+        x, k, v = block(x, params["blocks"], layer, cache, pos, sees, n_head, eps, activation)
+        return x, (k[:n], v[:n])
+
+    if layer_loop() == "scan":
+        x, (k, v) = lax.scan(one, x, jnp.arange(cache["k"].shape[0]))
+        return x[:n], (k, v)
     ks, vs = [], []
     for layer in range(cache["k"].shape[0]):
-        x, k, v = block(x, params["blocks"], layer, cache, pos, sees, n_head, eps, activation)
-        ks.append(k[:n])
-        vs.append(v[:n])
+        x, (k, v) = one(x, layer)
+        ks.append(k)
+        vs.append(v)
     return x[:n], (jnp.stack(ks), jnp.stack(vs))
