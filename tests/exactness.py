@@ -47,7 +47,7 @@ def with_kernel(*models: Model) -> tuple[Model, ...]:
 def with_pallas(*models: Model) -> tuple[Model, ...]:
     """The models marked for the fused Pallas kernels (layouts.pallas_layout), those whose shapes
     they tile; on the CPU they run interpreted (gpu_kernels.py)."""
-    fits = lambda m: gpu_kernels.unsupported(m.config.n_embd, m.config.n_head, gpu_kernels.ROWS) is None
+    fits = lambda m: gpu_kernels.unsupported(m.config.n_embd, m.config.n_head) is None
     mark = lambda m: Model(m.name, m.config, pallas_layout(m.params), m.source) if fits(m) else m
     return tuple(mark(m) for m in models)
 

@@ -97,12 +97,13 @@ def column_block(n_out: int) -> int:
     return bn
 
 
-def unsupported(n_embd: int, n_head: int, max_len: int) -> str | None:
-    """None when the kernels tile a GPT-2 of this width and a cache of this length; else why not."""
+def unsupported(n_embd: int, n_head: int, max_len: int | None = None) -> str | None:
+    """None when the kernels tile a GPT-2 of this width (and a cache of max_len, where given; a
+    step over another cache length falls back to XLA's path, `fits`); else why not."""
     hd = n_embd // n_head
     if not (tile(n_embd) and tile(hd, hd) == hd):
         return f"n_embd {n_embd} and head_dim {hd} must be multiples of 16, head_dim a power of two"
-    if not tile(max_len):
+    if max_len is not None and not tile(max_len):
         return f"the cache length {max_len} must be a multiple of 16"
     return None
 

@@ -129,8 +129,7 @@ def choose(params, n_head: int, choice: str = "auto") -> str:
             unavailable() or (None if dtype == jnp.float32 else f"it multiplies float32 weights, not {dtype}")
         ),
         "pallas": lambda: (
-            gpu_kernels.unsupported(params["wte"].shape[1], n_head, gpu_kernels.ROWS)
-            or gpu_kernels.unavailable()
+            gpu_kernels.unsupported(params["wte"].shape[1], n_head) or gpu_kernels.unavailable()
         ),
     }
     name = {"cpu": "specbench's CPU kernel", "pallas": "the fused Pallas kernels"}

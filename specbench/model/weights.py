@@ -176,7 +176,7 @@ def list_models() -> list[dict]:
                 "n_params": spec.config.n_params,
                 "description": spec.description,
                 "path": "" if spec.random_seed is not None else str(local_path(spec)),
-                "layers_x_width": f"{spec.config.n_layer}x{spec.config.n_embd}",
+                "layers_x_width": network.shape(spec.config),
             }
         )
     root = weights_dir()
@@ -208,7 +208,7 @@ def list_models() -> list[dict]:
                     "n_params": config.n_params,
                     "description": "trained by specbench.train" if bundled else "local directory",
                     "path": str(d),
-                    "layers_x_width": f"{config.n_layer}x{config.n_embd}",
+                    "layers_x_width": network.shape(config),
                 }
             )
     return rows
