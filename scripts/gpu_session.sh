@@ -27,7 +27,7 @@ stage() {  # stage NAME SECONDS COMMAND...: run it under a limit, log it, note i
 }
 stages=("$@")
 # the most wanted first: a stage the call's limit cuts off is the one least needed
-[ "${stages[0]:-}" = all ] && stages=(env pallas-check run run-xla-kernels roofline-kernels pallas-tiles tests verdict dial batch run-xla-loops)
+[ "${stages[0]:-}" = all ] && stages=(env pallas-check roofline-kernels pallas-tiles loops tests verdict run dial batch run-xla-kernels run-xla-loops)
 for s in "${stages[@]}"; do
     case $s in
     env)
@@ -48,7 +48,7 @@ for s in "${stages[@]}"; do
             --export-json "$OUT/pallas-tiles-124M-bf16.json"
         ;;
     roofline-kernels)  # 124M and 1558M bf16 steps with the Pallas kernels and with XLA's, each kernel alone too
-        stage roofline-kernels "${ROOF_LIMIT:-180}" $sb roofline -m 124M -m 1558M --random-init --dtype bfloat16 --K 4 \
+        stage roofline-kernels "${ROOF_LIMIT:-240}" $sb roofline -m 124M -m 1558M --random-init --dtype bfloat16 --K 4 \
             --kernels pallas,xla --export-json "$OUT/roofline-124M-1558M-bf16-kernels.json"
         ;;
     loops)  # what an iteration of each kind of device loop costs (docs/gpu.md)

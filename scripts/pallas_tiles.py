@@ -1,6 +1,8 @@
 """Each fused Pallas kernel of one GPT-2 layer (gpu_kernels.py) timed alone under several tilings
 (gpu_kernels.Tiles), against the memory bound: which tiling the kernels should default to on
-this GPU. One layer of the model's width with random weights, so even 1558M's fits in seconds:
+this GPU. Eight layers of the model's width with random weights (roofline.kernel_parts runs
+each kernel over them in turn, so no call reads weights the cache holds), so even 1558M's fits
+in seconds:
 
     python scripts/pallas_tiles.py                          # 1558M's width, bfloat16, 1 and 5 tokens
     python scripts/pallas_tiles.py --width 768 --heads 12   # 124M's
@@ -37,6 +39,7 @@ def main():
     ap.add_argument("--width", type=int, default=1600)
     ap.add_argument("--heads", type=int, default=25)
     ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"])
+    ap.add_argument("--layers", type=int, default=roofline.LAYERS_A_TURN)
     ap.add_argument("--context", type=int, default=128)
     ap.add_argument("--iters", type=int, default=50)
     ap.add_argument(
@@ -44,9 +47,11 @@ def main():
     )
     ap.add_argument("--export-json")
     args = ap.parse_args()
-    config = gpt2.GPT2Config(n_layer=1, n_head=args.heads, n_embd=args.width)
+    config = gpt2.GPT2Config(n_layer=args.layers, n_head=args.heads, n_embd=args.width)
     params = gpt2.init_params(config, dtype=jnp.dtype(args.dtype))
-    model = Model(f"1 layer of width {args.width}", config, layouts.pallas_layout(params), "random")
+    model = Model(
+        f"{args.layers} layers of width {args.width}", config, layouts.pallas_layout(params), "random"
+    )
     bound = device.peak_gbps() or roofline.read_gbps()
     sweep = [tuple(int(v) for v in t.split(",")) for t in args.tiles] if args.tiles else SWEEP
     print(f"{model.name}, {args.dtype}, cache {args.context}, memory bound {bound:.0f} GB/s")
@@ -64,7 +69,7 @@ def main():
                 f"{r['part']} {r['achieved_gbps']:.0f} GB/s ({r['t_over_limit']:.1f}x)" for r in mine
             )
             total = sum(r["t_step_s"] for r in mine)
-            print(f"tiles {t}, {n} tokens: layer {total * 1e6:.1f} us  {cells}")
+            print(f"tiles {t}, {n} tokens: a layer's kernels {total * 1e6:.1f} us  {cells}")
         rows += [r | {"tiles": list(t)} for r in parts]
     if args.export_json:
         with open(args.export_json, "w") as f:

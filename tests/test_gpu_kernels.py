@@ -229,6 +229,7 @@ def test_the_roofline_times_each_kernel_alone_with_the_bytes_it_moves(model):
 def test_every_layer_runs_the_same_five_kernels_unrolled_or_scanned(model, monkeypatch):
     import re
 
+    monkeypatch.delenv("SPECBENCH_PALLAS_LAYERS", raising=False)  # unrolled, whatever the caller set
     config = GPT2Config(n_layer=3, n_head=2, n_embd=32)
     module = cuda_step(config, jnp.float32, 5).mlir_module()
     configs = re.findall(rf"custom_call @{re.escape(TRITON)}\(.*?\) \{{(.*?)\}}\s*:", module, re.S)

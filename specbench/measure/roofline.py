@@ -47,12 +47,12 @@ def layout_extra_bytes(model: Model) -> int:
     return resident_bytes(model.params) - param_bytes(model.params)
 
 
-def _median_seconds(fn, arg, repeats: int) -> float:
-    jax.block_until_ready(fn(arg))  # compile
+def _median_seconds(fn, arg, repeats: int, *rest) -> float:
+    jax.block_until_ready(fn(arg, *rest))  # compile
     seconds = []
     for _ in range(repeats):
         t0 = time.perf_counter()
-        jax.block_until_ready(fn(arg))
+        jax.block_until_ready(fn(arg, *rest))
         seconds.append(time.perf_counter() - t0)
     return float(np.median(seconds))
 
@@ -154,24 +154,36 @@ PARTS = ("ln+qkv", "attention", "proj+residual", "ln+fc+gelu", "fc proj+residual
 """The fused Pallas kernels of a layer (gpu_kernels.block), as roofline rows name them."""
 
 
-def loop_seconds(fn, x, iters: int, repeats: int = 5) -> float:
-    """Seconds per call of fn(x) in a device loop of `iters` calls, each call's input depending on
-    the last one's output (a term too small to change it), median of `repeats` timed loops."""
+def loop_seconds(fn, x, weights, iters: int, layers: int = 1, repeats: int = 5) -> float:
+    """Seconds per call of fn(x, weights, layer) in a device loop of `iters` iterations, each
+    calling it for layers 0..layers-1 in turn, each call's input depending on the last one's output
+    (a term too small to change it); median of `repeats` timed loops. The weights are the loop's
+    argument, not constants folded into the compiled program (1558M's would put gigabytes into
+    it). Several layers a turn spread a loop iteration's own cost (about 12 µs on a GPU,
+    docs/gpu.md) over several calls and make each call read weights that are not in the cache."""
 
-    def body(_, x):
-        out = fn(x)
-        return x.at[0, 0].add(out[0, 0].astype(x.dtype) * 1e-30)
+    def loop(x, w):
+        def body(_, x):
+            for layer in range(layers):
+                x = x.at[0, 0].add(fn(x, w, layer)[0, 0].astype(x.dtype) * 1e-30)
+            return x
 
-    loop = jax.jit(lambda x: lax.fori_loop(0, iters, body, x))
-    return _median_seconds(loop, x, repeats) / iters
+        return lax.fori_loop(0, iters, body, x)
+
+    return _median_seconds(jax.jit(loop), x, repeats, weights) / (iters * layers)
+
+
+LAYERS_A_TURN = 8  # 8 of 1558M's layers hold 490 MB in bfloat16: ten times an H100's L2
 
 
 def kernel_parts(model: Model, max_len: int, iters: int, bound_gbps: float) -> list[dict]:
-    """For a model in the Pallas layout, each of its first layer's five kernels (PARTS) timed alone
-    for steps of 1 and 5 tokens (padded to gpu_kernels.ROWS: the same work, as a memory-bound step
-    should be), with the bytes it must read and write: its weights, its rows, and for attention the
-    cache before pos = max_len - n. Rows in the roofline's schema, with `part` naming the kernel."""
+    """For a model in the Pallas layout, each of its five kernels a layer (PARTS) timed alone, over
+    its first LAYERS_A_TURN layers in turn, for steps of 1 and 5 tokens (padded to gpu_kernels.ROWS:
+    the same work, as a memory-bound step should be), with the bytes a call must read and write:
+    its layer's weights, its rows, and for attention the cache before pos = max_len - n. Rows in
+    the roofline's schema, with `part` naming the kernel."""
     c, p = model.config, model.params
+    layers = min(c.n_layer, LAYERS_A_TURN)
     blocks, dtype, rows = p["blocks"], p["wte"].dtype, gpu_kernels.ROWS
     item, e = jnp.dtype(dtype).itemsize, c.n_embd
     rng = np.random.default_rng(0)
@@ -183,39 +195,44 @@ def kernel_parts(model: Model, max_len: int, iters: int, bound_gbps: float) -> l
     for n in (1, 5):
         pos, sees = max_len - n, jnp.asarray(gpu_kernels.padded_sees(np.tril(np.ones((n, n), bool))))
         eps = c.layer_norm_epsilon
-        parts = {  # name: (kernel of its input, its input, bytes it must move)
+        parts = {  # name: (kernel of its input and weights, its input, its weights, bytes it must move)
             "ln+qkv": (
-                lambda x: gpu_kernels.linear(x, **attn["c_attn"], layer=0, norm=blocks["ln_1"], eps=eps),
+                lambda x, w, i: gpu_kernels.linear(x, **w["c_attn"], layer=i, norm=w["ln_1"], eps=eps),
                 normal(e),
+                {"c_attn": attn["c_attn"], "ln_1": blocks["ln_1"]},
                 product_bytes(attn["c_attn"], 2 * e + rows * 4 * e),
             ),
             "attention": (
-                lambda qkv: gpu_kernels.attention(
-                    qkv, cache["k"], cache["v"], 0, jnp.int32(pos), sees, c.n_head
+                lambda qkv, w, i: gpu_kernels.attention(
+                    qkv, w["k"], w["v"], i, jnp.int32(pos), sees, c.n_head
                 ),
                 normal(3 * e),
+                {"k": cache["k"], "v": cache["v"]},
                 (2 * pos * e + rows * 4 * e) * item,
             ),
             "proj+residual": (
-                lambda a: gpu_kernels.linear(a, **attn["c_proj"], layer=0, residual=a),
+                lambda a, w, i: gpu_kernels.linear(a, **w, layer=i, residual=a),
                 normal(e),
+                attn["c_proj"],
                 product_bytes(attn["c_proj"], rows * 3 * e),
             ),
             "ln+fc+gelu": (
-                lambda x: gpu_kernels.linear(
-                    x, **mlp["c_fc"], layer=0, norm=blocks["ln_2"], activation=gpt2.gelu, eps=eps
+                lambda x, w, i: gpu_kernels.linear(
+                    x, **w["c_fc"], layer=i, norm=w["ln_2"], activation=gpt2.gelu, eps=eps
                 ),
                 normal(e),
+                {"c_fc": mlp["c_fc"], "ln_2": blocks["ln_2"]},
                 product_bytes(mlp["c_fc"], 2 * e + rows * 5 * e),
             ),
             "fc proj+residual": (
-                lambda h: gpu_kernels.linear(h, **mlp["c_proj"], layer=0, residual=h[:, :e]),
+                lambda h, w, i: gpu_kernels.linear(h, **w, layer=i, residual=h[:, :e]),
                 normal(4 * e),
+                mlp["c_proj"],
                 product_bytes(mlp["c_proj"], rows * 6 * e),
             ),
         }
-        for name, (fn, x, moved) in parts.items():
-            t, bound = loop_seconds(fn, x, iters), moved / (bound_gbps * 1e9)
+        for name, (fn, x, weights, moved) in parts.items():
+            t, bound = loop_seconds(fn, x, weights, iters, layers), moved / (bound_gbps * 1e9)
             row = {"model": model.name, "kernels": "pallas", "layout": layout(p), "part": name}
             row |= {
                 "n_tokens_per_step": n,
@@ -229,11 +246,14 @@ def kernel_parts(model: Model, max_len: int, iters: int, bound_gbps: float) -> l
     return [r | {"t_over_t1": r["t_step_s"] / first[r["part"]]} for r in out]
 
 
-def measure_runs(runs: list[tuple[Model, str]], K: int, context: int, iters: int, progress) -> list[dict]:
+def measure_runs(
+    runs: list[tuple[Model, str]], K: int, context: int, iters: int, progress, on_network=None
+) -> list[dict]:
     """The roofline of every (model, dtype) in runs, steps of 1..K+1 tokens over a cache of
     `context`, each row with the device's context: the read bandwidth and the matrix-product rate
     first (once, before the steps they bound), then each network with its --kernels layouts timed
-    alternately. progress(advance=, what=) is told of every timing (2 + len(runs) (K + 2) in all)."""
+    alternately. progress(advance=, what=) is told of every timing (2 + len(runs) (K + 2) in all);
+    on_network(rows so far), if given, after each network (a run cut off keeps what it measured)."""
     progress(what="read bandwidth (XLA sum over 512 MB)")
     gbps = read_gbps()
     progress(advance=1, what="matrix-product rate (XLA, 2048² float32)")
@@ -247,7 +267,7 @@ def measure_runs(runs: list[tuple[Model, str]], K: int, context: int, iters: int
         progress(what=f"timing {name} {dtype} ({', '.join(kernels.used_by(m.params) for m in models)})")
         if dtype not in gflops:
             gflops[dtype] = matmul_gflops(dtype=models[0].params["wte"].dtype)
-        tick = lambda: progress(advance=len(models))
+        tick = lambda: progress(advance=1)  # roofline() calls it once per model and step shape
         measured = roofline(
             models, K + 1, context, iters, on_timing=tick, measured_gbps=gbps, measured_gflops=gflops[dtype]
         )
@@ -261,4 +281,6 @@ def measure_runs(runs: list[tuple[Model, str]], K: int, context: int, iters: int
             {**device.context(), "weights": weights, "dtype": dtype, "context": context, **r}
             for r in measured
         ]
+        if on_network:
+            on_network(rows)
     return rows
