@@ -184,8 +184,11 @@ class HubHandler(http.server.BaseHTTPRequestHandler):
 
     def _respond(self, with_body: bool):
         body = self._find()
-        if body is None:
-            self.send_error(404)
+        if body is None:  # as the Hub answers for a file its repository lacks
+            self.send_response(404)
+            self.send_header("X-Error-Code", "EntryNotFound")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
             return
         self._headers(body)
         if with_body:
@@ -228,6 +231,58 @@ def test_download_from_hf_endpoint(tiny_hub, monkeypatch):
     model = weights.load_model("gpt2")
     assert model.config == CONFIG and model.source == str(path)
     assert not any(p.name.startswith(".download") for p in weights.weights_dir().iterdir())
+
+
+def test_a_t5_downloads_in_shards_with_its_tokenizer_and_decodes_its_text(tmp_path, monkeypatch):
+    """flan-t5-xl's checkpoint is an index and shards, and every T5 carries tokenizer.json: a tiny
+    stand-in served so, downloaded under the registry's name, then loaded with the tokenizer."""
+    from specbench.model import t5, t5_layout, tokenizer
+
+    monkeypatch.setenv("SPECBENCH_WEIGHTS_DIR", str(tmp_path / "gpt2_weights"))
+    (tmp_path / "gpt2_weights").mkdir()
+    config = t5.T5Config(n_vocab=300, d_model=16, d_kv=8, d_ff=24, n_layer=1, n_decoder_layer=2, n_head=2)
+    spec = weights.ModelSpec("flan-t5-xl", "Flan-T5 XL (tiny stand-in)", config, "google/flan-t5-xl")
+    monkeypatch.setitem(weights.REGISTRY, "flan-t5-xl", spec)
+    tensors = t5_layout.params_to_hf(t5.init_params(config, 2), config)
+    keys = sorted(tensors)
+    shards = {"model-00001-of-00002.safetensors": keys[::2], "model-00002-of-00002.safetensors": keys[1::2]}
+    repo = "google/flan-t5-xl"
+    files = {f"{repo}/config.json": json.dumps(t5_layout.config_to_hf(config)).encode()}
+    for name, chosen in shards.items():
+        save_file({k: tensors[k] for k in chosen}, str(tmp_path / name))
+        files[f"{repo}/{name}"] = (tmp_path / name).read_bytes()
+    index = {"weight_map": {k: name for name, chosen in shards.items() for k in chosen}}
+    files[f"{repo}/model.safetensors.index.json"] = json.dumps(index).encode()
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer, bpe.decoder = pre_tokenizers.ByteLevel(add_prefix_space=False), decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=300, initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    bpe.train_from_iterator(["the old house at the end of the lane"] * 20, trainer)
+    files[f"{repo}/tokenizer.json"] = bpe.to_str().encode()
+    hub = FakeHub(files)
+    threading.Thread(target=hub.serve_forever, daemon=True).start()
+    try:
+        path = download("flan-t5-xl", endpoint=hub.url, progress=False)
+    finally:
+        hub.shutdown()
+    assert sorted(p.name for p in path.iterdir()) == sorted(f.split("/")[-1] for f in files)
+    model = weights.load_model("flan-t5-xl")
+    assert model.config == config and model.source == str(path)
+    text = tokenizer.for_model(model.source)
+    assert text.name.startswith("sha256:") and text.decode(text.encode("the old house")) == "the old house"
+    assert max(text.encode("the old house")) < config.n_vocab  # its own ids, not GPT-2's
+
+
+def test_the_registry_holds_t5_and_flan_t5_at_their_published_sizes():
+    published = {  # parameters as Hugging Face's model cards count them
+        "t5-small": 60_506_624,
+        "flan-t5-small": 76_961_152,
+        "flan-t5-base": 247_577_856,
+        "flan-t5-large": 783_150_080,
+        "flan-t5-xl": 2_849_757_184,
+    }
+    assert {name: weights.REGISTRY[name].config.n_params for name in published} == published
 
 
 def test_download_refuses_a_file_whose_sha256_differs(tiny_hub, monkeypatch):

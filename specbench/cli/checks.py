@@ -64,8 +64,9 @@ def load_model(name: str, flag: str, dtype: str, kernels: str = "auto", cache: d
 def load_pair(
     draft: str | None, target: str | None, dtype: str, need_draft: bool = True, kernels: str = "auto"
 ):
-    """(draft, target) models; the draft is None when the drafter needs no draft model."""
-    from specbench.model import weights
+    """(draft, target) models; the draft is None when the drafter needs no draft model. The two
+    must share the vocabulary and the tokenizer (model/tokenizer.for_model)."""
+    from specbench.model import tokenizer, weights
 
     named = target and (draft or not need_draft)  # a named pair runs without the bundled one
     try:
@@ -79,6 +80,12 @@ def load_pair(
             "--draft/--target",
             f"draft and target must share the vocabulary "
             f"({d.name}: {d.config.n_vocab}, {t.name}: {t.config.n_vocab})",
+        )
+    if d is not None and tokenizer.for_model(d.source).name != tokenizer.for_model(t.source).name:
+        raise BadInput(
+            "--draft/--target",
+            f"draft and target must share the tokenizer ({d.name}: "
+            f"{tokenizer.for_model(d.source).name}, {t.name}: {tokenizer.for_model(t.source).name})",
         )
     return d, t
 

@@ -34,7 +34,7 @@ class Job:
             prompt_id=self.prompt_id,
             prompt=self.texts if B > 1 else self.texts[0],
             context=device.context(),
-            decode=tokenizer.decode,
+            decode=tokenizer.for_model(self.config.target.source).decode,
             batch_prompt_ids=self.ids,
         )
 
@@ -53,7 +53,7 @@ class Job:
                 for method, tokens in (("AR", p.ar_tokens), ("SD", p.sd_tokens))
             ]
             note = "; ".join(n for n in notes if n) if row["temperature"] == 0 else None
-            out.append(peer_row(row, p, tokenizer.decode, note or None))
+            out.append(peer_row(row, p, tokenizer.for_model(self.config.target.source).decode, note or None))
         return out
 
 

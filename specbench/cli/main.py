@@ -152,7 +152,7 @@ def trace(**flags):
     tokens, st = generate.speculative(
         p.draft, p.target, p.prompt_ids, p.n_tokens, p.K, p.warp, p.seed, record=True, drafter=p.drafter
     )
-    trace_view.trace_text(p, tokens, st, tokenizer.decode, make_console())
+    trace_view.trace_text(p, tokens, st, tokenizer.for_model(p.target.source).decode, make_console())
 
 
 @cli.command("theory")

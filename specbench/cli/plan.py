@@ -87,7 +87,7 @@ def run_plan(f: dict, given: set[str]) -> RunPlan:
     own, t = drafter_models([f["drafter"]], f)
     d = own[f["drafter"]]
     drafter, draft_name = make_drafter(f["drafter"], d, t, f)
-    by_id = {pid: tokenizer.encode(text) for pid, text in chosen.items()}
+    by_id = {pid: tokenizer.for_model(t.source).encode(text) for pid, text in chosen.items()}
     for ids in by_id.values():
         check_decodable(ids, f["n_tokens"], drafter.reach(f["K"]), [m for m in (d, t) if m is not None])
     check_batch(batch, f["host_loop"], drafter, d, t, list(by_id.values()), f["n_tokens"], f["K"])
@@ -161,7 +161,7 @@ def sweep_plan(f: dict, given: set[str]) -> SweepPlan:
         )
         for kind in kinds
     }
-    encoded = {pid: tokenizer.encode(text) for pid, text in chosen.items()}
+    encoded = {pid: tokenizer.for_model(t.source).encode(text) for pid, text in chosen.items()}
     K_max, batches = max(f["K"]), f["batches"]
     for kind in kinds:
         uses = [m for m in (own[kind], t) if m is not None]
@@ -258,7 +258,7 @@ def trace_plan(f: dict, given: set[str]) -> TracePlan:
     own, t = drafter_models([f["drafter"]], f)
     d = own[f["drafter"]]
     drafter, draft_name = make_drafter(f["drafter"], d, t, f)
-    ids = tokenizer.encode(prompt)
+    ids = tokenizer.for_model(t.source).encode(prompt)
     check_decodable(ids, f["n_tokens"], drafter.reach(f["K"]), [m for m in (d, t) if m is not None])
     return TracePlan(
         prompt,

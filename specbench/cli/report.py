@@ -151,7 +151,7 @@ def report_plan(f: dict) -> ReportPlan:
     options = {"ngram": 3, "draft_layers": None, "draft_confidence": DRAFT_CONFIDENCE}
     options["draft_vocab"] = f["draft_vocab"]
     everything = prompts.all_prompts()
-    encoded = {pid: tokenizer.encode(text) for pid, text in everything.items()}
+    encoded = {pid: tokenizer.for_model(t.source).encode(text) for pid, text in everything.items()}
     jobs: dict[str, Job] = {}
     shows: dict[str, list[str]] = {s.id: [] for s in SECTIONS}
 

@@ -1,20 +1,26 @@
-"""Downloads of Hugging Face GPT-2 checkpoints into gpt2_weights/, checked before they are used."""
+"""Downloads of Hugging Face checkpoints (GPT-2's, T5's with their tokenizer.json) into
+gpt2_weights/, checked before they are used."""
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
 from pathlib import Path
 
 from specbench.errors import WeightsError
-from specbench.model.hf_layout import CONFIG_FILE, SAFETENSORS_FILE, is_model_dir, load_dir
+from specbench.model import t5_layout
+from specbench.model.hf_layout import CONFIG_FILE, INDEX_FILE, SAFETENSORS_FILE, is_model_dir, load_dir
+from specbench.model.t5 import T5Config
+from specbench.model.tokenizer import JSON_FILE
 from specbench.model.weights import REGISTRY, ModelSpec, local_path, resolve, weights_dir
 
 
 def download(name: str, endpoint: str | None = None, progress: bool = True) -> Path:
-    """Fetch an HF GPT-2 checkpoint into gpt2_weights/<name>/ with huggingface_hub.
+    """Fetch an HF checkpoint into gpt2_weights/<name>/ with huggingface_hub: config.json, the
+    weights (model.safetensors, or an index and its shards) and, for a T5, its tokenizer.json.
 
     Files land in a hidden staging directory first (where huggingface_hub can resume them) and
     the model directory appears only once every file is complete and its size checked, so a
@@ -22,7 +28,7 @@ def download(name: str, endpoint: str | None = None, progress: bool = True) -> P
     $HF_ENDPOINT, else the Hub.
     """
     from huggingface_hub import get_hf_file_metadata, hf_hub_download, hf_hub_url
-    from huggingface_hub.utils import disable_progress_bars, enable_progress_bars
+    from huggingface_hub.utils import EntryNotFoundError, disable_progress_bars, enable_progress_bars
     from huggingface_hub.utils import logging as hf_logging
 
     spec = resolve(name)
@@ -47,26 +53,40 @@ def download(name: str, endpoint: str | None = None, progress: bool = True) -> P
         ) from None
     staging = weights_dir() / f".download-{spec.name}"
     staging.mkdir(parents=True, exist_ok=True)
-    try:
-        for filename in (CONFIG_FILE, SAFETENSORS_FILE):
-            path = Path(hf_hub_download(spec.hf_repo, filename, local_dir=staging, endpoint=endpoint))
-            meta = get_hf_file_metadata(
-                hf_hub_url(spec.hf_repo, filename, endpoint=endpoint), endpoint=endpoint
+
+    def fetch(filename: str) -> Path:  # one file into staging, its size and sha256 checked
+        path = Path(hf_hub_download(spec.hf_repo, filename, local_dir=staging, endpoint=endpoint))
+        meta = get_hf_file_metadata(hf_hub_url(spec.hf_repo, filename, endpoint=endpoint), endpoint=endpoint)
+        size = path.stat().st_size
+        if meta.size is not None and size != meta.size:
+            path.unlink()
+            raise WeightsError(
+                f"{filename} of {spec.name} is {size} bytes, expected {meta.size}; run the download again"
             )
-            size = path.stat().st_size
-            if meta.size is not None and size != meta.size:
-                path.unlink()
-                raise WeightsError(
-                    f"{filename} of {spec.name} is {size} bytes, expected {meta.size}; run the download again"
-                )
-            # the Hub's ETag of a large (LFS) file is the sha256 of its content: check it where given
-            if meta.etag and re.fullmatch(r"[0-9a-f]{64}", meta.etag) and _sha256(path) != meta.etag:
-                path.unlink()
-                raise WeightsError(
-                    f"{filename} of {spec.name} is corrupt (sha256 differs from the server's "
-                    f"{meta.etag[:12]}…); run the download again"
-                )
-        load_dir(staging)  # every key and shape present
+        # the Hub's ETag of a large (LFS) file is the sha256 of its content: check it where given
+        if meta.etag and re.fullmatch(r"[0-9a-f]{64}", meta.etag) and _sha256(path) != meta.etag:
+            path.unlink()
+            raise WeightsError(
+                f"{filename} of {spec.name} is corrupt (sha256 differs from the server's "
+                f"{meta.etag[:12]}…); run the download again"
+            )
+        return path
+
+    t5 = isinstance(spec.config, T5Config)
+    files = [CONFIG_FILE, *([JSON_FILE] if t5 else [])]  # a T5 brings its own tokenizer
+    try:
+        for filename in files:
+            fetch(filename)
+        try:
+            fetch(SAFETENSORS_FILE)
+            files.append(SAFETENSORS_FILE)
+        except EntryNotFoundError:  # a large checkpoint comes in shards, listed by an index
+            index = json.loads(fetch(INDEX_FILE).read_text())
+            shards = sorted(set(index["weight_map"].values()))
+            for shard in shards:
+                fetch(shard)
+            files += [INDEX_FILE, *shards]
+        (t5_layout.load_dir if t5 else load_dir)(staging)  # every key and shape present
     except WeightsError:
         raise
     except Exception as e:  # connection lost mid-way, HTTP errors, disk full, ...
@@ -75,7 +95,7 @@ def download(name: str, endpoint: str | None = None, progress: bool = True) -> P
             "again to resume"
         ) from None
     final.mkdir(parents=True, exist_ok=True)
-    for filename in (CONFIG_FILE, SAFETENSORS_FILE):
+    for filename in files:
         os.replace(staging / filename, final / filename)
     shutil.rmtree(staging, ignore_errors=True)
     return final

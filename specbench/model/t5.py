@@ -60,6 +60,16 @@ class T5Config:
         return self.n_head * self.d_kv
 
     @property
+    def n_params(self) -> int:
+        """Parameters of a model of this config (init_params's count), for `specbench models`."""
+        d, inner, ff, V = self.d_model, self.inner, self.d_ff, self.n_vocab
+        ff_params = (3 if self.gated else 2) * d * ff
+        encoder = self.n_layer * (4 * d * inner + ff_params + 2 * d)
+        decoder = self.n_decoder_layer * (8 * d * inner + ff_params + 3 * d)
+        head = 0 if self.scale_decoder_outputs else d * V
+        return V * d + encoder + decoder + 2 * self.num_buckets * self.n_head + 2 * d + head
+
+    @property
     def n_ctx(self) -> int:
         """The longest decoder sequence decoding plans for: T5 has no position table (its buckets
         reach any distance), and was trained on 512 tokens."""

@@ -152,3 +152,65 @@ def load_dir(directory: str | Path, dtype=jnp.float32) -> tuple[T5Config, dict]:
     except (OSError, ValueError) as e:
         raise WeightsError(f"cannot read {directory / hf_layout.CONFIG_FILE}: {e}") from None
     return config, params_from_hf(hf_layout.read_tensors(directory), config, dtype)
+
+
+def config_to_hf(config: T5Config) -> dict:
+    """An HF T5 config.json's fields for a T5Config (config_from_hf's inverse)."""
+    return {
+        "architectures": ["T5ForConditionalGeneration"],
+        "model_type": "t5",
+        "vocab_size": config.n_vocab,
+        "d_model": config.d_model,
+        "d_kv": config.d_kv,
+        "d_ff": config.d_ff,
+        "num_layers": config.n_layer,
+        "num_decoder_layers": config.n_decoder_layer,
+        "num_heads": config.n_head,
+        "relative_attention_num_buckets": config.num_buckets,
+        "relative_attention_max_distance": config.max_distance,
+        "feed_forward_proj": "gated-gelu" if config.gated else "relu",
+        "tie_word_embeddings": config.scale_decoder_outputs,
+        "scale_decoder_outputs": config.scale_decoder_outputs,
+        "layer_norm_epsilon": config.eps,
+        "decoder_start_token_id": config.decoder_start,
+        "pad_token_id": 0,
+        "eos_token_id": 1,
+        "is_encoder_decoder": True,
+    }
+
+
+def params_to_hf(params: dict, config: T5Config, np_dtype=np.float32) -> dict[str, np.ndarray]:
+    """t5.py's params -> an HF T5 state dict (numpy, contiguous, in np_dtype): params_from_hf's
+    inverse, matrices transposed back to torch's [out, in]."""
+    out = lambda a: np.ascontiguousarray(np.asarray(a, np.float32).astype(np_dtype))
+    tensors = {"shared.weight": out(params["shared"])}
+    for name, n in (("encoder", config.n_layer), ("decoder", config.n_decoder_layer)):
+        s, ff_layer = params[name], 2 if name == "decoder" else 1
+        tensors[f"{name}.final_layer_norm.weight"] = out(s["ln_final"])
+        tensors[f"{name}.block.0.layer.0.SelfAttention.relative_attention_bias.weight"] = out(s["bias"])
+        for i in range(n):
+            b = f"{name}.block.{i}.layer"
+            parts = [("0.SelfAttention", s["attn"]), ("0.layer_norm", s["ln_attn"])]
+            if name == "decoder":
+                parts += [("1.EncDecAttention", s["cross"]), ("1.layer_norm", s["ln_cross"])]
+            parts += [(f"{ff_layer}.DenseReluDense", s["ff"]), (f"{ff_layer}.layer_norm", s["ln_ff"])]
+            for prefix, p in parts:
+                if isinstance(p, dict):
+                    tensors |= {f"{b}.{prefix}.{m}.weight": out(w[i]).T.copy() for m, w in p.items()}
+                else:
+                    tensors[f"{b}.{prefix}.weight"] = out(p[i])
+    if "lm_head" in params:
+        tensors["lm_head.weight"] = out(params["lm_head"]).T.copy()
+    return tensors
+
+
+def save(directory: str | Path, params: dict, config: T5Config, np_dtype=np.float32) -> Path:
+    """Write config.json and model.safetensors in Hugging Face's T5 layout (load_dir reads them)."""
+    from safetensors.numpy import save_file
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / hf_layout.CONFIG_FILE).write_text(json.dumps(config_to_hf(config), indent=2) + "\n")
+    tensors = params_to_hf(params, config, np_dtype)
+    save_file(tensors, str(directory / hf_layout.SAFETENSORS_FILE), metadata={"format": "pt"})
+    return directory

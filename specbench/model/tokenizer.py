@@ -7,9 +7,11 @@ so a corrupted or substituted file is refused rather than silently mis-tokenisin
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import os
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import tiktoken
@@ -78,3 +80,49 @@ def encode(text: str, directory: str | None = None) -> list[int]:
 
 def decode(ids, directory: str | None = None) -> str:
     return get_encoding(directory).decode([int(i) for i in ids])
+
+
+# ---------------------------------------------------------------------------------------------
+# A model's own tokenizer: GPT-2's above, or the tokenizer.json a checkpoint carries (T5's
+# SentencePiece vocabulary, the bundled T5 pair's BPE), run by Hugging Face `tokenizers`.
+
+JSON_FILE = "tokenizer.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class Tokenizer:
+    """Text <-> token ids for one model; `name` says which (two models draft for each other only
+    when their names are equal: a file's sha256, or "gpt2")."""
+
+    name: str
+    encode: Callable[[str], list[int]]
+    decode: Callable[[Iterable[int]], str]
+
+
+GPT2 = Tokenizer("gpt2", encode, decode)
+
+
+@functools.lru_cache(maxsize=8)
+def from_json(path: str) -> Tokenizer:
+    """A tokenizer.json (Hugging Face `tokenizers`' format), named by its sha256. The source is
+    encoded as the file says, without the special tokens a post-processor would add (T5's </s>):
+    specbench's prompts are text to continue, not finished sentences."""
+    from tokenizers import Tokenizer as HFTokenizer
+
+    try:
+        data = Path(path).read_bytes()
+        tok = HFTokenizer.from_str(data.decode("utf-8"))
+    except Exception as e:  # noqa: BLE001 -- OSError, UnicodeDecodeError, and tokenizers' plain Exception
+        raise TokenizerError(f"cannot read the tokenizer {path}: {str(e).splitlines()[0][:200]}") from None
+    return Tokenizer(
+        f"sha256:{hashlib.sha256(data).hexdigest()[:16]}",
+        lambda text: tok.encode(text, add_special_tokens=False).ids,
+        lambda ids: tok.decode([int(i) for i in ids], skip_special_tokens=False),
+    )
+
+
+def for_model(source: str) -> Tokenizer:
+    """The tokenizer of the model loaded from `source` (weights.Model.source): the tokenizer.json
+    in its folder, else GPT-2's (every GPT-2 checkpoint, random weights, a T5 saved without one)."""
+    path = Path(source) / JSON_FILE
+    return from_json(str(path)) if source != "random" and path.is_file() else GPT2

@@ -18,13 +18,14 @@ from specbench.model import eagle, kernels, network, t5_layout
 from specbench.model.gpt2 import GPT2Config, init_params
 from specbench.model.hf_layout import is_model_dir, load_dir, read_config
 from specbench.model.layouts import for_decoding
+from specbench.model.t5 import T5Config
 
 
 @dataclasses.dataclass(frozen=True)
 class ModelSpec:
     name: str
     description: str
-    config: GPT2Config
+    config: GPT2Config | T5Config
     hf_repo: str | None = None  # downloadable from the Hub
     aliases: tuple[str, ...] = ()
     random_seed: int | None = None  # made on the fly with random weights: timing only
@@ -33,6 +34,22 @@ class ModelSpec:
 
 def _gpt2(n_layer, n_head, n_embd):
     return GPT2Config(n_layer=n_layer, n_head=n_head, n_embd=n_embd, n_ctx=1024, n_vocab=50257)
+
+
+def _t5(layers, heads, d_model, d_ff, flan: bool):
+    """T5's published shapes: the original (ReLU, a tied and scaled head) or Flan-T5 (v1.1's
+    gated GELU, an untied head), 32,128 tokens of SentencePiece, d_kv 64."""
+    return T5Config(
+        n_vocab=32128,
+        d_model=d_model,
+        d_kv=64,
+        d_ff=d_ff,
+        n_layer=layers,
+        n_decoder_layer=layers,
+        n_head=heads,
+        gated=flan,
+        scale_decoder_outputs=not flan,
+    )
 
 
 REGISTRY: dict[str, ModelSpec] = {
@@ -44,6 +61,11 @@ REGISTRY: dict[str, ModelSpec] = {
         ),
         ModelSpec("774M", "GPT-2 large", _gpt2(36, 20, 1280), "openai-community/gpt2-large", ("gpt2-large",)),
         ModelSpec("1558M", "GPT-2 XL", _gpt2(48, 25, 1600), "openai-community/gpt2-xl", ("gpt2-xl",)),
+        ModelSpec("t5-small", "T5 small", _t5(6, 8, 512, 2048, False), "google-t5/t5-small"),
+        ModelSpec("flan-t5-small", "Flan-T5 small", _t5(8, 6, 512, 1024, True), "google/flan-t5-small"),
+        ModelSpec("flan-t5-base", "Flan-T5 base", _t5(12, 12, 768, 2048, True), "google/flan-t5-base"),
+        ModelSpec("flan-t5-large", "Flan-T5 large", _t5(24, 16, 1024, 2816, True), "google/flan-t5-large"),
+        ModelSpec("flan-t5-xl", "Flan-T5 XL", _t5(24, 32, 2048, 5120, True), "google/flan-t5-xl"),
         ModelSpec(
             "random-target",
             "random weights, 6x256 (timing only)",
@@ -156,7 +178,8 @@ def _load(name: str, dtype) -> Model:
     if spec.random_seed is not None:
         return Model(spec.name, spec.config, random_model_params(spec, dtype), "random")
     if is_model_dir(local_path(spec)):
-        config, params = load_dir(local_path(spec), dtype)
+        read = t5_layout.load_dir if isinstance(spec.config, T5Config) else load_dir
+        config, params = read(local_path(spec), dtype)
         return Model(spec.name, config, params, str(local_path(spec)))
     raise WeightsError(f"model {spec.name} is not downloaded: run `specbench models download {spec.name}`")
 
@@ -234,19 +257,19 @@ def head_row(d: Path) -> dict:
 
 
 def t5_row(d: Path) -> dict:
-    """models' row for a T5 directory (t5_layout.py): an encoder-decoder, decoded through the
-    Python API so far (docs/encoder-decoders.md)."""
+    """models' row for a T5 directory (t5_layout.py): an encoder-decoder (docs/encoder-decoders.md)."""
     try:
         config, params = t5_layout.load_dir(d)
     except WeightsError as e:
         return unreadable_row(d, str(e))
+    bundled = d.name in BUNDLED_T5_PAIR
     return {
         "name": d.name,
         "aliases": "",
-        "kind": "T5 (encoder-decoder)",
+        "kind": "bundled T5 pair" if bundled else "T5 (encoder-decoder)",
         "present": True,
         "n_params": sum(x.size for x in jax.tree_util.tree_leaves(params)),
-        "description": "decodes through the Python API (docs/encoder-decoders.md)",
+        "description": "trained by specbench.train (t5-target, t5-draft)" if bundled else "local directory",
         "path": str(d),
         "layers_x_width": network.shape(config),
     }
@@ -267,6 +290,7 @@ def unreadable_row(d: Path, reason: str) -> dict:
 
 
 BUNDLED_PAIR = ("tiny-draft", "tiny-target")  # trained by specbench.train, committed in gpt2_weights/
+BUNDLED_T5_PAIR = ("tiny-t5-draft", "tiny-t5-target")  # likewise (train t5-draft, t5-target)
 RANDOM_PAIR = ("random-draft", "random-target")
 
 
