@@ -192,6 +192,27 @@ def test_greedy_speculative_and_autoregressive_equal_the_uncached_greedy_decode(
         np.testing.assert_array_equal(batch_sd[i], batch_ar[i])
 
 
+def test_prompt_lookup_over_a_t5_copies_from_the_source_and_stays_exact():
+    from specbench.model import drafters
+    from specbench.model.generate import autoregressive, speculative
+    from specbench.model.sampling import Warp
+
+    lookup = drafters.lookup_drafter(ngram=2)
+    source = jnp.asarray([5, 9, 2, 44, 13, 0, 0, 0], jnp.int32)  # 5 real, padded to its bucket
+    tokens = jnp.asarray([0, 9, 2, 0, 0, 0], jnp.int32)  # <pad> (the start), then "9 2" decoded
+    propose = lambda state: drafters.propose(lookup, None, state, tokens, 3, None, Warp(0.0), 3, 97)
+    over_source = drafters.start(lookup, None, source, 5, 16, source=True)
+    _, drafts, _, n_drafted = propose(over_source)
+    assert int(n_drafted) == 3 and list(np.asarray(drafts)) == [44, 13, 0]  # what followed "9 2" there
+    _, _, _, n_drafted = propose(drafters.start(lookup, None, source, 5, 16))  # no source: no match
+    assert int(n_drafted) == 0
+    target = t5_model(CONFIG, 1, "t5-target", scale=2.0)
+    for src in ([5, 9, 2, 44, 13, 7, 81], [60, 3, 3, 17, 3, 3]):
+        ar, _ = autoregressive(target, src, 12)
+        sd, _ = speculative(None, target, src, 12, 3, drafter=lookup)
+        np.testing.assert_array_equal(sd, ar)
+
+
 SMALL = T5Config(
     n_vocab=12,
     d_model=16,

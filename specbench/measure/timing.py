@@ -203,17 +203,18 @@ def _ar_loop(params, state, iters, config, warp, batch):
 
 
 @functools.partial(programs.jit, static_argnames=("iters", "drafter", "K", "n_vocab"))
-def _propose_loop(params, tokens, n, iters, drafter, K, n_vocab):
+def _propose_loop(params, dstate, tokens, n, iters, drafter, K, n_vocab):
     """`iters` proposals of a drafter without a network (lookup, the dial), each fed the previous
-    one's first draft so none can be hoisted; tokens [B, L] and n [B] for a batch."""
+    one's first draft so none can be hoisted; tokens [B, L], n [B] and dstate's arrays [B, ...]
+    for a batch."""
     key = jax.random.PRNGKey(0)
 
-    def one(tokens, n):
-        _, drafts, p, _ = drafters.propose(drafter, params, {}, tokens, n, key, Warp(), K, n_vocab)
+    def one(dstate, tokens, n):
+        _, drafts, p, _ = drafters.propose(drafter, params, dstate, tokens, n, key, Warp(), K, n_vocab)
         return tokens.at[n - 1].set(drafts[0] + (jnp.sum(p) > 1e9).astype(jnp.int32))
 
     propose = jax.vmap(one) if tokens.ndim == 2 else one
-    return lax.fori_loop(0, iters, lambda _, t: propose(t, n), tokens)
+    return lax.fori_loop(0, iters, lambda _, t: propose(dstate, t, n), tokens)
 
 
 def draft_seconds(prep: Prepared, iters: int = 20, repeats: int = 5, warm: bool = True) -> np.ndarray:
@@ -232,11 +233,15 @@ def draft_seconds(prep: Prepared, iters: int = 20, repeats: int = 5, warm: bool 
         drafting = Model(name, drafter.config, prep.draft_params, own.source)
         rows = 1 if drafter.tree is None else drafter.tree.draft_rows + 1  # a tree drafts a level a step
         return step_seconds(drafting, rows, max_len, iters, repeats, B, warm)
-    buf = generate.inputs(prep.prompts, max_len, 0).prompt_bufs
+    x = generate.inputs(prep.prompts, max_len, 0)
+    buf = x.prompt_bufs
     tokens = jnp.zeros(buf.shape[:-1] + (max_len,), jnp.int32).at[..., : buf.shape[-1]].set(buf)
     n = jnp.full(buf.shape[:-1], max_len // 2, jnp.int32)  # a search over half the buffer: mid-generation
     params = {"reference": tokens[0] if tokens.ndim == 2 else tokens} if drafter.spec.acceptance else {}
-    loop = lambda t: _propose_loop(params, t, n, iters, drafter, c.K, c.target.config.n_vocab)
+    source = network.encoder_decoder(c.target.config)  # lookup then searches the source too
+    start = lambda b, n_b: drafters.start(drafter, params, b, n_b, max_len, source=source)
+    dstate = jax.vmap(start)(buf, x.n_prompts) if buf.ndim == 2 else start(buf, x.n_prompts)
+    loop = lambda t: _propose_loop(params, dstate, t, n, iters, drafter, c.K, c.target.config.n_vocab)
     return seconds_per_iter(loop, tokens, iters, repeats, warm) / c.K
 
 

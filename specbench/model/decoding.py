@@ -226,7 +226,15 @@ def spec_start(
         s.n,
         s.key,
         s.target_cache,
-        drafters.start(drafter, draft_params, prompt_buf, n_prompt, max_len, features),
+        drafters.start(
+            drafter,
+            draft_params,
+            prompt_buf,
+            n_prompt,
+            max_len,
+            features,
+            network.encoder_decoder(target_config),
+        ),
         counts,
     )
 

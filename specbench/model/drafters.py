@@ -164,11 +164,12 @@ def dial_drafter(acceptance: float) -> Drafter:
 # start: the drafter's own state after the prompt
 
 
-def start(drafter: Drafter, params, prompt_buf, n_prompt, max_len: int, features=None):
+def start(drafter: Drafter, params, prompt_buf, n_prompt, max_len: int, features=None, source=False):
     """The drafter's state after reading the prompt (its kind's start), n_prompt of prompt_buf
     real. `features` are the target's features of the prompt's rows [len(prompt_buf), n_embd],
-    for a kind that reads them (Kind.features), else None."""
-    return drafter.spec.start(drafter, params, prompt_buf, n_prompt, max_len, features)
+    for a kind that reads them (Kind.features), else None. `source`: the prompt is an
+    encoder-decoder target's source, which its decoder's tokens do not hold (lookup keeps it)."""
+    return drafter.spec.start(drafter, params, prompt_buf, n_prompt, max_len, features, source)
 
 
 def observe(drafter: Drafter, dstate, features, pos):
@@ -181,12 +182,18 @@ def observe(drafter: Drafter, dstate, features, pos):
     return {**dstate, "feats": feats}
 
 
-def no_state(drafter: Drafter, params, prompt_buf, n_prompt, max_len: int, features=None):
-    """Lookup and the dial keep no state of their own between rounds."""
+def no_state(drafter: Drafter, params, prompt_buf, n_prompt, max_len: int, features=None, source=False):
+    """The dial keeps no state of its own between rounds."""
     return {}
 
 
-def eagle_start(drafter: Drafter, params, prompt_buf, n_prompt, max_len: int, features=None):
+def lookup_start(drafter: Drafter, params, prompt_buf, n_prompt, max_len: int, features=None, source=False):
+    """Prompt lookup keeps nothing over a decoder-only target, whose tokens hold the prompt; over
+    an encoder-decoder's, the source, so that its drafts can copy from it (lookup_propose)."""
+    return {"source": prompt_buf, "n_source": jnp.int32(n_prompt)} if source else {}
+
+
+def eagle_start(drafter: Drafter, params, prompt_buf, n_prompt, max_len: int, features=None, source=False):
     """The head's state after the prompt: its cache over the prompt's rows, each reading the
     target's feature of the row before (eagle.shifted), and those features in a [max_len, n_embd]
     buffer (rows past the prompt are padding's, rewritten before they are read)."""
@@ -198,7 +205,7 @@ def eagle_start(drafter: Drafter, params, prompt_buf, n_prompt, max_len: int, fe
     return {"cache": cache, "feats": lax.dynamic_update_slice_in_dim(feats, features, 0, 0)}
 
 
-def network_start(drafter: Drafter, params, prompt_buf, n_prompt, max_len: int, features=None):
+def network_start(drafter: Drafter, params, prompt_buf, n_prompt, max_len: int, features=None, source=False):
     """A network drafter's cache after the prompt: as many layers as its config has. An
     encoder-decoder draft encodes the prompt as its source and reads its decoder's start token
     (network.py)."""
@@ -220,8 +227,13 @@ def propose(drafter: Drafter, params, dstate, tokens, n, key, warp: Warp, K: int
 
 
 def lookup_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: Warp, K: int, n_vocab: int):
-    """Prompt lookup's drafts (lookup), proposed with certainty: one-hot p."""
-    drafts, n_drafted = lookup(tokens, n, K, drafter.ngram)
+    """Prompt lookup's drafts (lookup), proposed with certainty: one-hot p. Over an
+    encoder-decoder's decoder it searches the source followed by the decoder's tokens (with_source)."""
+    if "source" in dstate:
+        haystack, n_seen = with_source(dstate["source"], dstate["n_source"], tokens, n)
+        drafts, n_drafted = lookup(haystack, n_seen, K, drafter.ngram)
+    else:
+        drafts, n_drafted = lookup(tokens, n, K, drafter.ngram)
     p = jax.nn.one_hot(drafts, p_width(warp, n_vocab), dtype=jnp.float32)
     return dstate, drafts, _zero_after(p, n_drafted), n_drafted
 
@@ -480,6 +492,15 @@ def grow(tree: Tree, d: int, logits, nodes, p, key, warp: Warp, head_tokens=None
     return nodes, p
 
 
+def with_source(source, n_source, tokens, n):
+    """(the source's n_source real tokens followed by the decoder's tokens, how many of it are
+    real: n_source + n), one buffer of len(source) + len(tokens) for lookup."""
+    idx = jnp.arange(source.shape[0] + tokens.shape[0])
+    from_source = source[jnp.clip(idx, 0, source.shape[0] - 1)]
+    from_tokens = tokens[jnp.clip(idx - n_source, 0, tokens.shape[0] - 1)]
+    return jnp.where(idx < n_source, from_source, from_tokens), n_source + n
+
+
 def lookup(tokens, n, K: int, ngram: int):
     """Prompt lookup over tokens[0 .. n-1]: (drafts [K], how many are real).
 
@@ -569,7 +590,7 @@ KINDS: dict[str, Kind] = {
             network=True,
             propose_tree=network_tree_propose,
         ),
-        Kind("lookup", "prompt lookup", no_state, lookup_propose, flags=("ngram",), fewer=True),
+        Kind("lookup", "prompt lookup", lookup_start, lookup_propose, flags=("ngram",), fewer=True),
         Kind(
             "layerskip",
             "layer-skip",
