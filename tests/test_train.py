@@ -185,3 +185,65 @@ def test_missing_optax_is_one_line_and_exit_2(tmp_path):
     )
     assert r.returncode == 2, r.stderr
     assert r.stderr.strip().count("\n") == 0 and "optax" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_the_t5_pair_trains_on_passages_and_what_follows_and_decodes_through_the_cli(tmp_path, monkeypatch):
+    """t5-prepare trains a BPE of its own on the documents, t5-target learns to continue a
+    passage, t5-draft is distilled from it, and the two folders (tokenizer.json beside the
+    weights) run as a pair through `specbench run`, decoding with their tokenizer."""
+    from click.testing import CliRunner
+
+    from specbench.cli.main import cli
+    from specbench.model import tokenizer as tok
+    from specbench.train.__main__ import main
+    from specbench.train.seq2seq import TOKENIZER_FILE
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for i in range(3):
+        (corpus / f"doc{i}.txt").write_text(f"Chapter {i}. " + TEXT)
+    data, runner = tmp_path / "data", CliRunner()
+    train_cli = lambda *a: runner.invoke(main, [str(x) for x in a])
+    r = train_cli("t5-prepare", "--corpus", corpus, "--out", data, "--vocab", 400, "--val-fraction", 0.34)
+    assert r.exit_code == 0, r.output
+    text = tok.from_json(str(data / TOKENIZER_FILE))
+    tokens = train.load_tokens(data, "train")
+    assert tokens.max() < 400 and text.decode(tokens[:3].tolist()).startswith("Chapter")
+    assert (tokens == 1).sum() == 2  # </s> (id 1, as T5's) after each of the 2 training documents
+    loop = ["--data", data, "--steps", 40, "--batch", 8, "--warmup", 4, "--checkpoint-dir", tmp_path / "ck"]
+    shape = ["--source", 16, "--target", 8]
+    small = ["--encoder-layers", 1, "--decoder-layers", 1, "--d-model", 32, "--n-head", 2, "--d-ff", 64]
+    r = train_cli("t5-target", "--out", tmp_path / "t5t", *loop, *shape, *small)
+    assert r.exit_code == 0, r.output
+    record = json.loads((tmp_path / "t5t" / "train_record.json").read_text())
+    h = record["history"]
+    assert h[-1]["loss"] < h[0]["loss"] - 1.5, h  # from ln(400) = 6.0 down on repetitive text
+    assert record["val_loss"] < h[0]["loss"]
+    tiny = ["--d-model", 16, "--n-head", 2, "--d-ff", 32]
+    r = train_cli("t5-draft", "--out", tmp_path / "t5d", "--teacher", tmp_path / "t5t", *loop, *shape, *tiny)
+    assert r.exit_code == 0, r.output
+    target, draft = weights.load_model(str(tmp_path / "t5t")), weights.load_model(str(tmp_path / "t5d"))
+    # the tokenizer's own size (a 3-document corpus runs out of merges before 400)
+    assert tokens.max() < target.config.n_vocab == draft.config.n_vocab <= 400 and draft.config.d_model == 16
+    assert tok.for_model(target.source).name == tok.for_model(draft.source).name == text.name
+    monkeypatch.setenv("SPECBENCH_RESULTS_DIR", str(tmp_path / "results"))
+    prompt = "Chapter 1. The little fox ran over the hill and into the wood, where the old owl"
+    pair = ["--draft", tmp_path / "t5d", "--target", tmp_path / "t5t"]
+    settings = [
+        "-n",
+        8,
+        "--K",
+        2,
+        "-t",
+        0,
+        "--repeats",
+        1,
+        "--no-save",
+        "--export-json",
+        tmp_path / "row.json",
+    ]
+    r = runner.invoke(cli, [str(x) for x in ["run", *pair, "--prompt", prompt, *settings]])
+    assert r.exit_code == 0, r.output
+    (row,) = json.loads((tmp_path / "row.json").read_text())
+    assert row["architecture"] == "t5" and row["ar_text"] == row["sd_text"]
+    assert row["ar_text"] == text.decode(text.encode(row["ar_text"]))  # the pair's own tokenizer's text

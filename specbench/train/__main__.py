@@ -350,6 +350,124 @@ def eagle_cmd(target, vocab, cls_weight, noise, **flags):
     click.echo(f"saved {out}")
 
 
+def t5_options(enc: int, dec: int, width: int, heads: int, ff: int, lr: float, kd=None):
+    options = loop_options(lr) + [
+        click.option("--encoder-layers", type=Count(min=1), default=enc, show_default=True),
+        click.option("--decoder-layers", type=Count(min=1), default=dec, show_default=True),
+        click.option("--d-model", type=Count(min=8), default=width, show_default=True),
+        click.option("--n-head", type=Count(min=1), default=heads, show_default=True),
+        click.option("--d-ff", type=Count(min=8), default=ff, show_default=True),
+        click.option(
+            "--source", type=Count(min=1), default=64, show_default=True, help="Tokens the encoder reads."
+        ),
+        click.option(
+            "--target", type=Count(min=1), default=32, show_default=True, help="Tokens the decoder writes."
+        ),
+    ]
+    if kd is not None:
+        options.append(
+            click.option(
+                "--kd",
+                type=Finite(0, 1),
+                default=kd,
+                show_default=True,
+                help="Weight of KL(target || draft).",
+            )
+        )
+    return with_options(options)
+
+
+def train_t5(flags: dict, teacher=None):
+    """Train one T5 of the bundled pair as the flags say (t5_options) and save it to --out with the
+    data's tokenizer.json; a draft is distilled from `teacher` (a T5 Model)."""
+    require_optax()
+    from specbench.model.t5 import T5Config
+    from specbench.train import seq2seq
+
+    check_run(flags)
+    data = flags["data"]
+    tokenizer_json = data / seq2seq.TOKENIZER_FILE
+    if not tokenizer_json.is_file():
+        raise BadInput(
+            "--data", f"{data} holds no {seq2seq.TOKENIZER_FILE}: make it with t5-prepare --out {data}"
+        )
+    if flags["d_model"] % flags["n_head"]:
+        raise BadInput("--n-head", f"{flags['n_head']} heads do not divide --d-model {flags['d_model']}")
+    from tokenizers import Tokenizer
+
+    config = T5Config(
+        n_vocab=Tokenizer.from_file(str(tokenizer_json)).get_vocab_size(),
+        d_model=flags["d_model"],
+        d_kv=flags["d_model"] // flags["n_head"],
+        d_ff=flags["d_ff"],
+        n_layer=flags["encoder_layers"],
+        n_decoder_layer=flags["decoder_layers"],
+        n_head=flags["n_head"],
+        scale_decoder_outputs=True,  # a tied head, as the original T5's: the embedding is most of the pair
+    )
+    split = seq2seq.Split(flags["source"], flags["target"])
+    tc = TrainConfig(
+        **{k: flags[k] for k in ("steps", "batch", "lr", "warmup", "seed")},
+        ctx=split.source + split.target,
+        kd=flags.get("kd", 0.0),
+    )
+    train_tokens, val_tokens = load_tokens(data, "train"), load_tokens(data, "val")
+    t = (teacher.params, teacher.config) if teacher is not None else None
+    task = seq2seq.t5_task(config, tc, split, train_tokens, val_tokens, t)
+    checkpoint, saved = checkpoint_note(flags)
+    params, record = train(
+        config,
+        train_tokens,
+        val_tokens,
+        tc,
+        log=click.echo,
+        checkpoint=checkpoint,
+        resume=flags["resume"],
+        checkpoint_every=flags["checkpoint_every"],
+        on_checkpoint=saved,
+        task=task,
+    )
+    record |= {"split": {"source": split.source, "target": split.target}, "teacher": teacher and teacher.name}
+    seq2seq.save_model(flags["out"], params, config, record, tokenizer_json)
+    click.echo(f"saved {flags['out']}")
+
+
+@main.command("t5-prepare")
+@click.option("--corpus", type=click.Path(exists=True, file_okay=False, path_type=Path), required=True)
+@click.option("--out", type=click.Path(path_type=Path), default=Path("data-t5"), show_default=True)
+@click.option("--vocab", type=Count(min=260, max=65535), default=4096, show_default=True)
+@click.option("--val-fraction", type=Finite(0, 0.5, min_open=True), default=0.02, show_default=True)
+@click.option("--seed", type=Count(0, SEED_MAX), default=0, show_default=True)
+def t5_prepare_cmd(corpus, out, vocab, val_fraction, seed):
+    """Train the T5 pair's byte-level BPE on the training documents (tokenizer.json) and tokenise
+    the corpus with it into train.bin / val.bin."""
+    from specbench.train import seq2seq
+
+    check_folder(out, "--out")
+    meta = prepare(corpus, out, val_fraction, seed, encoder=seq2seq.bpe_encoder(out, vocab))
+    click.echo(
+        f"a {vocab:,}-token BPE in {out / seq2seq.TOKENIZER_FILE}; "
+        f"train: {meta['train']['tokens']:,} tokens, val: {meta['val']['tokens']:,} -> {out}"
+    )
+
+
+@main.command("t5-target")
+@t5_options(enc=2, dec=3, width=128, heads=4, ff=384, lr=2e-3)
+def t5_target_cmd(**kw):
+    """Train the T5 target: the encoder reads a passage, the decoder writes what follows."""
+    train_t5(kw)
+
+
+@main.command("t5-draft")
+@t5_options(enc=1, dec=1, width=64, heads=2, ff=192, lr=3e-3, kd=0.7)
+@click.option(
+    "--teacher", type=click.Path(exists=True, file_okay=False), required=True, help="The trained T5 target."
+)
+def t5_draft_cmd(teacher, **kw):
+    """Train the T5 draft, distilled from the target's soft predictions."""
+    train_t5(kw, teacher=weights.load_model(teacher, decoding=False))
+
+
 def cli_main():
     """`python -m specbench.train`: specbench's exit-code policy (cli/console.py): bad input and a
     missing extra in one line with exit 2, Ctrl-C with exit 130 and the checkpoint kept."""

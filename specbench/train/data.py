@@ -21,8 +21,16 @@ from specbench.model.sampling import Warp
 from specbench.model.weights import Model
 
 
-def prepare(corpus: Path, out: Path, val_fraction: float = 0.02, seed: int = 0) -> dict:
-    """Tokenise every .txt under corpus/ into out/{train,val}.bin (uint16) and out/meta.json."""
+def gpt2_encoder(train_texts: list[str]):
+    """(encode, end-of-document id) of our GPT-2 tokenizer; what prepare uses by default."""
+    enc = tokenizer.get_encoding()
+    return enc.encode_ordinary, tokenizer.EOT_ID
+
+
+def prepare(corpus: Path, out: Path, val_fraction: float = 0.02, seed: int = 0, encoder=gpt2_encoder) -> dict:
+    """Tokenise every .txt under corpus/ into out/{train,val}.bin (uint16) and out/meta.json.
+    encoder(the training documents' texts) -> (encode, end id) gives the tokenizer (GPT-2's by
+    default; seq2seq.py's trains one on them), the end id following each document."""
     files = sorted(corpus.rglob("*.txt"))
     if len(files) < 2:
         found = "no .txt files" if not files else "one .txt file"
@@ -41,12 +49,13 @@ def prepare(corpus: Path, out: Path, val_fraction: float = 0.02, seed: int = 0) 
     n_val = min(len(files) - 1, max(1, round(val_fraction * len(files))))
     val_files = {files[i] for i in order[:n_val]}
     out.mkdir(parents=True, exist_ok=True)
-    enc = tokenizer.get_encoding()
+    train_files = [f for f in files if f not in val_files]
+    encode, end = encoder([texts[f] for f in train_files])
     counts = {}
-    for split, chosen in (("train", [f for f in files if f not in val_files]), ("val", sorted(val_files))):
+    for split, chosen in (("train", train_files), ("val", sorted(val_files))):
         ids: list[np.ndarray] = []
         for f in chosen:
-            ids.append(np.asarray(enc.encode_ordinary(texts[f]) + [tokenizer.EOT_ID], np.uint16))
+            ids.append(np.asarray(encode(texts[f]) + [end], np.uint16))
         tokens = np.concatenate(ids)
         tokens.tofile(out / f"{split}.bin")
         counts[split] = {

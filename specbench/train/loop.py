@@ -278,7 +278,10 @@ def train(
     t_steady, n_steady = None, 0  # throughput from the second step on: the first one compiles
     last = min(tc.steps, stop_after or tc.steps)
     with progress(
-        f"train {config.n_layer}x{config.n_embd}", tc.steps, unit="step", interval=progress_interval
+        f"train {config.n_layer}x{getattr(config, 'n_embd', None) or config.d_model}",
+        tc.steps,
+        unit="step",
+        interval=progress_interval,
     ) as bar:
         bar.update(first - 1)
         for i in range(first, last + 1):
