@@ -4,7 +4,7 @@
 #   bash scripts/gpu_session.sh STAGE...   stages: env pallas-check loops verdict run run-xla-kernels run-xla-loops
 #                                          dial batch roofline-kernels pallas-tiles roofline-bf16 roofline drafters
 #                                          report-bundled report-pair peer tests
-#   bash scripts/gpu_session.sh all        issue 48's measuring, in one call of about 8 minutes
+#   bash scripts/gpu_session.sh all        issue 48's measuring, the most wanted first, in one call of 10 minutes
 # Every stage has its own time limit, writes its log and files under a work folder, and a failed
 # stage does not stop the next. After each stage the folder is packed into $OUT/gpu-session.tgz
 # (the device tool brings back at most 8 files, and whatever is there when a call is cut off):
