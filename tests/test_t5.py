@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from specbench.errors import WeightsError
+from specbench.measure import timing
 from specbench.model import hf_layout, t5, t5_layout
 from specbench.model.t5 import T5Config
 
@@ -329,9 +330,61 @@ def test_run_sweep_and_trace_take_a_t5_pair_and_the_rest_refuse_it_in_one_line(t
     assert_one_line_error(invoke("run", *pair, "--tree", "2,1"), "--tree", "is a T5")
     assert_one_line_error(invoke("run", *pair[:2], "--drafter", "layerskip"), "--drafter", "is a T5")
     assert_one_line_error(invoke("run", *pair[:2], "--drafter", "eagle"), "--drafter", "is a T5")
-    assert_one_line_error(invoke("roofline", "-m", folders["t5-target"]), "--model", "is a T5")
+    assert_one_line_error(
+        invoke("roofline", "-m", folders["t5-target"], "--kernels", "cpu"), "--kernels", "is a T5"
+    )
+    roof = tmp_path / "roofline.json"
+    result = invoke(
+        "roofline", "-m", folders["t5-target"], "--K", 1, "--context", 64, "--iters", 2, "--export-json", roof
+    )
+    assert result.exit_code == 0, result.output
+    rows = json.loads(roof.read_text())
+    assert [r["n_tokens_per_step"] for r in rows] == [1, 2] and rows[0]["kernels"] == "xla"
+    # a decoder step reads the decoder, the head (tied: the embedding) and its caches, not the encoder
+    c = T5Config(n_vocab=50257, d_model=32, d_kv=8, d_ff=48, n_layer=2, n_decoder_layer=2, n_head=4)
+    decoder = 2 * (8 * 32 * 32 + 3 * 32 * 48 + 3 * 32) + 32 * 4 + 32  # blocks, bias table, final norm
+    caches = 2 * 2 * (64 + timing.SOURCE_TOKENS) * c.inner  # self over the context, cross over the source
+    assert rows[0]["bytes_per_step"] == 4 * (decoder + c.n_vocab * c.d_model + caches)
     report = ["report", "--quick", *pair[:4], "-o", tmp_path / "r", "--dry-run"]
     assert_one_line_error(invoke(*report), "--target", "is a T5")
+
+
+def multiply_adds(jaxpr) -> int:
+    """Multiply-adds of every matrix product (dot_general) a traced program runs, nested programs
+    included (a scan's body times its length): an oracle independent of roofline's formula."""
+    from jax.extend import core
+
+    total = 0
+    for e in jaxpr.eqns:
+        if e.primitive.name == "dot_general":
+            (contracted, _), _ = e.params["dimension_numbers"]
+            left = e.invars[0].aval.shape
+            total += int(np.prod(e.outvars[0].aval.shape)) * int(np.prod([left[i] for i in contracted]))
+        times = e.params.get("length", 1) if e.primitive.name == "scan" else 1
+        for value in e.params.values():
+            for sub in value if isinstance(value, (list, tuple)) else [value]:
+                if isinstance(sub, (core.ClosedJaxpr, core.Jaxpr)):
+                    total += times * multiply_adds(getattr(sub, "jaxpr", sub))
+    return total
+
+
+def test_a_t5_steps_flops_are_its_traced_matrix_products():
+    """roofline.step_flops for a T5 decoder step of 1 and 5 tokens equals twice the multiply-adds
+    of the step's traced matrix products: self-attention's four matrices, cross-attention's q and
+    o, the gated or plain feed-forward, attention over the cache and the source, the head."""
+    from specbench.measure import roofline
+    from specbench.model import network
+    from specbench.model.weights import Model
+
+    for gated in (True, False):
+        c = T5Config(
+            n_vocab=2000, d_model=128, d_kv=32, d_ff=512, n_layer=1, n_decoder_layer=2, n_head=4, gated=gated
+        )
+        m = Model("t", c, t5.init_params(c), "random")
+        step = lambda p, cache, tokens: network.step(p, cache, tokens, jnp.int32(10), c)[0]
+        for n in (1, 5):
+            traced = jax.make_jaxpr(step)(m.params, timing.step_cache(m, 64), jnp.zeros(n, jnp.int32))
+            assert roofline.step_flops(m, n, 64) == 2 * multiply_adds(traced.jaxpr)
 
 
 def test_the_seeds_own_system_and_transformers_run_beside_specbench_on_a_t5_pair(tmp_path, env):

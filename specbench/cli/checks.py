@@ -50,9 +50,9 @@ def load_model(name: str, flag: str, dtype: str, kernels: str = "auto", cache: d
             )
         except WeightsError as e:
             raise bad_input(e, flag) from None
-        if network.encoder_decoder(model.config) and flag == "--model":
+        if network.encoder_decoder(model.config) and kernels not in ("auto", "xla"):
             raise BadInput(
-                flag, f"{model.name} is a T5: roofline measures GPT-2 steps so far (docs/encoder-decoders.md)"
+                "--kernels", f"{model.name} is a T5: its steps run on XLA's products (auto or xla)"
             )
         try:
             cache[name, dtype, kernels] = weights.for_decoding_model(model, kernels)

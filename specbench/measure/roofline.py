@@ -20,24 +20,38 @@ import numpy as np
 from jax import lax
 
 from specbench.measure import device, timing
-from specbench.model import gpt2, gpu_kernels, kernels
+from specbench.measure.timing import SOURCE_TOKENS
+from specbench.model import gpt2, gpu_kernels, kernels, network
 from specbench.model.layouts import layout, param_bytes, resident_bytes
 from specbench.model.weights import Model
 
 
 def step_bytes(model: Model, max_len: int) -> int:
-    """Bytes one step must read: every weight once, plus the whole K/V cache (read under the mask)."""
-    c = model.config
-    itemsize = model.params["wte"].dtype.itemsize
+    """Bytes one step must read: every weight once, plus the whole K/V cache (read under the mask).
+    For an encoder-decoder, the decoder's step: its decoder's weights and head (the encoder ran
+    once, before), its cache, and the source's cross-attention keys and values (a source of
+    timing.SOURCE_TOKENS, as the step timers encode)."""
+    c, itemsize = model.config, network.dtype_of(model.params).itemsize
+    if network.encoder_decoder(c):
+        head = model.params.get("lm_head", model.params["shared"])  # an untied head, else the embedding
+        cache = 2 * c.n_decoder_layer * (max_len + SOURCE_TOKENS) * c.inner * itemsize
+        return param_bytes(model.params["decoder"]) + head.size * itemsize + cache
     return param_bytes(model.params) + 2 * c.n_layer * max_len * c.n_embd * itemsize
 
 
 def step_flops(model: Model, n_tokens: int, max_len: int) -> float:
     """Floating-point operations of one step over n_tokens: two per multiply-add, in every block
     matrix (12 n_embd² a layer), the output head (n_vocab n_embd) and the attention over a cache
-    of max_len (scores and values, 2 max_len n_embd a layer), for each token."""
+    of max_len (scores and values, 2 max_len n_embd a layer), for each token. A T5 decoder block:
+    self-attention's four matrices and cross-attention's q and o (its k and v are the source's,
+    computed once), the feed-forward's two or three, attention over max_len and the source."""
     c = model.config
-    per_token = c.n_layer * (12 * c.n_embd**2 + 2 * max_len * c.n_embd) + c.n_vocab * c.n_embd
+    if network.encoder_decoder(c):
+        matrices = 6 * c.d_model * c.inner + (3 if c.gated else 2) * c.d_model * c.d_ff
+        attention = 2 * (max_len + SOURCE_TOKENS) * c.inner
+        per_token = c.n_decoder_layer * (matrices + attention) + c.n_vocab * c.d_model
+    else:
+        per_token = c.n_layer * (12 * c.n_embd**2 + 2 * max_len * c.n_embd) + c.n_vocab * c.n_embd
     return 2.0 * n_tokens * per_token
 
 
@@ -90,7 +104,7 @@ def roofline(
     each model's timings of each step shape."""
     peak = device.peak_gbps()
     measured = measured_gbps if measured_gbps is not None else read_gbps()
-    gflops = measured_gflops or matmul_gflops(dtype=models[0].params["wte"].dtype)
+    gflops = measured_gflops or matmul_gflops(dtype=network.dtype_of(models[0].params))
     bound_gbps, source = (peak, "datasheet") if peak else (measured, "measured")
     done = on_timing or (lambda: None)
     shapes = ["plain", *range(1, n_max + 1)]
@@ -266,7 +280,7 @@ def measure_runs(
     for (name, dtype), models in groups.items():
         progress(what=f"timing {name} {dtype} ({', '.join(kernels.used_by(m.params) for m in models)})")
         if dtype not in gflops:
-            gflops[dtype] = matmul_gflops(dtype=models[0].params["wte"].dtype)
+            gflops[dtype] = matmul_gflops(dtype=network.dtype_of(models[0].params))
         tick = lambda: progress(advance=1)  # roofline() calls it once per model and step shape
         measured = roofline(
             models, K + 1, context, iters, on_timing=tick, measured_gbps=gbps, measured_gflops=gflops[dtype]
