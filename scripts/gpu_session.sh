@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Measurements on a lent GPU machine (the workplace's device tool runs this in a copy of the
 # checkout, with the image's own Python, JAX and torch; nothing is installed). Usage:
-#   bash scripts/gpu_session.sh STAGE...   stages: env pallas-check loops verdict run run-xla-kernels run-xla-loops
+#   bash scripts/gpu_session.sh STAGE...   stages: env pallas-check loops sampler verdict run run-xla-kernels run-xla-loops
 #                                          dial batch roofline-kernels pallas-tiles roofline-bf16 roofline drafters
 #                                          report-bundled report-pair peer tests
 #   bash scripts/gpu_session.sh all        issue 48's measuring, the most wanted first, in one call of 10 minutes
@@ -27,7 +27,7 @@ stage() {  # stage NAME SECONDS COMMAND...: run it under a limit, log it, note i
 }
 stages=("$@")
 # the most wanted first: a stage the call's limit cuts off is the one least needed
-[ "${stages[0]:-}" = all ] && stages=(env pallas-check roofline-kernels pallas-tiles loops tests verdict run dial batch run-xla-kernels run-xla-loops)
+[ "${stages[0]:-}" = all ] && stages=(env pallas-check roofline-kernels pallas-tiles loops sampler tests verdict run dial batch run-xla-kernels run-xla-loops)
 for s in "${stages[@]}"; do
     case $s in
     env)
@@ -60,6 +60,11 @@ for s in "${stages[@]}"; do
     run)  # the bundled pair as the tool runs by default here: all-rows verdict, command-buffer loops
         stage run-bundled-T0 75 $sb run --K 4 -t 0 --repeats 10 --no-save --export-json "$OUT/run-bundled-f32-T0.json"
         stage run-bundled-T1 75 $sb run --K 4 -t 1 --repeats 10 --no-save --export-json "$OUT/run-bundled-f32-T1.json"
+        ;;
+    sampler)  # T = 1 with the race sampler (a GPU's default, sampling.sampler_for) and with the CPU's CDF
+        stage sampler-race 75 $sb run --K 4 -t 1 --repeats 10 --no-save --export-json "$OUT/run-bundled-f32-T1-race.json"
+        stage sampler-cdf 75 env SPECBENCH_SAMPLER=cdf $sb run --K 4 -t 1 --repeats 10 --no-save \
+            --export-json "$OUT/run-bundled-f32-T1-cdf.json"
         ;;
     run-xla-loops)  # the same with XLA's default loops (model/programs.py), for the comparison
         stage run-xla-loops-T0 75 env SPECBENCH_XLA_LOOPS=default $sb run --K 4 -t 0 --repeats 10 --no-save \

@@ -192,6 +192,35 @@ def test_the_residual_draw_falls_back_to_q_where_nothing_is_left():
     assert set(np.asarray(jax.vmap(lambda k: sample_residual(k, q, p))(keys)).tolist()) == {3}
 
 
+@pytest.mark.parametrize("sampler", ["cdf", "race"])
+def test_each_sampler_draws_every_token_with_its_probability_and_a_broken_race_fails(sampler, monkeypatch):
+    """draw at T = 1 under either sampler (sampling.sampler_for: the CPU's CDF inversion, an
+    accelerator's exponential race) follows softmax(logits) by χ², never draws a token of
+    probability 0 (a top-k warp), and a race whose clocks are squared exponentials, the broken
+    control, fails the same test. (Uniform clocks would not do as a control over 300 tokens:
+    the winner's clock is near 0, where a uniform's density equals an exponential's.)"""
+    from specbench.model import sampling
+
+    monkeypatch.setenv("SPECBENCH_SAMPLER", sampler)
+    assert sampling.sampler_for(jax.default_backend()) == sampler
+    assert sampling.sampler_for("cpu") == sampler and sampling.sampler_for("gpu") == sampler
+    monkeypatch.delenv("SPECBENCH_SAMPLER")
+    assert (sampling.sampler_for("cpu"), sampling.sampler_for("gpu")) == ("cdf", "race")
+    monkeypatch.setenv("SPECBENCH_SAMPLER", sampler)
+    logits = jnp.asarray(np.random.default_rng(5).normal(0, 1.5, 300), jnp.float32)
+    keys = jax.random.split(jax.random.PRNGKey(11), 40000)
+    for warp in (Warp(1.0), Warp(1.0, top_k=7)):
+        draws = np.asarray(jax.jit(jax.vmap(lambda k: sampling.draw(k, logits, warp)[0]))(keys))
+        expected = np.asarray(probs(logits, warp), np.float64)
+        assert expected[draws].min() > 0  # nothing outside the top-k
+        assert chi_square_p(draws, expected) > P_THRESHOLD
+    broken = lambda k: sampling.argmax(
+        probs(logits, Warp(1.0)) / jax.random.exponential(k, logits.shape) ** 2
+    )
+    draws = np.asarray(jax.jit(jax.vmap(broken))(keys))
+    assert chi_square_p(draws, np.asarray(probs(logits, Warp(1.0)), np.float64)) < 1e-6
+
+
 def test_worked_example_from_seed_004():
     q = jnp.array([[0.6, 0.3, 0.1], [1 / 3, 1 / 3, 1 / 3]])
     p = jnp.array([[0.4, 0.5, 0.1]])

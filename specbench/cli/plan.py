@@ -189,10 +189,12 @@ def sweep_plan(f: dict, given: set[str]) -> SweepPlan:
 
     from specbench.model import network
     from specbench.model.kernels import used_by
+    from specbench.model.sampling import sampler_for
     from specbench.model.verify import kind_for
 
     fixed = {k: f[k] for k in ("dtype", "top_k", "n_tokens", "seed")} | {"target": t.name, "loop": loop}
     fixed |= {"kernels": used_by(t.params), "verdict": kind_for(jax.default_backend())}
+    fixed["sampler"] = sampler_for(jax.default_backend())
     fixed["architecture"] = network.architecture(t.config)
     check_resume_settings(rows, {**fixed, "repeats": f["repeats"], "warmup": f["warmup"]}, output)
     done = {results.sweep_key(r) for r in rows}

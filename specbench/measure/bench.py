@@ -18,7 +18,7 @@ import numpy as np
 from specbench.measure import load, timing
 from specbench.measure.peers import PeerResult
 from specbench.measure.prepared import Prepared, RunConfig
-from specbench.model import kernels, network, programs, verify
+from specbench.model import kernels, network, programs, sampling, verify
 from specbench.model.stats import DecodeStats
 
 __all__ = ["BenchmarkResult", "PARTS", "Prepared", "RunConfig", "STEP_TIMERS", "run_benchmark"]
@@ -49,6 +49,7 @@ class BenchmarkResult:
     part_samples: dict = dataclasses.field(default_factory=dict)
     kernels: str = "xla"  # what multiplied the weights: "cpu" (specbench's kernel) or "xla" (kernels.used_by)
     verdict: str = "lazy"  # how a T > 0 verdict was computed (verify.KINDS), chosen by verify.kind_for
+    sampler: str = "cdf"  # how a T > 0 draw picked its token (sampling.SAMPLERS), by sampling.sampler_for
     xla_loops: str = "xla default"  # how the device loops were compiled (programs.loops_setting)
     architecture: str = "gpt2"  # the target's (network.architecture)
 
@@ -188,6 +189,7 @@ def benchmark_result(
         part_samples={name: steps[name].tolist() for names in PARTS.values() for name in names},
         kernels=kernels.used_by(c.target.params),
         verdict=verify.kind_for(jax.default_backend()),
+        sampler=sampling.sampler_for(jax.default_backend()),
         xla_loops=programs.loops_setting(),
         architecture=network.architecture(c.target.config),
     )

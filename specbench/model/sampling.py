@@ -17,6 +17,7 @@ is emitted -- the same code path, exactly.
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import jax
 import jax.numpy as jnp
@@ -166,8 +167,24 @@ def sample(key, pr, block: int = 256):
     return (start + j).astype(jnp.int32)
 
 
+SAMPLERS = ("cdf", "race")
+"""How draw picks a token at T > 0: `sample`'s two-level CDF inversion (one random number, a few
+small passes: the CPU's) or `race` (one fused pass with a clock per token: an accelerator's)."""
+
+
+def sampler_for(backend: str) -> str:
+    """The sampler a backend's draws use: `cdf` on the CPU, `race` on an accelerator, unless
+    SPECBENCH_SAMPLER names one of SAMPLERS. The one place the choice is made; rows record it."""
+    asked = os.environ.get("SPECBENCH_SAMPLER", "auto")
+    if asked in SAMPLERS:
+        return asked
+    return "cdf" if backend == "cpu" else "race"
+
+
 def draw(key, logits, warp: Warp):
-    """A token from the warped distribution, and that distribution: (token, probs).
+    """A token from the warped distribution, and that distribution: (token, probs), the token by
+    this backend's sampler (sampler_for). Both samplers are exact: each token is drawn with its
+    probability.
 
     At temperature 0 the token is the argmax itself: what `sample` returns for a one-hot, without
     the CDF work.
@@ -176,7 +193,8 @@ def draw(key, logits, warp: Warp):
         token = argmax(logits)
         return token, jax.nn.one_hot(token, logits.shape[-1], dtype=jnp.float32)
     pr = probs(logits, warp)
-    return sample(key, pr), pr
+    pick = race if sampler_for(jax.default_backend()) == "race" else sample
+    return pick(key, pr), pr
 
 
 def race(key, w):

@@ -95,6 +95,7 @@ def result_row(
         "dtype": dtype,
         "kernels": res.kernels,
         "verdict": res.verdict,
+        "sampler": res.sampler,
         "xla_loops": res.xla_loops,
         "architecture": res.architecture,
         "draft": draft,
