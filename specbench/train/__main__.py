@@ -89,6 +89,17 @@ def with_options(options: list):
     return decorator
 
 
+def kd_option(default: float):
+    """A draft's distillation weight (loop.loss_fn, seq2seq.loss_fn)."""
+    return click.option(
+        "--kd",
+        type=Finite(0, 1),
+        default=default,
+        show_default=True,
+        help="Weight of KL(target || draft); the rest is cross-entropy.",
+    )
+
+
 def train_options(layers, embd, heads, lr, kd=None):
     options = loop_options(lr) + [
         click.option("--n-layer", type=Count(min=1), default=layers, show_default=True),
@@ -119,13 +130,7 @@ def train_options(layers, embd, heads, lr, kd=None):
     ]
     if kd is not None:
         options += [
-            click.option(
-                "--kd",
-                type=Finite(0, 1),
-                default=kd,
-                show_default=True,
-                help="Weight of KL(target || draft); the rest is cross-entropy.",
-            ),
+            kd_option(kd),
             click.option(
                 "--greedy-fraction",
                 type=Finite(0, 1),
@@ -232,24 +237,33 @@ def train_model(flags: dict, teacher=None):
             f"in {time.perf_counter() - t0:.0f} s"
         )
     out = flags["out"]
-    params, record = train(
-        config,
-        train_tokens,
-        val_tokens,
-        tc,
-        teacher,
-        log=click.echo,
-        checkpoint=checkpoint,
-        resume=flags["resume"],
-        checkpoint_every=flags["checkpoint_every"],
-        greedy=greedy,
-        on_checkpoint=saved,
+    params, record = train_task(
+        flags, config, tc, train_tokens, val_tokens, (checkpoint, saved), teacher=teacher, greedy=greedy
     )
     record["data"] = json.loads((data / "meta.json").read_text()) if (data / "meta.json").exists() else None
     if record["data"]:
         record["data"].pop("val_documents", None)
     save_model(out, params, config, record)
     click.echo(f"saved {out}")
+
+
+def train_task(flags: dict, config, tc: TrainConfig, train_tokens, val_tokens, note=None, **kw):
+    """loop.train as the loop's flags say, with its checkpoint, --resume and the note Ctrl-C
+    prints (checkpoint_note's, or `note` made earlier); kw: a teacher, greedy text or a Task (an
+    EAGLE head's, a T5's). (params, record)."""
+    checkpoint, saved = note or checkpoint_note(flags)
+    return train(
+        config,
+        train_tokens,
+        val_tokens,
+        tc,
+        log=click.echo,
+        checkpoint=checkpoint,
+        resume=flags["resume"],
+        checkpoint_every=flags["checkpoint_every"],
+        on_checkpoint=saved,
+        **kw,
+    )
 
 
 @main.command("target")
@@ -323,20 +337,8 @@ def eagle_cmd(target, vocab, cls_weight, noise, **flags):
     train_tokens, val_tokens = load_tokens(data, "train"), load_tokens(data, "val")
     how = EagleLoss(cls_weight, noise)
     task = eagle_task(t, tc, how, ids, train_tokens, val_tokens)
-    checkpoint, saved = checkpoint_note(flags)
     config = eagle.config_for(t.config)
-    params, record = train(
-        config,
-        train_tokens,
-        val_tokens,
-        tc,
-        log=click.echo,
-        checkpoint=checkpoint,
-        resume=flags["resume"],
-        checkpoint_every=flags["checkpoint_every"],
-        on_checkpoint=saved,
-        task=task,
-    )
+    params, record = train_task(flags, config, tc, train_tokens, val_tokens, task=task)
     record["validation"] = validate(params, t, ids, val_tokens, tc, how)
     record["eagle"] = {"target": t.name, "vocab": vocab, "cls_weight": cls_weight, "noise": noise}
     click.echo(
@@ -365,15 +367,7 @@ def t5_options(enc: int, dec: int, width: int, heads: int, ff: int, lr: float, k
         ),
     ]
     if kd is not None:
-        options.append(
-            click.option(
-                "--kd",
-                type=Finite(0, 1),
-                default=kd,
-                show_default=True,
-                help="Weight of KL(target || draft).",
-            )
-        )
+        options.append(kd_option(kd))
     return with_options(options)
 
 
@@ -414,19 +408,7 @@ def train_t5(flags: dict, teacher=None):
     train_tokens, val_tokens = load_tokens(data, "train"), load_tokens(data, "val")
     t = (teacher.params, teacher.config) if teacher is not None else None
     task = seq2seq.t5_task(config, tc, split, train_tokens, val_tokens, t)
-    checkpoint, saved = checkpoint_note(flags)
-    params, record = train(
-        config,
-        train_tokens,
-        val_tokens,
-        tc,
-        log=click.echo,
-        checkpoint=checkpoint,
-        resume=flags["resume"],
-        checkpoint_every=flags["checkpoint_every"],
-        on_checkpoint=saved,
-        task=task,
-    )
+    params, record = train_task(flags, config, tc, train_tokens, val_tokens, task=task)
     record |= {"split": {"source": split.source, "target": split.target}, "teacher": teacher and teacher.name}
     seq2seq.save_model(flags["out"], params, config, record, tokenizer_json)
     click.echo(f"saved {flags['out']}")
