@@ -287,12 +287,13 @@ def test_a_t5_folder_loads_by_path_and_decodes_as_transformers_generates(tmp_pat
 
 
 def t5_pair_folders(tmp_path) -> dict:
-    """A random T5 target (2+2 blocks) and draft (1+1) over GPT-2's vocabulary, saved by
-    transformers: what the command line takes by folder."""
+    """A random T5 target (2+3 blocks: a decoder deeper than its encoder, as the bundled
+    tiny-t5-target's) and draft (1+1) over GPT-2's vocabulary, saved by transformers: what the
+    command line takes by folder."""
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     folders = {}
-    for name, layers in (("t5-target", 2), ("t5-draft", 1)):  # GPT-2's vocabulary: the prompts' tokens
+    for name, layers, decoder in (("t5-target", 2, 3), ("t5-draft", 1, 1)):  # GPT-2's vocabulary
         torch.manual_seed(layers)
         config = transformers.T5Config(
             vocab_size=50257,
@@ -300,6 +301,7 @@ def t5_pair_folders(tmp_path) -> dict:
             d_kv=8,
             d_ff=48,
             num_layers=layers,
+            num_decoder_layers=decoder,
             num_heads=4,
             feed_forward_proj="gated-gelu",
         )
@@ -320,7 +322,7 @@ def test_run_sweep_and_trace_take_a_t5_pair_and_the_rest_refuse_it_in_one_line(t
     assert result.exit_code == 0, result.output
     row = json.loads(out.read_text())[0]
     assert row["architecture"] == "t5" and row["ar_text"] == row["sd_text"]  # T = 0: identical
-    assert "t5-target (2+2x32)" in result.output
+    assert "t5-target (2+3x32)" in result.output
     result = invoke("trace", *pair, "--K", 2)
     assert result.exit_code == 0 and "rounds" in result.output, result.output
     saved = tmp_path / "sweep.json"
@@ -341,9 +343,9 @@ def test_run_sweep_and_trace_take_a_t5_pair_and_the_rest_refuse_it_in_one_line(t
     rows = json.loads(roof.read_text())
     assert [r["n_tokens_per_step"] for r in rows] == [1, 2] and rows[0]["kernels"] == "xla"
     # a decoder step reads the decoder, the head (tied: the embedding) and its caches, not the encoder
-    c = T5Config(n_vocab=50257, d_model=32, d_kv=8, d_ff=48, n_layer=2, n_decoder_layer=2, n_head=4)
-    decoder = 2 * (8 * 32 * 32 + 3 * 32 * 48 + 3 * 32) + 32 * 4 + 32  # blocks, bias table, final norm
-    caches = 2 * 2 * (64 + timing.SOURCE_TOKENS) * c.inner  # self over the context, cross over the source
+    c = T5Config(n_vocab=50257, d_model=32, d_kv=8, d_ff=48, n_layer=2, n_decoder_layer=3, n_head=4)
+    decoder = 3 * (8 * 32 * 32 + 3 * 32 * 48 + 3 * 32) + 32 * 4 + 32  # blocks, bias table, final norm
+    caches = 2 * 3 * (64 + timing.SOURCE_TOKENS) * c.inner  # self over the context, cross over the source
     assert rows[0]["bytes_per_step"] == 4 * (decoder + c.n_vocab * c.d_model + caches)
     report = ["report", "--quick", *pair[:4], "-o", tmp_path / "r", "--dry-run"]
     assert_one_line_error(invoke(*report), "--target", "is a T5")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import signal
 import time
+import warnings
 
 import numpy as np
 
@@ -82,7 +83,14 @@ class TransformersPeer:
             assist["decoder_start_token_id"] = (
                 getattr(self.target.config, "decoder_start_token_id", None) or 0
             )
-        with torch.inference_mode():
+            # transformers sizes a T5's decoder cache by its encoder's block count, so a decoder
+            # with more blocks (the bundled tiny-t5-target: 2+3) overruns it; caches that grow a
+            # layer at a time fit any decoder
+            from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+
+            assist["past_key_values"] = EncoderDecoderCache(DynamicCache(), DynamicCache())
+        with torch.inference_mode(), warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)  # 5.24 would name the cache `cache`
             out = self.target.generate(
                 x,
                 attention_mask=torch.ones_like(x),
