@@ -97,3 +97,32 @@ def test_the_bundled_pair_is_the_default(monkeypatch):
     assert weights.default_pair() == weights.BUNDLED_PAIR
     kinds = {row["name"]: row["kind"] for row in weights.list_models()}
     assert kinds["tiny-target"].startswith("bundled") and kinds["tiny-draft"].startswith("bundled")
+
+
+def test_the_bundled_t5_pair_decodes_exactly_with_its_own_tokenizer(monkeypatch):
+    """gpt2_weights/tiny-t5-target and tiny-t5-draft (model card in gpt2_weights/README.md): T5s
+    with their own BPE (the same tokenizer.json in both), small enough to travel; greedy SD equals
+    AR on every built-in prompt read as the source, by the draft and by lookup over the source,
+    and the distilled draft's tokens are accepted far more often than chance."""
+    from specbench.model import network
+
+    names = weights.BUNDLED_T5_PAIR
+    for name in names:
+        assert (BUNDLED / name / tokenizer.JSON_FILE).is_file(), f"the bundled {name} is missing"
+    assert sum(f.stat().st_size for name in names for f in (BUNDLED / name).iterdir()) <= 6 * 2**20
+    draft, target = (weights.load_model(str(BUNDLED / name)) for name in names)
+    assert network.architecture(target.config) == network.architecture(draft.config) == "t5"
+    text = tokenizer.for_model(target.source)
+    assert text.name == tokenizer.for_model(draft.source).name != tokenizer.GPT2.name
+    ids = [text.encode(t) for t in prompts.all_prompts().values()]
+    assert max(max(i) for i in ids) < target.config.n_vocab
+    ar, _ = generate.autoregressive(target, ids, 24)
+    sd, st = generate.speculative(draft, target, ids, 24, 4)
+    looked_up, _ = generate.speculative(None, target, ids, 24, 4, drafter=drafters.lookup_drafter())
+    for pid, a, s, lk in zip(prompts.all_prompts(), ar, sd, looked_up):
+        np.testing.assert_array_equal(s, a, err_msg=pid)
+        np.testing.assert_array_equal(lk, a, err_msg=f"{pid}, lookup")
+    assert st.alpha > 0.3
+    monkeypatch.setenv("SPECBENCH_WEIGHTS_DIR", str(BUNDLED))
+    kinds = {row["name"]: row["kind"] for row in weights.list_models()}
+    assert kinds[names[0]] == kinds[names[1]] == "bundled T5 pair"

@@ -240,11 +240,18 @@ def train_model(flags: dict, teacher=None):
     params, record = train_task(
         flags, config, tc, train_tokens, val_tokens, (checkpoint, saved), teacher=teacher, greedy=greedy
     )
-    record["data"] = json.loads((data / "meta.json").read_text()) if (data / "meta.json").exists() else None
-    if record["data"]:
-        record["data"].pop("val_documents", None)
+    record["data"] = data_meta(data)
     save_model(out, params, config, record)
     click.echo(f"saved {out}")
+
+
+def data_meta(data: Path) -> dict | None:
+    """What a model's record says of its data: prepare's meta.json, less the held-out list."""
+    if not (data / "meta.json").exists():
+        return None
+    meta = json.loads((data / "meta.json").read_text())
+    meta.pop("val_documents", None)
+    return meta
 
 
 def train_task(flags: dict, config, tc: TrainConfig, train_tokens, val_tokens, note=None, **kw):
@@ -410,6 +417,7 @@ def train_t5(flags: dict, teacher=None):
     task = seq2seq.t5_task(config, tc, split, train_tokens, val_tokens, t)
     params, record = train_task(flags, config, tc, train_tokens, val_tokens, task=task)
     record |= {"split": {"source": split.source, "target": split.target}, "teacher": teacher and teacher.name}
+    record["data"] = data_meta(data)
     seq2seq.save_model(flags["out"], params, config, record, tokenizer_json)
     click.echo(f"saved {flags['out']}")
 
