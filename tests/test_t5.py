@@ -193,6 +193,33 @@ def test_greedy_speculative_and_autoregressive_equal_the_uncached_greedy_decode(
         np.testing.assert_array_equal(batch_sd[i], batch_ar[i])
 
 
+def test_every_drafter_and_verification_a_t5_takes_gives_ar_s_tokens_at_t0():
+    """T = 0 over the bundled T5 pair (a random T5's greedy text is one token repeated, on which
+    every draft is all or nothing): the dial (a = 0.5, its drafts the target's greedy tokens or
+    wrong ones), block verification, and k = 2 draft sequences each give AR's tokens, with drafts
+    both accepted and rejected (the model drafter and lookup: the tests beside this one)."""
+    import dataclasses
+    from pathlib import Path
+
+    from specbench import prompts
+    from specbench.model import drafters, tokenizer, weights
+    from specbench.model.generate import autoregressive, speculative
+
+    bundled = Path(__file__).resolve().parent.parent / "gpt2_weights"
+    draft, target = (weights.load_model(str(bundled / name)) for name in weights.BUNDLED_T5_PAIR)
+    src = tokenizer.for_model(target.source).encode(prompts.DEFAULT_PROMPT)
+    ar, _ = autoregressive(target, src, 12)
+    model = drafters.model_drafter(draft.config)
+    for name, d, drafter in (
+        ("dial", None, drafters.dial_drafter(0.5)),
+        ("block", draft, dataclasses.replace(model, verify="block")),
+        ("2 drafts", draft, dataclasses.replace(model, drafts=2)),
+    ):
+        sd, stats = speculative(d, target, src, 12, 3, drafter=drafter)
+        np.testing.assert_array_equal(sd, ar, err_msg=name)
+        assert 0 < stats.alpha < 1, (name, stats.alpha)
+
+
 def test_prompt_lookup_over_a_t5_copies_from_the_source_and_stays_exact():
     from specbench.model import drafters
     from specbench.model.generate import autoregressive, speculative
@@ -325,6 +352,9 @@ def test_run_sweep_and_trace_take_a_t5_pair_and_the_rest_refuse_it_in_one_line(t
     assert "t5-target (2+3x32)" in result.output
     result = invoke("trace", *pair, "--K", 2)
     assert result.exit_code == 0 and "rounds" in result.output, result.output
+    lines = result.output.splitlines()  # the seed's example in structure: the source, then the rounds
+    source = next(i for i, line in enumerate(lines) if line.startswith("source: It was a dark"))
+    assert lines[source + 1].startswith("output: ") and "│" in lines[source + 1]
     saved = tmp_path / "sweep.json"
     result = invoke("sweep", *pair, "--K", 2, "--repeats", 1, "-o", saved)
     assert result.exit_code == 0, result.output

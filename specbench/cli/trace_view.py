@@ -8,7 +8,11 @@ from rich.text import Text
 
 def trace_text(plan, tokens, st, decode, console: Console) -> None:
     """The generation round by round: accepted drafts, the rejected draft (struck through), and the
-    resampled or bonus token; without colour (a pipe, a file) the roles are marked in the text."""
+    resampled or bonus token; without colour (a pipe, a file) the roles are marked in the text. An
+    encoder-decoder's prompt is its source, shown on a line of its own above what the decoder wrote
+    (the seed's example: a source sentence, then the rounds)."""
+    from specbench.model import network
+
     piece = lambda i: decode([i])
     plain = not console.is_terminal or console.no_color
     marks = {"rejected": "[-{}-]", "resampled": "[+{}]", "bonus": "[*{}]"}
@@ -21,8 +25,9 @@ def trace_text(plan, tokens, st, decode, console: Console) -> None:
         "first": "magenta",
         "round": "dim blue",
     }
-    out = Text(plan.prompt, style="dim")
-    out.append(piece(tokens[0]), style=style["first"])  # the prefill's draw from the target
+    source = network.encoder_decoder(plan.target.config)
+    out = Text("output: ", style="bold") if source else Text(plan.prompt, style="dim")
+    out.append(piece(tokens[0]), style=style["first"])  # the prefill's draw from the target (T5: its first)
     left = plan.n_tokens - 1
     for rnd in st.rounds:
         if left <= 0:
@@ -49,6 +54,8 @@ def trace_text(plan, tokens, st, decode, console: Console) -> None:
     console.print(
         Text.assemble(("legend: ", "dim"), *[p for text, role in legend for p in ((text, style[role]), "  ")])
     )
+    if source:
+        console.print(Text.assemble(("source: ", "bold"), (plan.prompt, "dim")))
     console.print(out)
     console.print(
         f"{st.n_rounds} rounds · {st.n_generated} tokens · tokens/round {st.tokens_per_round:.2f} · "
