@@ -283,6 +283,16 @@ def method_variants(drafter, name: str, verifies, drafts, acceptances) -> list[t
     return out
 
 
+def drafts_for(kind: str, target) -> bool:
+    """Whether a drafter of this kind drafts for this target: any for a GPT-2; for a T5 not yet
+    layer-skip (the target's first layers) nor a kind that reads the target's features (EAGLE)
+    (docs/encoder-decoders.md)."""
+    from specbench.model import drafters, network
+
+    spec = drafters.KINDS[kind]
+    return not network.encoder_decoder(target.config) or not ("draft_layers" in spec.flags or spec.features)
+
+
 def network_drafter(kind: str, draft, target, f: dict):
     """(Drafter, its name): what drafts, before the verify method and the draft count."""
     import dataclasses
@@ -292,7 +302,7 @@ def network_drafter(kind: str, draft, target, f: dict):
     spec = drafters.KINDS[kind]
     conf = f["draft_confidence"] if f["dynamic_K"] and spec.network else None
     if network.encoder_decoder(target.config):  # what a T5 does not do yet (docs/encoder-decoders.md)
-        if "draft_layers" in spec.flags or spec.features:
+        if not drafts_for(kind, target):
             raise BadInput(
                 "--drafter", f"{target.name} is a T5: it drafts with a model, lookup or the dial so far"
             )

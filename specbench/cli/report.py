@@ -20,6 +20,7 @@ from specbench.cli.checks import (
     check_decodable,
     default_head,
     drafting_model,
+    drafts_for,
     load_pair,
     load_peers,
     make_drafter,
@@ -143,10 +144,7 @@ def report_plan(f: dict) -> ReportPlan:
     d, t = load_pair(f["draft"], f["target"], f["dtype"], kernels=f["kernels"])
     from specbench.model import network
 
-    if network.encoder_decoder(t.config):  # its roofline, layer-skip and trees are GPT-2's so far
-        raise BadInput(
-            "--target", f"{t.name} is a T5: the report covers GPT-2 pairs so far (docs/encoder-decoders.md)"
-        )
+    chains_only = network.encoder_decoder(t.config)  # a T5 verifies chains so far: no trees section
     head = default_head(t)  # the target's EAGLE head where it has one: eagle joins the drafters
     options = {"ngram": 3, "draft_layers": None, "draft_confidence": DRAFT_CONFIDENCE}
     options["draft_vocab"] = f["draft_vocab"]
@@ -204,8 +202,9 @@ def report_plan(f: dict) -> ReportPlan:
     for warp in battery.warps:
         add("temperature", warp=warp)
     for kind, dynamic in battery.drafters + ([("eagle", False)] if head else []):
-        add("drafters", kind=kind, dynamic=dynamic)
-    for kind, tree, verify in battery.trees(eagle=head is not None):
+        if drafts_for(kind, t):  # a T5's drafters: the model, lookup, dynamic K
+            add("drafters", kind=kind, dynamic=dynamic)
+    for kind, tree, verify in [] if chains_only else battery.trees(eagle=head is not None):
         add("trees", kind=kind, K=len(TREE_SHAPE), warp=Warp(1.0), method=(verify, 1, None), tree=tree)
     for b in battery.batches:  # distinct prompts, and one prompt repeated as the upper bound
         add("batch", batch=b)
