@@ -387,8 +387,9 @@ def page_info(plan: ReportPlan, sections: dict) -> dict:
     import jax
 
     from specbench.measure import device
+    from specbench.model import network
 
-    describe = lambda m: f"{m.name} ({m.config.n_layer}x{m.config.n_embd}, {m.config.n_params / 1e6:.1f}M)"
+    describe = lambda m: f"{m.name} ({network.shape(m.config)}, {m.config.n_params / 1e6:.1f}M)"
     memory = device.memory_bytes()
     b = plan.battery
     seconds = sum(s.get("seconds", 0) for s in sections.values())
@@ -412,4 +413,9 @@ def page_info(plan: ReportPlan, sections: dict) -> dict:
             ),
             "measured under load": ", ".join(k for k, v in sections.items() if v.get("under_load")) or "no",
         },
+        "left_out": (  # a section the pair cannot run, and why (page.render says so in its place)
+            {"trees": f"{plan.target.name} is a T5, which verifies chains so far: no trees were measured."}
+            if network.encoder_decoder(plan.target.config)
+            else {}
+        ),
     }

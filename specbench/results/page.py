@@ -108,6 +108,8 @@ def render(directory: Path, rows: list[dict], sections: dict, shows: dict, info:
         if sec.kind == "rows" and mine:
             peers = [r for r in shown(sec.id) if r.get("implementation") != "specbench"]
             rows_part(s, sec, mine, peers, directory)
+        elif sec.kind == "rows" and sec.id in info.get("left_out", {}):
+            s["reading"] = info["left_out"][sec.id]
         elif sec.kind == "device":
             s["tables"].append(pairs(info["device"]))
         elif sec.kind == "roofline" and sections.get("roofline", {}).get("rows"):
