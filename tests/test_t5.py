@@ -154,11 +154,14 @@ def t5_model(config: T5Config, seed: int, name: str, scale: float = 1.0):
 
 def greedy_reference(model, src, n: int) -> list[int]:
     """n greedy tokens by the uncached forward over the whole decoder sequence each time: the
-    seed's own loop (Warfield), the slowest and plainest."""
+    seed's own loop (Warfield), the slowest and plainest. The sequence is padded to its final
+    length, so that one program serves every step: the decoder is causal, so the padding after
+    the last token changes nothing before it."""
     forward = jax.jit(t5.t5, static_argnames="config")
     out = [model.config.decoder_start]
     for _ in range(n):
-        out.append(int(forward(model.params, jnp.asarray(src), jnp.asarray(out), model.config)[-1].argmax()))
+        padded = jnp.asarray(out + [0] * (n + 1 - len(out)))
+        out.append(int(forward(model.params, jnp.asarray(src), padded, model.config)[len(out) - 1].argmax()))
     return out[1:]
 
 
