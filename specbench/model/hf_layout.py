@@ -196,12 +196,17 @@ def save(
     max_shard_bytes: int | None = None,
 ) -> Path:
     """Write config.json and model.safetensors, or shards plus an HF index if max_shard_bytes is set."""
+    return write(directory, config_to_hf(config), params_to_hf(params, np_dtype), max_shard_bytes)
+
+
+def write(directory: str | Path, config: dict, tensors: dict, max_shard_bytes: int | None = None) -> Path:
+    """A Hugging Face checkpoint folder: config.json from `config`, and `tensors` (an HF state
+    dict, numpy) in model.safetensors, or in shards of at most max_shard_bytes with their index."""
     from safetensors.numpy import save_file
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    tensors = params_to_hf(params, np_dtype)
-    (directory / CONFIG_FILE).write_text(json.dumps(config_to_hf(config), indent=2) + "\n")
+    (directory / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n")
     if max_shard_bytes is None:
         save_file(tensors, str(directory / SAFETENSORS_FILE), metadata={"format": "pt"})
         return directory

@@ -206,11 +206,4 @@ def params_to_hf(params: dict, config: T5Config, np_dtype=np.float32) -> dict[st
 
 def save(directory: str | Path, params: dict, config: T5Config, np_dtype=np.float32) -> Path:
     """Write config.json and model.safetensors in Hugging Face's T5 layout (load_dir reads them)."""
-    from safetensors.numpy import save_file
-
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / hf_layout.CONFIG_FILE).write_text(json.dumps(config_to_hf(config), indent=2) + "\n")
-    tensors = params_to_hf(params, config, np_dtype)
-    save_file(tensors, str(directory / hf_layout.SAFETENSORS_FILE), metadata={"format": "pt"})
-    return directory
+    return hf_layout.write(directory, config_to_hf(config), params_to_hf(params, config, np_dtype))
