@@ -442,3 +442,23 @@ def test_the_seeds_own_system_and_transformers_run_beside_specbench_on_a_t5_pair
     assert_one_line_error(invoke("run", *pair, "--peer", "numpy"), "--peer", "GPT-2")
     assert_one_line_error(invoke("run", *pair, "--peer", "warfield", "-t", "1"), "--peer", "greedy")
     assert_one_line_error(invoke("run", *env, "--peer", "warfield"), "--peer", "T5 pair")
+
+
+def test_a_draft_with_another_tokenizer_is_refused_in_one_line(tmp_path, env):
+    """Drafts are token ids: a draft whose tokenizer.json differs from the target's (here one
+    special token renamed) cannot draft for it, whatever its vocabulary size."""
+    import shutil
+    from pathlib import Path
+
+    from conftest import assert_one_line_error, invoke
+
+    bundled = Path(__file__).resolve().parent.parent / "gpt2_weights"
+    draft = tmp_path / "other-draft"
+    shutil.copytree(bundled / "tiny-t5-draft", draft)
+    spec = json.loads((draft / "tokenizer.json").read_text())
+    spec["added_tokens"][0]["content"] = "<PAD>"
+    (draft / "tokenizer.json").write_text(json.dumps(spec))
+    target = bundled / "tiny-t5-target"
+    result = invoke("run", "--target", target, "--draft", draft, "--dry-run")
+    assert_one_line_error(result, "--draft/--target", "must share the tokenizer")
+    assert invoke("run", "--target", target, "--draft", bundled / "tiny-t5-draft", "--dry-run").exit_code == 0

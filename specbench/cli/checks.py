@@ -81,11 +81,11 @@ def load_pair(
             f"draft and target must share the vocabulary "
             f"({d.name}: {d.config.n_vocab}, {t.name}: {t.config.n_vocab})",
         )
-    if d is not None and tokenizer.for_model(d.source).name != tokenizer.for_model(t.source).name:
+    texts = [tokenizer.for_model(m.source).name for m in (d, t) if m is not None]
+    if len(set(texts)) > 1:
         raise BadInput(
             "--draft/--target",
-            f"draft and target must share the tokenizer ({d.name}: "
-            f"{tokenizer.for_model(d.source).name}, {t.name}: {tokenizer.for_model(t.source).name})",
+            f"draft and target must share the tokenizer ({d.name}: {texts[0]}, {t.name}: {texts[1]})",
         )
     return d, t
 
