@@ -2,9 +2,9 @@
 # Measurements on a lent GPU machine (the workplace's device tool runs this in a copy of the
 # checkout, with the image's own Python, JAX and torch; nothing is installed). Usage:
 #   bash scripts/gpu_session.sh STAGE...   stages: env pallas-check loops sampler verdict run run-xla-kernels run-xla-loops
-#                                          dial batch roofline-kernels pallas-tiles roofline-bf16 roofline drafters
+#                                          dial batch roofline-kernels pallas-tiles roofline-bf16 roofline drafters profile
 #                                          report-bundled report-pair peer tests
-#   bash scripts/gpu_session.sh all        issue 48's measuring, the most wanted first, in one call of 10 minutes
+#   bash scripts/gpu_session.sh all        issue 61's measuring, the most wanted first, in one call of 10 minutes
 # Every stage has its own time limit, writes its log and files under a work folder, and a failed
 # stage does not stop the next. After each stage the folder is packed into $OUT/gpu-session.tgz
 # (the device tool brings back at most 8 files, and whatever is there when a call is cut off):
@@ -27,7 +27,7 @@ stage() {  # stage NAME SECONDS COMMAND...: run it under a limit, log it, note i
 }
 stages=("$@")
 # the most wanted first: a stage the call's limit cuts off is the one least needed
-[ "${stages[0]:-}" = all ] && stages=(env pallas-check roofline-kernels pallas-tiles loops sampler tests verdict run dial batch run-xla-kernels run-xla-loops)
+[ "${stages[0]:-}" = all ] && stages=(env pallas-check run roofline-kernels profile pallas-tiles loops sampler tests verdict dial batch run-xla-kernels run-xla-loops)
 for s in "${stages[@]}"; do
     case $s in
     env)
@@ -50,6 +50,14 @@ for s in "${stages[@]}"; do
     roofline-kernels)  # 124M and 1558M bf16 steps with the Pallas kernels and with XLA's, each kernel alone too
         stage roofline-kernels "${ROOF_LIMIT:-240}" $sb roofline -m 124M -m 1558M --random-init --dtype bfloat16 --K 4 \
             --kernels pallas,xla --export-json "$OUT/roofline-124M-1558M-bf16-kernels.json"
+        ;;
+    profile)  # one run at T = 0 and T = 1 (20 AR tokens, about 5 rounds) under JAX's profiler, reduced to
+        # kernel time against gap time per program execution (scripts/profile_run.py); the raw trace kept if small
+        for t in 0 1; do
+            stage "profile-T$t" 90 python3 scripts/profile_run.py --out "$OUT/profile-T$t" -- --K 4 -t $t -n 21
+            find "$OUT/profile-T$t" -name '*.json.gz' -size +8M -delete
+            find "$OUT/profile-T$t" -name '*.pb' -delete
+        done
         ;;
     loops)  # what an iteration of each kind of device loop costs (docs/gpu.md)
         stage loops 120 python3 scripts/loop_cost.py
