@@ -22,6 +22,7 @@ and thread names and a sample of device events go to DIR/trace-format.json, for 
 from __future__ import annotations
 
 import argparse
+import bisect
 import collections
 import glob
 import gzip
@@ -78,24 +79,57 @@ def union(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
     return [(s, e) for s, e in merged]
 
 
-def module_of(event: dict) -> str | None:
-    args = event.get("args") or {}
-    return args.get("hlo_module") or args.get("hlo_module_name")
+def program_names(events: list[dict]) -> tuple[list[float], list[str]]:
+    """Start times and names of the host's launches of jitted programs, jnp's one-op calls left out."""
+    import jax.numpy as jnp
+    from jax import lax
+
+    def one_op(name: str) -> bool:
+        bare = name.lstrip("_")
+        return any(hasattr(m, n) for m in (jnp, lax) for n in (name, bare)) or bare.startswith(ONE_OPS)
+
+    launches = []
+    for e in events:
+        if e["name"].startswith("PjitFunction(") and not one_op(e["name"][13:-1]):
+            launches.append((e["ts"], e["name"][13:-1]))
+    launches.sort()
+    return [t for t, _ in launches], [n for _, n in launches]
 
 
-def executions(device: list[dict], modules_line: list[dict]) -> list[tuple[str, float, float]]:
-    """(module, start, end) of each program execution: from the profiler's 'XLA Modules' line where
-    it has one, else runs of consecutive device events that name the same module."""
-    if modules_line:
-        return [(e["name"], e["ts"], e["ts"] + e["dur"]) for e in sorted(modules_line, key=lambda e: e["ts"])]
-    spans: list[list] = []
-    for e in sorted(device, key=lambda e: e["ts"]):
-        name = module_of(e) or "?"
-        if spans and spans[-1][0] == name:
-            spans[-1][2] = max(spans[-1][2], e["ts"] + e["dur"])
+ONE_OPS = ("reduce", "threefry", "one_hot", "squeeze", "pad", "einsum", "broadcast", "mean", "var", "where")
+CONDITIONS = ("set_while_condition", "set_case_condition")
+
+
+def executions(device: list[dict]) -> list[list[dict]]:
+    """The device's work split into program executions: the kernels of one CUDA graph (XLA's
+    command buffers, a loop's body included) until a pause of 2 ms, else runs of kernels that name
+    the same HLO module."""
+    graphs, plain = collections.defaultdict(list), []
+    for e in device:
+        graph = (e.get("args") or {}).get("cuda_graph_id")
+        (graphs[graph] if graph else plain).append(e)
+    runs: list[list[dict]] = []
+    for evs in graphs.values():
+        for e in evs:
+            if (
+                runs
+                and runs[-1][0].get("args", {}).get("cuda_graph_id") == e["args"]["cuda_graph_id"]
+                and (e["ts"] - max(x["ts"] + x["dur"] for x in runs[-1][-4:]) < 2000)
+            ):
+                runs[-1].append(e)
+            else:
+                runs.append([e])
+    for e in plain:
+        module = (e.get("args") or {}).get("hlo_module", "?")
+        if (
+            runs
+            and runs[-1][0].get("args", {}).get("hlo_module", "?") == module
+            and "cuda_graph_id" not in runs[-1][0].get("args", {})
+        ):
+            runs[-1].append(e)
         else:
-            spans.append([name, e["ts"], e["ts"] + e["dur"]])
-    return [tuple(s) for s in spans]
+            runs.append([e])
+    return runs
 
 
 def reduce(path: str) -> tuple[str, dict]:
@@ -111,65 +145,53 @@ def reduce(path: str) -> tuple[str, dict]:
         lines = ["no device stream in this trace (a CPU run): the host's program calls, by count"]
         lines += [f"  {n:6d}  {name}" for name, n in calls.most_common(15)]
         return "\n".join(lines), fmt
-    on_line = collections.defaultdict(list)
-    for e in events:
-        if e["pid"] in device_pids:
-            on_line[threads.get((e["pid"], e["tid"]), "")].append(e)
-    modules_line = [e for name, evs in on_line.items() if name == "XLA Modules" for e in evs]
-    device = [e for name, evs in on_line.items() if name.startswith("Stream") for e in evs]
-    if not device:  # an unknown layout: every device line but the derived ones
-        derived = ("XLA Modules", "XLA Ops", "Steps", "TensorFlow Name Scope", "Framework", "Source")
-        device = [e for name, evs in on_line.items() if not name.startswith(derived) for e in evs]
-    fmt["device_sample"] = sorted(device, key=lambda e: e["ts"])[:60]
-    fmt["modules_sample"] = modules_line[:20]
+    # the GPU's own work: kernels, copies and memsets on its streams, not the CUDA API's calls
+    device = [
+        e
+        for e in events
+        if e["pid"] in device_pids and threads.get((e["pid"], e["tid"]), "").startswith("Stream")
+    ]
     device.sort(key=lambda e: e["ts"])
-    starts = [e["ts"] for e in device]
-    per_module = collections.defaultdict(lambda: collections.defaultdict(list))
-    before_gap = collections.Counter()
-    spans = executions(device, modules_line)
-    import bisect
-
-    for name, s, e in spans:
-        lo, hi = bisect.bisect_left(starts, s), bisect.bisect_right(starts, e)
-        inside = device[lo:hi]
-        busy = union([(x["ts"], x["ts"] + x["dur"]) for x in inside])
-        if not busy:
-            continue
-        first, last = busy[0][0], busy[-1][1]
-        gaps = [(b0 - a1, a1) for (_, a1), (b0, _) in zip(busy, busy[1:])]
-        long = [g for g, _ in gaps if g > LONG_GAP_US]
-        row = per_module[name]
-        row["span"].append(last - first)
+    fmt["device_sample"] = device[:60]
+    starts, names = program_names([e for e in events if e["pid"] not in device_pids])
+    per_program = collections.defaultdict(lambda: collections.defaultdict(list))
+    for run in executions(device):
+        run.sort(key=lambda e: e["ts"])
+        at = bisect.bisect_right(starts, run[0]["ts"]) - 1
+        graph = run[0].get("args", {}).get("cuda_graph_id")
+        name = (names[at] if at >= 0 else "?") + (f" [graph {graph}]" if graph else "")
+        busy = union([(x["ts"], x["ts"] + x["dur"]) for x in run])
+        ends = {}
+        for x in run:
+            ends[x["ts"] + x["dur"]] = x["name"]
+        gaps = [(b0 - a1, ends.get(a1, "?")) for (_, a1), (b0, _) in zip(busy, busy[1:])]
+        row = per_program[name]
+        row["span"].append(busy[-1][1] - busy[0][0])
         row["busy"].append(sum(b - a for a, b in busy))
-        row["kernels"].append(len(inside))
-        row["copies"].append(sum("memcpy" in x["name"].lower() for x in inside))
-        row["short"].append(sum(g for g, _ in gaps if g <= LONG_GAP_US))
-        row["long"].append(sum(long))
-        row["n_long"].append(len(long))
-        ends = {x["ts"] + x["dur"]: x["name"] for x in inside}
-        for g, at in gaps:
-            if g > LONG_GAP_US:
-                before_gap[ends.get(at, "?")[:70]] += g
-    window = (device[-1]["ts"] + device[-1]["dur"]) - device[0]["ts"]
-    in_programs = sum(e - s for _, s, e in spans)
+        row["kernels"].append(len(run))
+        row["iterations"].append(sum(x["name"].startswith(CONDITIONS) for x in run))
+        row["after_condition"].append(sum(g for g, before in gaps if before.startswith(CONDITIONS)))
+        row["other_gaps"].append(
+            sum(g for g, before in gaps if g > LONG_GAP_US and not before.startswith(CONDITIONS))
+        )
+        row["short_gaps"].append(sum(g for g, _ in gaps if g <= LONG_GAP_US))
     med = statistics.median
     lines = [
-        f"trace {os.path.basename(os.path.dirname(path))}: {len(device)} device events in "
-        f"{len(spans)} program executions; device window {window / 1e3:.1f} ms, "
-        f"{in_programs / 1e3:.1f} ms inside programs",
-        "medians per execution, µs | idle = gaps inside the program (short ≤ 5 µs, long > 5 µs)",
-        f"{'program':48s} {'runs':>5s} {'span':>9s} {'busy':>9s} {'short':>8s} {'long':>9s} "
-        f"{'#long':>6s} {'kernels':>8s} {'copies':>7s}",
+        f"{len(device)} device events; medians per execution, µs. iterations: the loop conditions the",
+        "graph evaluated (a while loop's, a cond's); after cond.: the device idle just after them;",
+        f"other gaps: idle over {LONG_GAP_US:.0f} µs elsewhere; short: idle under it (launch spacing)",
+        f"{'program':40s} {'runs':>4s} {'span':>8s} {'busy':>8s} {'kernels':>7s} {'iters':>5s} "
+        f"{'after cond.':>11s} {'per iter':>8s} {'other gaps':>10s} {'short':>7s}",
     ]
-    order = sorted(per_module.items(), key=lambda kv: -sum(kv[1]["span"]))
-    for name, row in order:
+    order = sorted(per_program.items(), key=lambda kv: -sum(kv[1]["span"]))
+    for name, row in order[:25]:
+        iters = med(row["iterations"])
+        per = med(row["after_condition"]) / iters if iters else 0.0
         lines.append(
-            f"{name[:48]:48s} {len(row['span']):5d} {med(row['span']):9.1f} {med(row['busy']):9.1f} "
-            f"{med(row['short']):8.1f} {med(row['long']):9.1f} {med(row['n_long']):6.0f} "
-            f"{med(row['kernels']):8.0f} {med(row['copies']):7.0f}"
+            f"{name[:40]:40s} {len(row['span']):4d} {med(row['span']):8.1f} {med(row['busy']):8.1f} "
+            f"{med(row['kernels']):7.0f} {iters:5.0f} {med(row['after_condition']):11.1f} {per:8.1f} "
+            f"{med(row['other_gaps']):10.1f} {med(row['short_gaps']):7.1f}"
         )
-    lines.append("long gaps by the event before them, µs in all (the whole trace):")
-    lines += [f"  {us:10.1f}  {name}" for name, us in before_gap.most_common(12)]
     return "\n".join(lines), fmt
 
 

@@ -54,12 +54,13 @@ least 16 rows; on a memory-bound GPU 16 rows cost what 1 costs). Longer steps (a
 
 @dataclasses.dataclass(frozen=True)
 class Tiles:
-    """How the kernels cut their work; a first guess, untuned until a GPU session sweeps it
-    (scripts/pallas_tiles.py). SPECBENCH_PALLAS_TILES=chunk,programs,warps,stages overrides it."""
+    """How the kernels cut their work: the fastest of scripts/pallas_tiles.py's six tilings at 124M's
+    width and within 2% of the fastest at 1558M's, on an H100 (docs/gpu.md, 2026-11-27).
+    SPECBENCH_PALLAS_TILES=chunk,programs,warps,stages overrides it."""
 
-    chunk: int = 128  # the most rows of a weight panel (or keys of the cache) a program loads at once
+    chunk: int = 512  # the most rows of a weight panel (or keys of the cache) a program loads at once
     programs: int = 64  # column blocks narrow (to 16 columns at least) until a product has this many
-    warps: int = 4  # Triton's num_warps
+    warps: int = 8  # Triton's num_warps
     stages: int = 3  # Triton's num_stages (its software pipeline's depth)
 
     def __post_init__(self):
