@@ -105,14 +105,14 @@ def _running_min_product(ratio):
 def block_verdict(key, draft_tokens, p, q, n_drafted=None, draw_residual=sample_residual):
     """One round's verdict by block verification (Sun et al. 2025, Algorithm 2; block_hazards).
 
-    One coin u_i per draft position; tau = the last i in 1..K with u_i <= h_i, or 0 when none
-    passes. The first tau drafts are accepted; the emitted token is the bonus from q_K when
+    One coin u_i per draft position; tau = the last i in 1..K with u_i < h_i, or 0 when none
+    passes (strictly: jax.random.uniform can return 0.0, and h_i = 0 must never pass). The first tau drafts are accepted; the emitted token is the bonus from q_K when
     tau = K, else a draw from norm(max(eta_tau q_tau - p_tau, 0)). Same signature and result as
     sampling.accept_reject: (n_accepted, emitted)."""
     K, q = draft_tokens.shape[0], all_rows(q)  # every row's Z_i is read
     k_coins, k_emit = jax.random.split(key)
     h, eta = block_hazards(draft_tokens, p, q, n_drafted)
-    passed = jax.random.uniform(k_coins, (K,)) <= h[1:]
+    passed = jax.random.uniform(k_coins, (K,)) < h[1:]
     tau = jnp.max(jnp.where(passed, jnp.arange(1, K + 1), 0)).astype(jnp.int32)
     return tau, draw_residual(k_emit, eta[tau] * q[tau], draft_row(p, tau))
 
@@ -303,7 +303,7 @@ def traversal_verdict(key, tree, node_tokens, p, q, correct: bool = True):
         i, alive, eta, r, pr, _, _ = carry
         leaf = alive & ~jnp.any(kids & alive[None, :], axis=1)
         c = jnp.argmin(jnp.where(leaf, order, n)).astype(jnp.int32)
-        accepted = (c == 0) | (coins[i] <= eta[c])
+        accepted = (c == 0) | (coins[i] < eta[c])  # strictly: a coin of 0.0 never passes eta = 0
         u = parent[c]
         if correct:
             eta_u = jnp.minimum(eta[u], 1.0)
