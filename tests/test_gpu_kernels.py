@@ -254,5 +254,5 @@ def test_every_layer_runs_the_same_five_kernels_unrolled_or_scanned(model, monke
     assert unrolled_calls - calls() == 5 * CONFIG.n_layer
     np.testing.assert_allclose(scanned, unrolled, rtol=1e-6, atol=1e-6)
     monkeypatch.setenv("SPECBENCH_PALLAS_LAYERS", "rolled")
-    with pytest.raises(ValueError, match="unrolled, scan"):
+    with pytest.raises(SpecbenchError, match="unrolled, scan"):
         gpu_kernels.layer_loop()

@@ -10,14 +10,17 @@ import stat
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from specbench.cli.main import cli
 from specbench.model import tokenizer
 from specbench.results import export
 
 from conftest import assert_one_line_error, invoke
 
+BUNDLED = Path(__file__).resolve().parent.parent / "gpt2_weights"
 ROWS = Path(__file__).resolve().parent.parent / "results" / "recorded" / "cpu-sweep-bundled-prompts.json"
 
 # (command line, the flag the one-line error must name, a fragment of what it says)
@@ -299,11 +302,25 @@ values |= {
     "--alpha": domain(st.floats(0, 1).map(str), ["2"]),
     "--t-verify": domain(st.floats(0.1, 50).map(str), ["-1"]),
     "--warmup": domain(st.sampled_from(["1", "2"]), [str(10**9)]),
-    "--tree": domain(st.sampled_from(["2", "2,1", "3,2,1"]), ["0", "9,9", "2,,1"]),
+    "--tree": domain(st.sampled_from(["2", "2,1", "3,2,1"]), ["0", "9,9", "2,,1", "dynamic:4,8,64"]),
+    "--verify": domain(st.sampled_from(["token", "block", "traversal", "gbv"]), ["nope", "token,block"]),
+    "--drafts": domain(st.sampled_from(["1", "2"]), ["9", "1,2"]),
+    "--acceptance": domain(st.sampled_from(["0.5", "1"]), ["1.5"]),
+    "--eagle-head": domain(
+        st.sampled_from([str(BUNDLED / "tiny-target-eagle")]), ["/nonexistent", str(BUNDLED / "tiny-target")]
+    ),
+}
+ENVIRONMENT = {  # the variables that choose how specbench computes (specbench.environment)
+    "SPECBENCH_SAMPLER": domain(st.sampled_from(["auto", "cdf", "race"]), ["bogus"]),
+    "SPECBENCH_VERDICT": domain(st.sampled_from(["auto", "lazy", "all-rows"]), ["bogus"]),
+    "SPECBENCH_XLA_LOOPS": domain(st.sampled_from(["default"]), ["bogus"]),
+    "SPECBENCH_PALLAS_LAYERS": domain(st.sampled_from(["unrolled", "scan"]), ["bogus"]),
+    "SPECBENCH_PALLAS_TILES": domain(st.sampled_from(["128,64,4,3"]), ["garbage", "100,64,4,3"]),
 }
 flags = ["--dynamic-K", "--host-loop", "--no-save", "--resume", "--force", "--random-init", "--quick"]
 DECODE = {"--K", "--temperature", "--top-p", "--top-k", "--n-tokens", "--seed", "--dtype", "--kernels"}
 DRAFTER = {"--drafter", "--ngram", "--draft-layers", "--draft-confidence", "--dynamic-K", "--draft-vocab"}
+DRAFTER |= {"--verify", "--drafts", "--tree", "--acceptance", "--eagle-head"}
 EXPORTS = {"--export-csv", "--export-json"}
 # the flags each command takes (values or on/off), drawn from `values` and `flags`
 COMMANDS = {
@@ -336,7 +353,8 @@ def command_lines(draw):
         args += [name, draw(values[name])]
     switches = sorted(takes & set(flags))
     args += draw(st.lists(st.sampled_from(switches), max_size=2, unique=True)) if switches else []
-    return args
+    names = draw(st.lists(st.sampled_from(sorted(ENVIRONMENT)), max_size=2, unique=True))
+    return args, {name: draw(ENVIRONMENT[name]) for name in names}
 
 
 EXAMPLES = int(os.environ.get("SPECBENCH_FUZZ_EXAMPLES", "60"))  # CI's fixed budget; more locally
@@ -348,12 +366,14 @@ EXAMPLES = int(os.environ.get("SPECBENCH_FUZZ_EXAMPLES", "60"))  # CI's fixed bu
     derandomize=True,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@given(args=command_lines())
-def test_fuzzed_command_lines_end_cleanly_and_write_nothing(env, tmp_path, args):
+@given(drawn=command_lines())
+def test_fuzzed_command_lines_end_cleanly_and_write_nothing(env, tmp_path, drawn):
+    args, variables = drawn
     if args[0] in MODELS:
         args = args[:1] + env + args[1:]
     before = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
-    result = invoke(*args, *(["--dry-run"] if args[0] in DRY else []))
+    line = [str(a) for a in args] + (["--dry-run"] if args[0] in DRY else [])
+    result = CliRunner().invoke(cli, line, env=variables)
     assert (
         "Traceback" not in result.output
         and result.exception is None
@@ -364,7 +384,8 @@ def test_fuzzed_command_lines_end_cleanly_and_write_nothing(env, tmp_path, args)
         lines = [line for line in result.output.splitlines() if line.strip()]
         assert len(lines) == 1 and lines[0].startswith("error: "), (args, result.output)
         named = lines[0][len("error: ") :].split(":")[0]
-        assert named.startswith("--") or named in ("SPECBENCH_WEIGHTS_DIR", "SPECBENCH_RESULTS_DIR"), lines[0]
+        variables = ("SPECBENCH_WEIGHTS_DIR", "SPECBENCH_RESULTS_DIR", *ENVIRONMENT)
+        assert named.startswith("--") or named.split("=")[0] in variables, lines[0]
     assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == before, args
 
 
@@ -431,3 +452,30 @@ def test_plot_budget_checks_every_field_it_draws(env, tmp_path, change):
     field = "row 1 has t_ar_token_s = None" if change == "null" else "row 2 has no t_overhead_s"
     assert_one_line_error(invoke("plot", tmp_path / "rows.json", "--budget"), "--budget", field)
     assert not (tmp_path / "rows.png").exists()
+
+
+@pytest.mark.parametrize(
+    "variable, value, fragment",
+    [
+        ("SPECBENCH_PALLAS_TILES", "garbage", "four whole numbers"),
+        ("SPECBENCH_SAMPLER", "bogus", "auto, cdf, race"),
+        ("SPECBENCH_VERDICT", "bogus", "auto, lazy, all-rows"),
+        ("SPECBENCH_XLA_LOOPS", "bogus", "command-buffers, default"),
+        ("SPECBENCH_PALLAS_LAYERS", "bogus", "unrolled, scan"),
+    ],
+)
+def test_an_environment_choice_is_checked_as_a_flag_is(env, monkeypatch, variable, value, fragment):
+    monkeypatch.setenv(variable, value)
+    assert_one_line_error(invoke("run", *env, "--dry-run"), variable, fragment)
+    assert_one_line_error(invoke("report", *env, "--quick", "--dry-run"), variable, fragment)
+
+
+def test_a_tiling_that_cannot_tile_is_refused_by_its_variable(monkeypatch):
+    from specbench.environment import EnvironmentSettingError
+    from specbench.model import gpu_kernels
+
+    monkeypatch.setenv("SPECBENCH_PALLAS_TILES", "100,64,4,3")
+    with pytest.raises(EnvironmentSettingError, match="SPECBENCH_PALLAS_TILES: .*power of two"):
+        gpu_kernels.tiles()
+    monkeypatch.setenv("SPECBENCH_PALLAS_TILES", "256,32,4,2")
+    assert gpu_kernels.tiles() == gpu_kernels.Tiles(256, 32, 4, 2)

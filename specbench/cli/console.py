@@ -15,6 +15,7 @@ import types
 import click
 from rich.console import Console
 
+from specbench import environment
 from specbench.errors import SpecbenchError
 
 
@@ -91,6 +92,7 @@ class SpecbenchGroup(click.Group):
     """click's group with specbench's exit-code policy."""
 
     def invoke(self, ctx):
+        environment.check()  # a misspelt SPECBENCH_* choice stops every command, as a bad flag does
         try:
             return super().invoke(ctx)
         except BrokenPipeError:  # before click turns it into a bare exit 1

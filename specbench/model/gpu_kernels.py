@@ -38,7 +38,6 @@ import contextlib
 import dataclasses
 import functools
 import math
-import os
 
 import jax
 import jax.numpy as jnp
@@ -46,6 +45,8 @@ import numpy as np
 from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as pltriton
+
+from specbench import environment
 
 ROWS = 16
 """Rows of every kernel's step: a step of n <= ROWS tokens is padded to ROWS (Triton's dot needs at
@@ -64,36 +65,41 @@ class Tiles:
     stages: int = 3  # Triton's num_stages (its software pipeline's depth)
 
     def __post_init__(self):
-        if (
-            self.chunk < 16
-            or self.chunk & (self.chunk - 1)
-            or min(self.programs, self.warps, self.stages) < 1
-        ):
+        power_of_two = self.chunk >= 16 and not self.chunk & (self.chunk - 1)
+        if not power_of_two or min(self.programs, self.warps, self.stages) < 1:
             raise ValueError(f"{self}: chunk must be a power of two >= 16, the others >= 1")
 
     @classmethod
     def from_env(cls) -> Tiles:
-        """Tiles(), or SPECBENCH_PALLAS_TILES's four whole numbers."""
-        text = os.environ.get("SPECBENCH_PALLAS_TILES")
-        return cls(*(int(v) for v in text.split(","))) if text else cls()
+        """Tiles(), or SPECBENCH_PALLAS_TILES's four whole numbers (environment.PALLAS_TILES)."""
+        numbers = environment.PALLAS_TILES.get()
+        try:
+            return cls(*numbers) if numbers else cls()
+        except ValueError as e:
+            raise environment.EnvironmentSettingError(f"{environment.PALLAS_TILES.variable}: {e}") from None
 
 
-TILES = Tiles.from_env()
-"""The tiling every kernel is traced with (a sweep replaces it between timings)."""
+TILES: Tiles | None = None
+"""A tiling that replaces SPECBENCH_PALLAS_TILES's (a sweep sets it between timings)."""
+
+
+def tiles() -> Tiles:
+    """The tiling every kernel is traced with: TILES where set, else Tiles.from_env()."""
+    return TILES or Tiles.from_env()
 
 
 def tile(n: int, cap: int | None = None) -> int:
-    """The largest power of two dividing n, at most cap (TILES.chunk): a block size that tiles n
+    """The largest power of two dividing n, at most cap (tiles().chunk): a block size that tiles n
     exactly (Triton's blocks are powers of two). 0 when it is under 16, which Triton's dot cannot take."""
-    t = min(n & -n, cap or TILES.chunk)
+    t = min(n & -n, cap or tiles().chunk)
     return t if t >= 16 else 0
 
 
 def column_block(n_out: int) -> int:
     """Columns per program of a product with n_out outputs: tile(n_out), halved while there are
-    fewer than TILES.programs programs and the block is wider than 16."""
+    fewer than tiles().programs programs and the block is wider than 16."""
     bn = tile(n_out)
-    while bn > 16 and n_out // bn < TILES.programs:
+    while bn > 16 and n_out // bn < tiles().programs:
         bn //= 2
     return bn
 
@@ -199,7 +205,7 @@ def call(kernel, **kwargs):
         return one_at_a_time(pl.pallas_call(kernel, interpret=True, **kwargs))
     return pl.pallas_call(
         kernel,
-        compiler_params=pltriton.CompilerParams(num_warps=TILES.warps, num_stages=TILES.stages),
+        compiler_params=pltriton.CompilerParams(num_warps=tiles().warps, num_stages=tiles().stages),
         **kwargs,
     )
 
@@ -414,7 +420,7 @@ def block(x, blocks, layer, cache, pos, sees, n_head: int, eps: float, activatio
     return x, heads(1).astype(cache["k"].dtype), heads(2).astype(cache["v"].dtype)
 
 
-LAYERS = ("unrolled", "scan")
+LAYERS = environment.PALLAS_LAYERS.values
 """How blocks runs the layers: unrolled (the default; on an H200 XLA's step ran 16-20% faster as a
 Python loop than as lax.scan, docs/gpu.md) or lax.scan (SPECBENCH_PALLAS_LAYERS=scan: the
 comparison, and the fallback if compiling an unrolled step takes too long)."""
@@ -422,10 +428,7 @@ comparison, and the fallback if compiling an unrolled step takes too long)."""
 
 def layer_loop() -> str:
     """SPECBENCH_PALLAS_LAYERS, one of LAYERS (unrolled where unset)."""
-    chosen = os.environ.get("SPECBENCH_PALLAS_LAYERS", LAYERS[0])
-    if chosen not in LAYERS:
-        raise ValueError(f"SPECBENCH_PALLAS_LAYERS must be one of {', '.join(LAYERS)} (got {chosen!r})")
-    return chosen
+    return environment.PALLAS_LAYERS.get()
 
 
 def blocks(params, x, cache, pos, sees, n_head: int, eps: float, activation):

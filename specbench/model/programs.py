@@ -12,9 +12,10 @@ compiles with XLA's own defaults instead, for a comparison on the same machine.
 from __future__ import annotations
 
 import functools
-import os
 
 import jax
+
+from specbench import environment
 
 GPU_OPTIONS = {
     "xla_gpu_enable_command_buffer": "FUSION,CUBLAS,CUBLASLT,CUSTOM_CALL,CUDNN,WHILE,CONDITIONAL",
@@ -25,7 +26,7 @@ GPU_OPTIONS = {
 def compiler_options(backend: str) -> dict | None:
     """The options a program is compiled with on `backend`: GPU_OPTIONS on a GPU (unless
     SPECBENCH_XLA_LOOPS=default), None (XLA's defaults) elsewhere."""
-    if backend in ("gpu", "cuda", "rocm") and os.environ.get("SPECBENCH_XLA_LOOPS") != "default":
+    if backend in ("gpu", "cuda", "rocm") and environment.XLA_LOOPS.get() != "default":
         return GPU_OPTIONS
     return None
 

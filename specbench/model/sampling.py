@@ -17,11 +17,12 @@ is emitted -- the same code path, exactly.
 from __future__ import annotations
 
 import dataclasses
-import os
 
 import jax
 import jax.numpy as jnp
 from jax import lax
+
+from specbench import environment
 
 
 @dataclasses.dataclass(frozen=True)
@@ -167,7 +168,7 @@ def sample(key, pr, block: int = 256):
     return (start + j).astype(jnp.int32)
 
 
-SAMPLERS = ("cdf", "race")
+SAMPLERS = environment.SAMPLER.values[1:]
 """How draw picks a token at T > 0: `sample`'s two-level CDF inversion (one random number, a few
 small passes: the CPU's) or `race` (one fused pass with a clock per token: an accelerator's)."""
 
@@ -175,7 +176,7 @@ small passes: the CPU's) or `race` (one fused pass with a clock per token: an ac
 def sampler_for(backend: str) -> str:
     """The sampler a backend's draws use: `cdf` on the CPU, `race` on an accelerator, unless
     SPECBENCH_SAMPLER names one of SAMPLERS. The one place the choice is made; rows record it."""
-    asked = os.environ.get("SPECBENCH_SAMPLER", "auto")
+    asked = environment.SAMPLER.get()
     if asked in SAMPLERS:
         return asked
     return "cdf" if backend == "cpu" else "race"

@@ -25,13 +25,13 @@ the drafted token's mass; the rule is the same and stays exact.
 from __future__ import annotations
 
 import functools
-import os
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from specbench import environment
 from specbench.model.sampling import (
     TargetRows,
     accept_reject,
@@ -54,7 +54,7 @@ SHAPES = {
     "gbv": ("drafts",),
 }
 """What each method judges: one chain of drafts, a token tree, or k draft sequences (drafts)."""
-KINDS = ("lazy", "all-rows")
+KINDS = environment.VERDICT.values[1:]
 """How a verdict is computed (the same distribution either way): `lazy` reads the target's rows
 up to the first rejection in a data-dependent loop and samples by the CDF, the fastest on a CPU;
 `all-rows` is one fixed-shape computation over every row with an exponential race, for a GPU,
@@ -106,9 +106,10 @@ def block_verdict(key, draft_tokens, p, q, n_drafted=None, draw_residual=sample_
     """One round's verdict by block verification (Sun et al. 2025, Algorithm 2; block_hazards).
 
     One coin u_i per draft position; tau = the last i in 1..K with u_i < h_i, or 0 when none
-    passes (strictly: jax.random.uniform can return 0.0, and h_i = 0 must never pass). The first tau drafts are accepted; the emitted token is the bonus from q_K when
-    tau = K, else a draw from norm(max(eta_tau q_tau - p_tau, 0)). Same signature and result as
-    sampling.accept_reject: (n_accepted, emitted)."""
+    passes (strictly: jax.random.uniform can return 0.0, and h_i = 0 must never pass). The first
+    tau drafts are accepted; the emitted token is the bonus from q_K when tau = K, else a draw from
+    norm(max(eta_tau q_tau - p_tau, 0)). Same signature and result as sampling.accept_reject:
+    (n_accepted, emitted)."""
     K, q = draft_tokens.shape[0], all_rows(q)  # every row's Z_i is read
     k_coins, k_emit = jax.random.split(key)
     h, eta = block_hazards(draft_tokens, p, q, n_drafted)
@@ -437,7 +438,7 @@ def kind_for(backend: str) -> str:
     """The verdict kind a backend runs: `lazy` on the CPU, `all-rows` on an accelerator, unless
     SPECBENCH_VERDICT names one of KINDS (a comparison on one machine). The one place the choice
     is made; every row records it."""
-    asked = os.environ.get("SPECBENCH_VERDICT", "auto")
+    asked = environment.VERDICT.get()
     if asked in KINDS:
         return asked
     return "lazy" if backend == "cpu" else "all-rows"
