@@ -52,6 +52,8 @@ CASES = [
     (["run", "--tree", "2,2", "--drafts", "2"], "--drafts", "own rule"),
     (["run", "--tree", "2,2", "--batch", "2"], "--tree", "one sequence"),
     (["run", "--drafter", "lookup", "--ngram", "200"], "--ngram", "<= 16"),
+    (["sweep", "--tree", "2,2,1", "--drafts", "1,2"], "--drafts", "own rule"),
+    (["run", "--tree", "2,2,1", "--prompt", "the " * 120], "--tree", "use a smaller tree"),
     # the flag at fault, with a limit that can be met
     (["run", "--K", "120"], "--K", "K can be at most"),
     (["run", "--prompt", "the " * 200], "--prompt", "at most"),
@@ -479,3 +481,9 @@ def test_a_tiling_that_cannot_tile_is_refused_by_its_variable(monkeypatch):
         gpu_kernels.tiles()
     monkeypatch.setenv("SPECBENCH_PALLAS_TILES", "256,32,4,2")
     assert gpu_kernels.tiles() == gpu_kernels.Tiles(256, 32, 4, 2)
+
+
+def test_a_dynamic_tree_that_grows_more_candidates_than_the_cache_of_its_nodes_runs(env):
+    # 201 candidates drafted a round, 64 nodes verified: the cache is planned for the candidates
+    result = invoke("trace", *env, "--tree", "dynamic:4,8,64", "-n", "8")
+    assert result.exit_code == 0 and "Traceback" not in result.output, result.output

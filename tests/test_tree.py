@@ -338,6 +338,25 @@ def test_greedy_dynamic_trees_give_autoregressive_tokens(pair, kind):
         assert stats.n_rounds < 23
 
 
+def test_a_dynamic_tree_whose_candidates_outgrow_its_nodes_gets_a_cache_that_holds_them(pair):
+    """The draft writes every candidate grown (53 here) into its cache, more than the 10 nodes
+    verified: the cache is planned for the candidates (Drafter.reach), not the nodes only, which
+    overran a cache of 64 here."""
+    import dataclasses
+
+    from specbench.model import drafters, generate
+    from specbench.model.sampling import Warp
+    from specbench.model.tree import Dynamic
+
+    draft, target = pair
+    drafter = dataclasses.replace(drafters.model_drafter(draft.config), tree=Dynamic(4, 4, 10))
+    assert drafter.reach(4) == Dynamic(4, 4, 10).candidates - 1 == 52
+    prompt = [5, 17, 3, 9]
+    ar, _ = generate.autoregressive(target, prompt, 24, Warp(), 0)
+    sd, _ = generate.speculative(draft, target, prompt, 24, 4, Warp(), 0, drafter=drafter)
+    np.testing.assert_array_equal(sd, ar)
+
+
 def test_a_dynamic_tree_keeps_the_candidates_of_highest_cumulative_probability():
     """The kept nodes are the `nodes` best of every candidate grown, by the product of the draft's
     probabilities along their path, and each kept node's parent is kept (EAGLE-2's reranking)."""

@@ -201,7 +201,7 @@ def check_tree(kinds: list[str], f: dict) -> None:
             "--tree",
             f"the {without[0]} drafter proposes no trees: use --drafter {' or '.join(kinds_that('trees'))}",
         )
-    for flag, setting in (("--drafts", f.get("drafts", 1) > 1), ("--dynamic-K", f["dynamic_K"])):
+    for flag, setting in (("--drafts", max(method_flags(f)[1]) > 1), ("--dynamic-K", f["dynamic_K"])):
         if setting:
             raise BadInput(flag, "a tree is judged by its own rule: leave it out with --tree")
     if max(f.get("batches") or [f.get("batch") or 1]) > 1 or f.get("peers"):
@@ -391,12 +391,13 @@ def resolve_prompt(prompt: str, prompt_id: str | None) -> tuple[str, str]:
     return everything[prompt_id], prompt_id
 
 
-def check_decodable(prompt_ids, n_tokens: int, K: int, models: list) -> None:
-    """The prompt, N and K fit every model; else BadInput blaming the setting the DecodeError names."""
+def check_decodable(prompt_ids, n_tokens: int, K: int, models: list, reach: str = "K") -> None:
+    """The prompt, N and K (what a round writes: `reach` names its setting, K or tree) fit every
+    model; else BadInput blaming the setting the DecodeError names."""
     from specbench.model.decoding import validate
 
     try:
-        validate(prompt_ids, n_tokens, K, models, None)
+        validate(prompt_ids, n_tokens, K, models, None, reach)
     except DecodeError as e:
         raise bad_input(e, "--n-tokens") from None
 

@@ -89,7 +89,13 @@ def run_plan(f: dict, given: set[str]) -> RunPlan:
     drafter, draft_name = make_drafter(f["drafter"], d, t, f)
     by_id = {pid: tokenizer.for_model(t.source).encode(text) for pid, text in chosen.items()}
     for ids in by_id.values():
-        check_decodable(ids, f["n_tokens"], drafter.reach(f["K"]), [m for m in (d, t) if m is not None])
+        check_decodable(
+            ids,
+            f["n_tokens"],
+            drafter.reach(f["K"]),
+            [m for m in (d, t) if m is not None],
+            drafter.reach_setting,
+        )
     check_batch(batch, f["host_loop"], drafter, d, t, list(by_id.values()), f["n_tokens"], f["K"])
     ids = prompts.batch_ids(chosen, batch)
     peers = load_peers(f["peers"], drafter, d, t, batch, not f["dry_run"], [f["temperature"]])
@@ -165,8 +171,9 @@ def sweep_plan(f: dict, given: set[str]) -> SweepPlan:
     K_max, batches = max(f["K"]), f["batches"]
     for kind in kinds:
         uses = [m for m in (own[kind], t) if m is not None]
+        drafter = variants[kind][0][0]  # a tree's reach is the same for every variant: one tree
         for ids in encoded.values():
-            check_decodable(ids, f["n_tokens"], K_max, uses)
+            check_decodable(ids, f["n_tokens"], drafter.reach(K_max), uses, drafter.reach_setting)
         for b in sorted(batches or [], reverse=True)[:1]:  # the largest batch, with the largest K, must fit
             check_batch(
                 b,
@@ -261,7 +268,9 @@ def trace_plan(f: dict, given: set[str]) -> TracePlan:
     d = own[f["drafter"]]
     drafter, draft_name = make_drafter(f["drafter"], d, t, f)
     ids = tokenizer.for_model(t.source).encode(prompt)
-    check_decodable(ids, f["n_tokens"], drafter.reach(f["K"]), [m for m in (d, t) if m is not None])
+    check_decodable(
+        ids, f["n_tokens"], drafter.reach(f["K"]), [m for m in (d, t) if m is not None], drafter.reach_setting
+    )
     return TracePlan(
         prompt,
         ids,

@@ -216,7 +216,8 @@ def report_plan(f: dict) -> ReportPlan:
         add("dial", kind="dial", method=("token", 1, a))
     for job in jobs.values():
         for ids in job.encoded:
-            check_decodable(ids, N_TOKENS, job.config.drafter.reach(job.config.K), [d, t])
+            drafter = job.config.drafter
+            check_decodable(ids, N_TOKENS, drafter.reach(job.config.K), [d, t], drafter.reach_setting)
     biggest = max(battery.batches)
     check_batch(biggest, False, model_drafter, d, t, list(encoded.values()), N_TOKENS, max(battery.Ks))
     return ReportPlan(

@@ -98,8 +98,10 @@ def plan_max_len(n_prompt: int, n_tokens: int, K: int, n_ctx: int) -> int:
     return min(n_ctx, bucket(max(n_prompt + n_tokens + K + 1, bucket(n_prompt)), 64))
 
 
-def validate(prompt_ids, n_tokens: int, K: int, models: list[Model], max_len: int | None):
-    """Raise DecodeError, naming the setting to blame, unless one prompt can be decoded as asked."""
+def validate(prompt_ids, n_tokens: int, K: int, models: list[Model], max_len: int | None, reach: str = "K"):
+    """Raise DecodeError, naming the setting to blame, unless one prompt can be decoded as asked.
+    K is what a round writes past the pending token; `reach` names the setting that sets it: "K",
+    or "tree" (a tree's drafts, Drafter.reach)."""
     if len(prompt_ids) < 1:
         raise DecodeError("prompt must have at least one token", "prompt")
     if n_tokens < 1:
@@ -117,20 +119,24 @@ def validate(prompt_ids, n_tokens: int, K: int, models: list[Model], max_len: in
     # the last round may write K tokens past N; the last token is never read back, so no + 1.
     # Blame what cannot fit: the prompt alone, then K (even with N = 2, the least), then N.
     n_ctx, P = min(m.config.n_ctx for m in models), len(prompt_ids)
+    name = "K" if reach == "K" else "the tree's drafts"
     need, least = P + n_tokens + K, 2 + min(K, 1)
     if P + least > n_ctx:  # too long whatever N and K: say what fits with these, and at the least
         most = max(0, n_ctx - n_tokens - K)
-        here = f"with n-tokens {n_tokens} and K {K}, a context of {n_ctx} allows at most {most}"
+        here = f"with n-tokens {n_tokens} and {name} {K}, a context of {n_ctx} allows at most {most}"
         raise DecodeError(f"has {P} tokens; {here} ({n_ctx - least} with the fewest)", "prompt")
-    total = f"prompt ({P}) + n-tokens ({n_tokens}) + K ({K}) = {need} exceeds the context of {n_ctx}"
+    total = f"prompt ({P}) + n-tokens ({n_tokens}) + {name} ({K}) = {need} exceeds the context of {n_ctx}"
     if P + 2 + K > n_ctx:
         most = n_ctx - P - n_tokens
         limit = f"{most}" if most >= 1 else f"{n_ctx - P - 2} (with --n-tokens 2)"
-        raise DecodeError(f"{total}; K can be at most {limit}", "K")
+        most = f"K can be at most {limit}" if reach == "K" else "use a smaller tree"
+        raise DecodeError(f"{total}; {most}", reach)
     if need > n_ctx:
         raise DecodeError(f"{total}; n-tokens can be at most {n_ctx - P - K}", "n_tokens")
     if max_len is not None and need > max_len:
-        raise DecodeError(f"prompt + n-tokens + K = {need} exceeds the cache length {max_len}", "n_tokens")
+        raise DecodeError(
+            f"prompt + n-tokens + {name} = {need} exceeds the cache length {max_len}", "n_tokens"
+        )
 
 
 def draft_params_for(drafter: Drafter, draft: Model | None, target: Model, reference=None):

@@ -89,8 +89,14 @@ class Drafter:
         return "tree" if self.tree is not None else "drafts" if self.drafts > 1 else "chain"
 
     def reach(self, K: int) -> int:
-        """Cache slots a round writes past the pending token: K, or a tree's nodes but the root."""
-        return K if self.tree is None else self.tree.size - 1
+        """Cache slots a round writes past the pending token: K, or for a tree the most of its
+        nodes and the rows its drafting step writes (a dynamic tree's candidates), but the root."""
+        return K if self.tree is None else max(self.tree.size, self.tree.draft_rows) - 1
+
+    @property
+    def reach_setting(self) -> str:
+        """The setting that sets reach: "K", or "tree" (decoding.validate blames it)."""
+        return "K" if self.tree is None else "tree"
 
     @property
     def spec(self) -> Kind:
