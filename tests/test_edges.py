@@ -188,7 +188,7 @@ def corpora(tmp_path_factory):
 def train(*args):
     from click.testing import CliRunner
 
-    from specbench.train.__main__ import main
+    from specbench.train.commands import main
 
     return CliRunner().invoke(main, [str(a) for a in args])
 
@@ -240,8 +240,46 @@ def test_a_training_run_said_too_small_for_its_window(corpora, tmp_path):
     assert not (tmp_path / "m").exists()
 
 
+@pytest.fixture(scope="module")
+def prepared(corpora, tmp_path_factory):
+    """The small corpus tokenised both ways: GPT-2's tokenizer (prepare) and a 300-token BPE of
+    its own (t5-prepare), whose vocabulary no bundled T5 shares."""
+    root = tmp_path_factory.mktemp("prepared")
+    assert train("prepare", "--corpus", corpora / "ok", "--out", root / "gpt2").exit_code == 0
+    assert (
+        train("t5-prepare", "--corpus", corpora / "ok", "--out", root / "t5", "--vocab", 300).exit_code == 0
+    )
+    return root
+
+
+BUNDLED = Path(__file__).resolve().parent.parent / "gpt2_weights"
+DATA_CASES = [  # a model and data or a teacher that do not go together: blamed on the flag at fault
+    (["eagle", "--target", BUNDLED / "tiny-t5-target", "--data", "{p}/gpt2"], "--target", "is a T5"),
+    (["eagle", "--data", "{p}/t5"], "--data", "its own tokenizer.json"),
+    (["target", "--data", "{p}/t5"], "--data", "its own tokenizer.json"),
+    (["draft", "--data", "{p}/gpt2", "--teacher", BUNDLED / "tiny-t5-target"], "--teacher", "is a T5"),
+    (["t5-target", "--data", "{p}/gpt2"], "--data", "GPT-2's tokenizer"),
+    (["t5-target", "--data", "{p}/t5", "--source", 100000], "--source", "fewer than a window of 100032"),
+    (["t5-draft", "--data", "{p}/t5", "--teacher", BUNDLED / "tiny-target"], "--teacher", "is a GPT-2 model"),
+    (
+        ["t5-draft", "--data", "{p}/t5", "--teacher", BUNDLED / "tiny-t5-target"],
+        "--teacher",
+        "predicts 4,096",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "args, flag, fragment", DATA_CASES, ids=[" ".join(map(str, c[0][:2])) for c in DATA_CASES]
+)
+def test_training_refuses_data_or_a_teacher_made_for_another_model(prepared, tmp_path, args, flag, fragment):
+    result = train(*[str(a).format(p=prepared) for a in args], "--out", tmp_path / "m", "--steps", 1)
+    assert_one_line_error(result, flag, fragment)
+    assert not list(tmp_path.iterdir())
+
+
 def test_ctrl_c_says_whether_a_checkpoint_is_kept(corpora, tmp_path, monkeypatch):
-    from specbench.train import __main__ as train_main
+    from specbench.train import options as train_main
 
     assert train("prepare", "--corpus", corpora / "ok", "--out", tmp_path / "d").exit_code == 0
     small = ["--data", tmp_path / "d", "--out", tmp_path / "m", "--ctx", 8, "--n-ctx", 16, "--n-embd", 8]
@@ -327,3 +365,18 @@ def test_a_weights_folder_that_is_a_file_is_blamed_on_the_variable_by_roofline(e
     (tmp_path / "a-file").write_text("")
     monkeypatch.setenv("SPECBENCH_WEIGHTS_DIR", str(tmp_path / "a-file"))
     assert_one_line_error(invoke("roofline"), "SPECBENCH_WEIGHTS_DIR", "is a file")
+
+
+def test_sigterm_ends_a_training_run_like_ctrl_c_with_143_and_what_it_keeps(prepared, tmp_path):
+    import signal
+    import time
+
+    command = [sys.executable, "-m", "specbench.train", "target", "--data", str(prepared / "gpt2")]
+    command += ["--out", str(tmp_path / "m"), "--checkpoint-dir", str(tmp_path / "ck"), "--steps", "100000"]
+    command += ["--ctx", "8", "--n-ctx", "16", "--n-embd", "8", "--n-head", "1", "--n-layer", "1"]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(3)  # importing, loading or training: the signal is answered the same in each
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 143, stderr
+    assert "interrupted" in stderr and "Traceback" not in stderr

@@ -195,7 +195,7 @@ def test_the_t5_pair_trains_on_passages_and_what_follows_and_decodes_through_the
 
     from specbench.cli.main import cli
     from specbench.model import tokenizer as tok
-    from specbench.train.__main__ import main
+    from specbench.train.commands import main
     from specbench.train.seq2seq import TOKENIZER_FILE
 
     corpus = tmp_path / "corpus"

@@ -1,26 +1,6 @@
-"""Training the bundled pair: data.py (corpus, windows, sampled softmax, greedy text), loop.py
-(losses, optimizer, the loop, checkpoints), __main__.py (the command line)."""
+"""Training the bundled pairs and EAGLE heads: data.py (corpus, windows, sampled softmax, greedy
+text), loop.py (losses, optimizer, the loop, checkpoints), eagle.py and seq2seq.py (their tasks),
+options.py and commands.py (the command line), __main__.py (its signal-safe entry).
 
-from specbench.train.data import (
-    compress,
-    frequent_tokens,
-    greedy_continuations,
-    load_tokens,
-    prepare,
-    sample_batch,
-    sample_vocab,
-)
-from specbench.train.loop import TrainConfig, save_model, train
-
-__all__ = [
-    "TrainConfig",
-    "compress",
-    "frequent_tokens",
-    "greedy_continuations",
-    "load_tokens",
-    "prepare",
-    "sample_batch",
-    "sample_vocab",
-    "save_model",
-    "train",
-]
+Nothing is imported here: `python -m specbench.train` imports this package before __main__, which
+must block SIGINT and SIGTERM before JAX starts a thread."""

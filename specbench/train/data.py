@@ -27,10 +27,18 @@ def gpt2_encoder(train_texts: list[str]):
     return enc.encode_ordinary, tokenizer.EOT_ID
 
 
-def prepare(corpus: Path, out: Path, val_fraction: float = 0.02, seed: int = 0, encoder=gpt2_encoder) -> dict:
+def prepare(
+    corpus: Path,
+    out: Path,
+    val_fraction: float = 0.02,
+    seed: int = 0,
+    encoder=gpt2_encoder,
+    tokenizer_name: str = "gpt2",
+) -> dict:
     """Tokenise every .txt under corpus/ into out/{train,val}.bin (uint16) and out/meta.json.
     encoder(the training documents' texts) -> (encode, end id) gives the tokenizer (GPT-2's by
-    default; seq2seq.py's trains one on them), the end id following each document."""
+    default; seq2seq.py's trains one on them), the end id following each document; meta.json
+    records tokenizer_name ("gpt2", or "tokenizer.json": the folder's own)."""
     files = sorted(corpus.rglob("*.txt"))
     if len(files) < 2:
         found = "no .txt files" if not files else "one .txt file"
@@ -65,6 +73,7 @@ def prepare(corpus: Path, out: Path, val_fraction: float = 0.02, seed: int = 0, 
         }
     meta = {
         "corpus": str(corpus),
+        "tokenizer": tokenizer_name,  # GPT-2's, or the folder's own tokenizer.json (options.check_tokenizer)
         "seed": seed,
         "val_fraction": val_fraction,
         **counts,
