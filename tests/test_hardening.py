@@ -53,6 +53,7 @@ CASES = [
     (["run", "--tree", "2,2", "--batch", "2"], "--tree", "one sequence"),
     (["run", "--drafter", "lookup", "--ngram", "200"], "--ngram", "<= 16"),
     (["sweep", "--tree", "2,2,1", "--drafts", "1,2"], "--drafts", "own rule"),
+    (["run", "--drafter", "eagle", "--eagle-head", "/nonexistent"], "--eagle-head", "does not exist"),
     (["run", "--tree", "2,2,1", "--prompt", "the " * 120], "--tree", "use a smaller tree"),
     # the flag at fault, with a limit that can be met
     (["run", "--K", "120"], "--K", "K can be at most"),
@@ -488,3 +489,26 @@ def test_a_dynamic_tree_that_grows_more_candidates_than_the_cache_of_its_nodes_r
     # so the cache is planned for the candidates; one planned for the nodes (128) overran
     result = invoke("trace", "--tree", "dynamic:4,8,64", "-n", "8")
     assert result.exit_code == 0 and "Traceback" not in result.output, result.output
+
+
+def test_an_eagle_heads_own_files_are_blamed_on_it_and_another_targets_head_is_warned_of(tmp_path):
+    import shutil
+
+    head = tmp_path / "head"
+    shutil.copytree(BUNDLED / "tiny-target-eagle", head)
+    (head / "drafting.json").write_text('{"vocab": "x"}')
+    assert_one_line_error(
+        invoke("run", "--drafter", "eagle", "--eagle-head", head, "--dry-run"),
+        "--eagle-head",
+        "drafting.json",
+    )
+    result = invoke(
+        "run",
+        "--drafter",
+        "eagle",
+        "--eagle-head",
+        BUNDLED / "tiny-target-eagle",
+        "--target",
+        "random-target",
+    )
+    assert result.output.startswith("warning: --eagle-head:") and "trained on tiny-target's" in result.output

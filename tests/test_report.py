@@ -178,6 +178,9 @@ def test_readings_say_what_the_numbers_show():
         headline.startswith("Over 3 prompts (K = 4, T = 0)") and "on average, from 0.70× to 1.50×" in headline
     )
     assert "by category from 1.10× (narrative) to 1.20× (fairy-tale)" in headline
+    assert "ran 1.13× faster than autoregressive" in headline
+    slower = readings.suite([{**c, "speedup": c["speedup"] * 0.5, "temperature": 0} for c in cats])
+    assert "ran slower than (0.57× the speed of) autoregressive" in slower and "faster" not in slower
     table = readings.category_table(cats)
     assert table["rows"][-1][:5] == ["all", "3", "1.13×", "0.70×", "1.50×"]
 

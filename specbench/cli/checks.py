@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import click
+
 from specbench import prompts
 from specbench.cli.console import BadInput, bad_input
 from specbench.cli.params import NGRAM_MAX, VERIFY_SHAPES, DynamicTree, tree_depth, tree_label
@@ -107,6 +109,8 @@ def load_head(f: dict, target):
             f"{target.name} has no EAGLE head at {path}: train one with `python -m specbench.train eagle "
             f"--target {target.name} --out {path}`, or name a folder",
         )
+    if not path.is_dir():
+        raise BadInput("--eagle-head", f"{path} does not exist: name an EAGLE head's folder")
     if not eagle.is_head_dir(path):
         raise BadInput("--eagle-head", f"{path} is not an EAGLE head (its config.json names {eagle.MARKER})")
     try:
@@ -118,6 +122,12 @@ def load_head(f: dict, target):
             "--eagle-head",
             f"{path} reads features of width {config.n_embd} (trained on {trained_on or 'another target'}); "
             f"{target.name}'s are {target.config.n_embd} wide",
+        )
+    if trained_on and trained_on != target.name:
+        click.echo(
+            f"warning: --eagle-head: {path} was trained on {trained_on}'s features, not {target.name}'s: "
+            "expect few of its drafts accepted",
+            err=True,
         )
     return weights.Model(path.name, config, params, str(path))
 
@@ -340,15 +350,21 @@ def draft_vocabulary(f: dict, network) -> int | None:
     """--draft-vocab for this drafting network: the tokens its head covers (None: all of them).
     A peer drafts over the whole vocabulary whatever this says (docs/peers.md)."""
     from specbench.errors import SpecbenchError
-    from specbench.model import draft_vocab
+    from specbench.model import draft_vocab, eagle
 
     choice = f.get("draft_vocab", "auto")
+    # a folder's own drafting.json is the folder's fault, not --draft-vocab's
+    head = network.source is not None and eagle.is_head_dir(Path(network.source))
+    folder = "--eagle-head" if head else "--draft/--target"
     try:
         n = draft_vocab.declared(network.source) if choice == "auto" else choice
+    except SpecbenchError as e:
+        raise BadInput(folder, str(e)) from None
+    try:
         if n is not None:
             draft_vocab.frequent_ids(n, network.config.n_vocab)  # refused here, before any work
     except SpecbenchError as e:
-        raise BadInput("--draft-vocab", str(e)) from None
+        raise BadInput("--draft-vocab" if choice != "auto" else folder, str(e)) from None
     return n
 
 

@@ -127,7 +127,7 @@ def dry_run(console: Console, jobs: list, n_programs: int, seconds: float, write
     for job in jobs[:20]:
         c, w = job.config, job.config.warp
         sampling = (f" top-k={w.top_k}" if w.top_k else "") + (f" top-p={w.top_p:g}" if w.top_p else "")
-        verify = " verify=block" if c.drafter.verify == "block" else ""
+        verify = "" if c.drafter.verify == "token" else f" verify={c.drafter.verify}"
         console.print(
             f"  {job.draft_name}{verify} K={c.K} T={w.temperature:g}{sampling} {job.prompt_id} "
             f"batch {len(job.ids)} N={c.n_tokens} repeats {c.repeats}"

@@ -71,10 +71,11 @@ def suite(rows: list[dict]) -> str:
     everything, cats = table[-1], sorted(table[:-1], key=lambda c: c["speedup"])
     r0 = rows[0]
     setting = f"K = {r0['K']}, T = {r0['temperature']:g}"
+    mean = everything["speedup"]
+    ran = f"{x(mean)} faster than" if mean >= 1 else f"slower than ({x(mean)} the speed of)"
     text = (
-        f"Over {everything['prompts']} prompts ({setting}), speculative decoding ran "
-        f"{x(everything['speedup'])} "
-        f"faster than autoregressive on average, from {x(everything['lowest'])} to {x(everything['highest'])}"
+        f"Over {everything['prompts']} prompts ({setting}), speculative decoding ran {ran} "
+        f"autoregressive on average, from {x(everything['lowest'])} to {x(everything['highest'])}"
     )
     if len(cats) > 1:
         text += (
