@@ -285,3 +285,37 @@ def test_a_dry_run_checks_its_peers_and_starts_none(env, monkeypatch):
     assert_one_line_error(
         invoke("run", *env, "--peer", "numpy", "--batch", 2, "--dry-run"), "--peer", "--batch 1"
     )
+
+
+@pytest.mark.parametrize("parent_gone", ["before ready", "while waiting"])
+def test_a_worker_whose_parent_has_gone_ends_quietly_and_removes_what_it_wrote(
+    tmp_path, monkeypatch, parent_gone
+):
+    """Ctrl-C or SIGTERM ends specbench at once (os._exit): the worker must then end at its next
+    use of the pipe without a traceback, and remove the weights saved for it and torch's caches."""
+    import multiprocessing
+    import tempfile
+
+    from specbench.measure import peer_worker
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    scratch = tmp_path / "specbench-peer-weights"
+    (scratch / "target").mkdir(parents=True)
+    parent, child = multiprocessing.Pipe()
+    built = []
+
+    class Peer:
+        version = "1"
+
+    def make(name, spec):
+        if parent_gone == "before ready":
+            parent.close()
+        built.append(name)
+        return Peer()
+
+    monkeypatch.setattr(peer_worker, "make", make)
+    if parent_gone == "while waiting":
+        parent.close()
+    peer_worker.serve(child, "transformers", {"scratch": str(scratch)})  # returns, raises nothing
+    assert built == ["transformers"]
+    assert list(tmp_path.iterdir()) == []  # the weights and the compile caches are gone

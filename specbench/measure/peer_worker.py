@@ -9,7 +9,10 @@ call took, timed here around the call alone.
 
 from __future__ import annotations
 
+import os
+import shutil
 import signal
+import tempfile
 import time
 import warnings
 
@@ -172,15 +175,34 @@ def make(name: str, spec: dict):
 
 
 def serve(conn, name: str, spec: dict) -> None:
-    """The worker's loop: build the peer, then answer calls until the parent closes the pipe.
-    Ctrl-C is the parent's to handle: the worker ends when its pipe does."""
+    """The worker: build the peer, then answer calls until the parent closes the pipe. Ctrl-C and
+    SIGTERM are the parent's to handle: when the parent has gone the worker ends quietly at its
+    next use of the pipe, and removes what it wrote in the temporary folder: the weights saved
+    for it (spec["scratch"], once read) and torch's compile caches."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    caches = tempfile.mkdtemp(prefix="specbench-peer-caches-")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = caches  # else torchinductor_<user>/ stays in $TMPDIR
+    try:
+        answer(conn, name, spec)
+    except (EOFError, OSError):  # a broken pipe: the parent has gone
+        pass
+    finally:
+        for folder in (caches, spec.get("scratch")):
+            if folder:
+                shutil.rmtree(folder, ignore_errors=True)
+
+
+def answer(conn, name: str, spec: dict) -> None:
+    """serve's loop: "ready" or the error that stopped the peer, then a reply to each call."""
     try:
         peer = make(name, spec)
-        conn.send(("ready", peer.version))
     except Exception as e:  # noqa: BLE001 -- the parent reports it as one line
         conn.send(("error", f"{type(e).__name__}: {e}".splitlines()[0]))
         return
+    finally:
+        if spec.get("scratch"):  # the peer has read its weights, or failed to
+            shutil.rmtree(spec["scratch"], ignore_errors=True)
+    conn.send(("ready", peer.version))
     while True:
         try:
             method, args = conn.recv()

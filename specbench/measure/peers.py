@@ -248,6 +248,7 @@ def make_peers(
                 continue
             scratch[name] = tempfile.mkdtemp(prefix="specbench-peer-")  # random or layer-skip weights
             specs[name] = {
+                "scratch": scratch[name],  # the worker removes it once read, even if this process has gone
                 "draft_dir": hf_directory(drafting, f"{scratch[name]}/draft"),
                 "target_dir": hf_directory(target, f"{scratch[name]}/target"),
                 "dtype": dtype,
