@@ -241,6 +241,26 @@ def test_the_tokenizer_writes_no_cache_and_files_are_readable_by_others(tmp_path
     assert stat.S_IMODE((tmp_path / "rows.json").stat().st_mode) == 0o644
 
 
+def test_saved_weights_are_readable_by_others_as_every_other_file_is(tmp_path):
+    import numpy as np
+
+    from specbench.model import eagle, hf_layout
+    from specbench.model.gpt2 import GPT2Config
+
+    old = os.umask(0o022)
+    try:
+        tensors = {"a": np.zeros((4, 4), np.float32), "b": np.ones(8, np.float32)}
+        hf_layout.write(tmp_path / "one", {"model_type": "gpt2"}, tensors)
+        hf_layout.write(tmp_path / "shards", {"model_type": "gpt2"}, tensors, max_shard_bytes=64)
+        config = GPT2Config(n_layer=1, n_head=1, n_embd=8, n_ctx=8, n_vocab=16)
+        eagle.save(tmp_path / "head", eagle.init_params(config), config, "t")
+    finally:
+        os.umask(old)
+    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert len([p for p in written if p.suffix == ".safetensors"]) == 4
+    assert {p.name: stat.S_IMODE(p.stat().st_mode) for p in written} == {p.name: 0o644 for p in written}
+
+
 @pytest.mark.parametrize("bad, fragment", [("null", "not a number"), ('"fast"', "not a number")])
 def test_plot_refuses_rows_whose_values_are_not_numbers(env, tmp_path, bad, fragment):
     pytest.importorskip("matplotlib")

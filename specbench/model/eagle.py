@@ -32,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from specbench import files
 from specbench.errors import WeightsError
 from specbench.model import gpt2, layouts
 from specbench.model.gpt2 import GPT2Config
@@ -145,6 +146,7 @@ def save(out: Path, params: dict, config: GPT2Config, target: str, record: dict 
         for path, x in jax.tree_util.tree_leaves_with_path(params)
     }
     save_file(flat, str(out / WEIGHTS_FILE))
+    files.share(out / WEIGHTS_FILE)  # safetensors writes 0600
     shape = {k: getattr(config, k) for k in ("n_head", "n_embd", "n_ctx", "n_vocab", "layer_norm_epsilon")}
     (out / "config.json").write_text(
         json.dumps({"architecture": MARKER, "target": target, **shape}, indent=1)

@@ -29,6 +29,7 @@ from pathlib import Path
 import jax.numpy as jnp
 import numpy as np
 
+from specbench import files
 from specbench.errors import WeightsError
 from specbench.model.gpt2 import GPT2Config
 
@@ -209,6 +210,7 @@ def write(directory: str | Path, config: dict, tensors: dict, max_shard_bytes: i
     (directory / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n")
     if max_shard_bytes is None:
         save_file(tensors, str(directory / SAFETENSORS_FILE), metadata={"format": "pt"})
+        files.share(directory / SAFETENSORS_FILE)  # safetensors writes 0600
         return directory
     shards: list[dict[str, np.ndarray]] = [{}]
     for key, t in tensors.items():
@@ -219,6 +221,7 @@ def write(directory: str | Path, config: dict, tensors: dict, max_shard_bytes: i
     for i, shard in enumerate(shards):
         name = f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors"
         save_file(shard, str(directory / name), metadata={"format": "pt"})
+        files.share(directory / name)
         weight_map.update({k: name for k in shard})
     index = {"metadata": {"total_size": sum(t.nbytes for t in tensors.values())}, "weight_map": weight_map}
     (directory / INDEX_FILE).write_text(json.dumps(index, indent=2) + "\n")

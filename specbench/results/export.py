@@ -20,6 +20,7 @@ from pathlib import Path
 
 from tabulate import tabulate
 
+from specbench import files
 from specbench.errors import ExportError
 from specbench.results.schema import CSV_COLUMNS, MARKDOWN_COLUMNS
 
@@ -63,13 +64,6 @@ class WriteError(ExportError):
         self.path = path
 
 
-def current_umask() -> int:
-    """The process's umask (read by setting it and setting it back)."""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
 def write_text(path: str, text: str) -> None:
     if path == "-":
         sys.stdout.write(text)
@@ -83,7 +77,7 @@ def write_text(path: str, text: str) -> None:
     except OSError as e:
         raise WriteError(f"{path} could not be written ({e.strerror or e})", path) from None
     try:
-        os.chmod(tmp, 0o666 & ~current_umask())  # mkstemp's 0600 would hide the file from others
+        files.share(tmp)  # mkstemp's 0600 would hide the file from others
         with os.fdopen(fd, "w", newline="") as f:
             f.write(text)
         os.replace(tmp, p)
