@@ -6,7 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from specbench.cli.main import cli
 from specbench.measure import bench
 from specbench.model import hf_layout
 from specbench.results.export import CSV_COLUMNS
@@ -653,3 +655,26 @@ def test_sweep_takes_a_tree_for_the_drafters_that_grow_one(env, tmp_path):
     assert_one_line_error(result, "--verify", "traversal judges a fixed tree")
     result = invoke("run", *env, "--tree", "dynamic:2,2,9", "--no-save")
     assert_one_line_error(result, "--tree", "9 nodes are more than the 6 candidates it grows")
+
+
+@pytest.mark.parametrize(
+    "command, export",
+    [
+        (["run", "--K", 1, "--repeats", 1, "-n", 5], "--export-json"),
+        (["sweep", "--K", 1, "--repeats", 1, "-n", 5], "--export-json"),
+        (["roofline", "--K", 1, "--iters", 2, "--context", 16], "--export-json"),
+        (["roofline", "--K", 1, "--iters", 2, "--context", 16], "--export-csv"),
+    ],
+    ids=lambda v: v if isinstance(v, str) else v[0],
+)
+def test_an_export_to_standard_output_is_one_document_a_reader_parses(env, command, export):
+    # roofline measures both of the test's models (a document each, once); the others decode with them
+    models = ["--model", env[1], "--model", env[3]] if command[0] == "roofline" else env
+    result = CliRunner().invoke(cli, [str(a) for a in [*command, *models, export, "-"]])
+    assert result.exit_code == 0, result.output
+    if export == "--export-json":
+        rows = json.loads(result.stdout)
+    else:
+        rows = list(csv.DictReader(io.StringIO(result.stdout)))
+        assert not any(r[k] == k for r in rows for k in r)  # one header, not one per network
+    assert len(rows) >= 1 and all(isinstance(r, dict) for r in rows)

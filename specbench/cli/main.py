@@ -281,9 +281,13 @@ def roofline_cmd(**flags):
             console.print(f"  {model.name} {dtype} ({kernels_name(model)}): steps of 1 to {K + 1} tokens")
         console.print(f"dry run: {render.plural(len(runs), 'model')} to time; nothing was timed or written")
         return
-    save = lambda rows: export.write_all(rows, exports, columns=ROOFLINE_COLUMNS)
+    # each network's rows are saved to the files as they come (a run cut off keeps them);
+    # standard output takes one document, at the end
+    files = {fmt: path for fmt, path in exports.items() if path != "-"}
+    save = lambda rows: export.write_all(rows, files, columns=ROOFLINE_COLUMNS)
     with progress_bar("roofline", 2 + len(runs) * (K + 2), unit="timing") as bar:
         rows = roofline.measure_runs(runs, K, context, flags["iters"], bar.update, on_network=save)
+    export.write_all(rows, exports, columns=ROOFLINE_COLUMNS)
     tables.roofline_table(rows, context, console)
 
 
