@@ -148,6 +148,10 @@ def test_report_without_its_extra_is_one_line_naming_it(tmp_path, model_dirs, mo
     result = invoke("report", "-o", tmp_path / "r", "--draft", model_dirs / "d", "--target", model_dirs / "t")
     assert_one_line_error(result, "report", "report extra")
     assert not (tmp_path / "r").exists()
+    pair = ["--draft", model_dirs / "d", "--target", model_dirs / "t"]
+    dry = invoke("report", "-o", tmp_path / "r", "--quick", "--dry-run", *pair)  # a plan needs no page
+    assert dry.exit_code == 0 and "note: the report itself needs the report extra (jinja2" in dry.output
+    assert not (tmp_path / "r").exists()
 
 
 def test_readings_say_what_the_numbers_show():

@@ -303,13 +303,11 @@ def report(**flags):
     # the page and its plots, checked before any measuring; found, not imported (matplotlib's
     # import makes its config folder, and a refusal writes nothing)
     missing = [m for m in ("jinja2", "matplotlib") if importlib.util.find_spec(m) is None]
-    if missing:
-        raise BadInput(
-            "report", f"needs the report extra ({missing[0]} is missing): pip install -e '.[report]'"
-        )
+    extra = f"needs the report extra ({', '.join(missing)} missing): pip install -e '.[report]'"
+    if missing and not flags["dry_run"]:  # a dry run draws nothing: it says so and goes on
+        raise BadInput("report", extra)
     from specbench.cli import plan as plans
     from specbench.cli import report as battery
-    from specbench.results import page
 
     p = battery.report_plan(flags)
     console = make_console()
@@ -324,7 +322,11 @@ def report(**flags):
             battery.left_to_measure(p) - len(todo)
         )
         tables.dry_run(console, todo, plans.program_sets(todo), seconds, p.directory)
+        if missing:
+            console.print(f"note: the report itself {extra}")
         return
+    from specbench.results import page
+
     if p.resume and battery.left_to_measure(p) == 0:
         if (p.directory / "index.html").is_file():
             console.print(
