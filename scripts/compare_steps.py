@@ -42,7 +42,7 @@ def main(other_path: str, out_path: str, name: str, shapes: list[str], rounds: i
         "model": name,
         "other": other_path,
         "bytes_per_step": roofline.step_bytes(model, 256),
-        "gbps_start": roofline.read_gbps(),
+        "gbps_start": roofline.read_gbps().best,
         "ms": {},
     }
     for r in range(rounds):
@@ -55,7 +55,7 @@ def main(other_path: str, out_path: str, name: str, shapes: list[str], rounds: i
                 t = float(np.median(timing.step_seconds(model, n, 256, iters=iters, repeats=3, batch=b)))
                 out["ms"].setdefault(f"{v} {n}x{b}", []).append(round(t * 1e3, 2))
                 print(r, v, f"{n}x{b}", f"{t * 1e3:.2f} ms", flush=True)
-    out["gbps_end"] = roofline.read_gbps()
+    out["gbps_end"] = roofline.read_gbps().best
     with open(out_path, "w") as f:
         json.dump(out, f, indent=1)
     for key, ms in out["ms"].items():

@@ -17,7 +17,7 @@ from specbench.model.gpt2 import decode_layout, init_params
 
 
 def main(out_path: str, names: list[str]) -> None:
-    out = {"gbps_start": roofline.read_gbps()}
+    out = {"gbps_start": roofline.read_gbps().best}
     for name in names:
         spec = weights.REGISTRY[name]
         params = init_params(spec.config, 0)
@@ -35,7 +35,7 @@ def main(out_path: str, names: list[str]) -> None:
         out[f"{name}-bytes"] = roofline.step_bytes(models["hf"], 256)
         del models, params
         gc.collect()
-    out["gbps_end"] = roofline.read_gbps()
+    out["gbps_end"] = roofline.read_gbps().best
     with open(out_path, "w") as f:
         json.dump(out, f, indent=1)
 

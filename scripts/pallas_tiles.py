@@ -52,7 +52,7 @@ def main():
     model = Model(
         f"{args.layers} layers of width {args.width}", config, layouts.pallas_layout(params), "random"
     )
-    bound = device.peak_gbps() or roofline.read_gbps()
+    bound = device.peak_gbps() or roofline.read_gbps().best
     sweep = [tuple(int(v) for v in t.split(",")) for t in args.tiles] if args.tiles else SWEEP
     print(f"{model.name}, {args.dtype}, cache {args.context}, memory bound {bound:.0f} GB/s")
     rows = []

@@ -116,3 +116,26 @@ def test_bfloat16_weights_use_xla_and_a_missing_library_is_named(monkeypatch):
         m.setattr(kernels, "library_path", lambda: None)
         why = kernels.registration_error.__wrapped__()
     assert "was not built at install" in why
+
+
+def test_no_step_of_a_model_beyond_the_last_level_cache_reads_faster_than_the_memory_roof(kernel):
+    """The roof is a limit: it reads with the fastest reader here (the kernel's, beside XLA's
+    sum), so no decode step of a model far larger than the CPU's last-level cache (132 MB of
+    weights against 32 MB) beats it by more than the measurement's noise (10%)."""
+    import dataclasses
+
+    from specbench.measure import roofline
+    from specbench.model.gpt2 import GPT2Config
+    from specbench.model.weights import Model
+
+    config = GPT2Config(n_layer=2, n_head=8, n_embd=512, n_ctx=64, n_vocab=60_000)
+    base = random_model(config, 3)
+    model = dataclasses.replace(base, params=layouts.kernel_layout(base.params))
+    assert isinstance(model, Model) and kernels.used_by(model.params) == "cpu"
+    reads = roofline.read_gbps(megabytes=256, repeats=5)
+    assert reads.kernel is not None and reads.best == max(reads.xla, reads.kernel)
+    rows = roofline.roofline([model], 2, 32, iters=5, repeats=3, measured_gbps=reads, measured_gflops=1e3)
+    assert rows[0]["bytes_per_step"] > 4 * 32 * 2**20  # the weights a step reads, beyond the L3
+    for row in rows:
+        assert row["achieved_gbps"] <= 1.10 * row["measured_gbps"], row
+        assert row["read_gbps_xla"] == reads.xla and row["read_gbps_kernel"] == reads.kernel

@@ -88,7 +88,11 @@ def roofline_table(rows: list[dict], context: int, console: Console) -> None:
     first = rows[0]
     peak = f"datasheet peak {first['peak_gbps']:.0f} GB/s · " if first["peak_gbps"] else ""
     memory = f"memory roof at {first['bound_gbps']:.1f} GB/s ({first['bound_source']})"
-    measured = f"measured read {first['measured_gbps']:.1f} GB/s (XLA sum over 512 MB, median of 7)"
+    kernel = first.get("read_gbps_kernel")
+    readers = f"XLA's sum {first.get('read_gbps_xla', first['measured_gbps']):.1f}" + (
+        f", the CPU kernel's reader {kernel:.1f}" if kernel else ""
+    )
+    measured = f"measured read {first['measured_gbps']:.1f} GB/s (the faster over 512 MB: {readers})"
     compute = f"compute roof at {first['matmul_gflops']:.0f} GFLOP/s (XLA product of two 2048² matrices)"
     table = Table(
         title=f"decode-step roofline · {first['device']} · cache {context} · {peak}{measured} · "

@@ -13,6 +13,7 @@ time over its own limit, so a step shape that falls behind shows where, whatever
 from __future__ import annotations
 
 import time
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -71,11 +72,36 @@ def _median_seconds(fn, arg, repeats: int, *rest) -> float:
     return float(np.median(seconds))
 
 
-def read_gbps(megabytes: int = 512, repeats: int = 7) -> float:
-    """The device's achievable read bandwidth, GB/s: an XLA sum over a float32 buffer of
-    `megabytes` (far beyond the caches), median of `repeats` timed runs after a compile."""
+class Reads(NamedTuple):
+    """The read bandwidth, GB/s, by each reader: XLA's sum, and the CPU kernel's streaming reader
+    (None where the kernel cannot run). The memory roof is the faster: a roof no code here beats."""
+
+    xla: float
+    kernel: float | None
+
+    @property
+    def best(self) -> float:
+        return max(self.xla, self.kernel or 0.0)
+
+
+def read_gbps(megabytes: int = 512, repeats: int = 7) -> Reads:
+    """The device's achievable read bandwidth, GB/s, over a float32 buffer of `megabytes` (far
+    beyond the caches), by XLA's sum and by the CPU kernel's reader (kernels.stream_read, where it
+    runs), alternated; medians of `repeats` timed runs after a compile."""
     buf = jnp.ones(megabytes * 2**20 // 4, jnp.float32)
-    return buf.size * 4 / _median_seconds(jax.jit(jnp.sum), buf, repeats) / 1e9
+    readers = {"xla": jax.jit(jnp.sum)}
+    if kernels.unavailable() is None:
+        readers["kernel"] = jax.jit(kernels.stream_read)
+    seconds = {name: [] for name in readers}
+    for f in readers.values():
+        jax.block_until_ready(f(buf))  # compile
+    for _ in range(repeats):
+        for name, f in readers.items():
+            t0 = time.perf_counter()
+            jax.block_until_ready(f(buf))
+            seconds[name].append(time.perf_counter() - t0)
+    gbps = {name: buf.size * 4 / float(np.median(s)) / 1e9 for name, s in seconds.items()}
+    return Reads(gbps["xla"], gbps.get("kernel"))
 
 
 def matmul_gflops(size: int = 2048, dtype=jnp.float32, repeats: int = 5) -> float:
@@ -92,7 +118,7 @@ def roofline(
     iters: int = 20,
     repeats: int = 5,
     on_timing=None,
-    measured_gbps: float | None = None,
+    measured_gbps: Reads | None = None,
     measured_gflops: float | None = None,
 ) -> list[dict]:
     """For each model, one row per step of 1 .. n_max tokens: its time, bytes and FLOPs, both roofs
@@ -103,7 +129,8 @@ def roofline(
     roof the measured product rate (matmul_gflops, or `measured_gflops`). on_timing() is called after
     each model's timings of each step shape."""
     peak = device.peak_gbps()
-    measured = measured_gbps if measured_gbps is not None else read_gbps()
+    reads = measured_gbps if measured_gbps is not None else read_gbps()
+    measured = reads.best
     gflops = measured_gflops or matmul_gflops(dtype=network.dtype_of(models[0].params))
     bound_gbps, source = (peak, "datasheet") if peak else (measured, "measured")
     done = on_timing or (lambda: None)
@@ -147,6 +174,8 @@ def roofline(
                     "achieved_gflops": flops / t / 1e9,
                     "peak_gbps": peak,
                     "measured_gbps": measured,
+                    "read_gbps_xla": reads.xla,
+                    "read_gbps_kernel": reads.kernel,
                     "bound_gbps": bound_gbps,
                     "bound_source": source,
                     "matmul_gflops": gflops,
@@ -268,7 +297,7 @@ def measure_runs(
     first (once, before the steps they bound), then each network with its --kernels layouts timed
     alternately. progress(advance=, what=) is told of every timing (2 + len(runs) (K + 2) in all);
     on_network(rows so far), if given, after each network (a run cut off keeps what it measured)."""
-    progress(what="read bandwidth (XLA sum over 512 MB)")
+    progress(what="read bandwidth (512 MB: XLA's sum, the CPU kernel's reader)")
     gbps = read_gbps()
     progress(advance=1, what="matrix-product rate (XLA, 2048² float32)")
     gflops = {"float32": matmul_gflops()}

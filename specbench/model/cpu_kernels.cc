@@ -227,7 +227,65 @@ ffi::Error Matmul(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x, ffi::Buffer<ffi
   return ffi::Error::Success();
 }
 
+// The memory roof's reader: the sum of x, streamed once by every thread of the pool, each over
+// runs of kReadTask bytes with the widest vectors this CPU has and eight sums in flight (no
+// reassociation is left to the compiler). It reads as a decode step's product does, so a step
+// cannot beat it: XLA's own sum, the roof before, read slower than the product kernel above on
+// this project's CPU (docs/performance.md).
+constexpr int64_t kReadTask = 1 << 20;  // floats: 4 MB a task
+
+template <typename V>
+inline __attribute__((always_inline)) float stream_sum(const float* x, int64_t n) {
+  constexpr int kLanes = sizeof(V) / sizeof(float), kSums = 8;
+  V sums[kSums] = {};
+  int64_t i = 0;
+  for (; i + kSums * kLanes <= n; i += kSums * kLanes)
+#pragma GCC unroll 8
+    for (int s = 0; s < kSums; ++s) sums[s] += load<V>(x + i + s * kLanes);
+  float total = 0.0f;
+  for (int s = 0; s < kSums; ++s)
+    for (int l = 0; l < kLanes; ++l) total += sums[s][l];
+  for (; i < n; ++i) total += x[i];
+  return total;
+}
+
+__attribute__((target("avx512f"))) float stream_sum_avx512(const float* x, int64_t n) { return stream_sum<v16>(x, n); }
+__attribute__((target("avx2"))) float stream_sum_avx2(const float* x, int64_t n) { return stream_sum<v8>(x, n); }
+__attribute__((target("sse2"))) float stream_sum_sse2(const float* x, int64_t n) { return stream_sum<v4>(x, n); }
+
+float (*stream_summer())(const float*, int64_t) {
+  static const auto chosen = [] {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) return &stream_sum_avx512;
+    if (__builtin_cpu_supports("avx2")) return &stream_sum_avx2;
+    return &stream_sum_sse2;
+  }();
+  return chosen;
+}
+
+// x [n] float32; y [tasks] float32: each task's sum (the caller adds them: the answer shows every
+// element was read).
+ffi::Error StreamRead(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x, ffi::ResultBuffer<ffi::F32> y) {
+  int64_t n = x.element_count(), tasks = (n + kReadTask - 1) / kReadTask;
+  if (int64_t(y->element_count()) != tasks)
+    return ffi::Error::InvalidArgument("specbench_stream_read: y must hold one sum per 4 MB of x");
+  const float* xs = x.typed_data();
+  float* ys = y->typed_data();
+  auto sum = stream_summer();
+  parallel_for(pool, tasks, std::max<int64_t>(1, pool.num_threads()), [&](int64_t t) {
+    int64_t i0 = t * kReadTask;
+    ys[t] = sum(xs + i0, std::min(n, i0 + kReadTask) - i0);
+  });
+  return ffi::Error::Success();
+}
+
 }  // namespace
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(specbench_stream_read, StreamRead,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Ret<ffi::Buffer<ffi::F32>>());
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(specbench_matmul, Matmul,
                               ffi::Ffi::Bind()

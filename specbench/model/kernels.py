@@ -36,6 +36,9 @@ else XLA), cpu (the CPU kernel, or an error saying why it cannot run), pallas (g
 fused kernels on a Hopper GPU that passes their self-check, or an error saying why not), xla (XLA's
 own products everywhere: the pure-JAX path)."""
 TARGET = "specbench_matmul"
+READ_TARGET = "specbench_stream_read"
+READ_TASK = 1 << 20
+"""Floats each task of stream_read sums (cpu_kernels.cc's kReadTask): 4 MB."""
 LIBRARY = "_cpu_kernels"  # setup.py's extension: specbench/model/_cpu_kernels<suffix>
 ROWS_MAX = 256
 """Steps of up to this many rows (per sequence) use the kernel: every decode and verify step, and
@@ -65,6 +68,9 @@ def registration_error() -> str | None:
     try:
         library = ctypes.cdll.LoadLibrary(str(path))
         jax.ffi.register_ffi_target(TARGET, jax.ffi.pycapsule(library.specbench_matmul), platform="cpu")
+        jax.ffi.register_ffi_target(
+            READ_TARGET, jax.ffi.pycapsule(library.specbench_stream_read), platform="cpu"
+        )
     except (OSError, AttributeError) as e:
         return f"it could not be loaded ({path.name}: {str(e).splitlines()[0]})"
     return None
@@ -115,6 +121,17 @@ def matmul(x, packed, n_out: int, b=None, layer=0):
     bias = jnp.zeros((0,), jnp.float32) if b is None else b
     call = jax.ffi.ffi_call(TARGET, out, vmap_method="expand_dims")
     return call(x, packed, bias, jnp.asarray(layer, jnp.int32))
+
+
+def stream_read(x):
+    """The sum of x [n] float32, read by the kernel's streaming reader (every thread, the widest
+    vectors): the memory roof's reader on a CPU (roofline.read_gbps). One partial sum per 4 MB
+    task, added here."""
+    error = registration_error()
+    if error:
+        raise RuntimeError(f"specbench's CPU kernel cannot run: {error}")
+    tasks = -(-x.size // READ_TASK)
+    return jnp.sum(jax.ffi.ffi_call(READ_TARGET, jax.ShapeDtypeStruct((tasks,), jnp.float32))(x))
 
 
 def choose(params, n_head: int, choice: str = "auto") -> str:

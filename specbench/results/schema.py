@@ -174,6 +174,8 @@ ROOFLINE_FIELDS = [
     F("achieved_gflops", fmt=".1f"),
     F("peak_gbps", fmt=".0f"),
     F("measured_gbps", fmt=".1f"),
+    F("read_gbps_xla", fmt=".1f"),
+    F("read_gbps_kernel", fmt=".1f"),
     F("bound_gbps", fmt=".1f"),
     F("bound_source", str),
     F("matmul_gflops", fmt=".0f"),
