@@ -36,4 +36,32 @@ def test_a_program_is_jax_jit_with_its_backends_options(monkeypatch):
     doubled = programs.jit(lambda x, n: x * n, static_argnames=("n",))
     assert int(doubled(jnp.int32(3), n=2)) == 6 and doubled.__name__ == "<lambda>"
     assert seen == [{"compiler_options": programs.GPU_OPTIONS, "static_argnames": ("n",)}]
-    assert isinstance(decoding.spec_generate_jit, programs.jit)  # the generation is compiled so
+    assert isinstance(decoding.spec_loop_jit, programs.jit)  # the generation is compiled so
+
+
+def test_a_generation_and_its_time_account_run_the_same_programs():
+    """The generation runs its start and its loop, and the timers of its account (AR tokens, SD
+    rounds) run that same loop, holding n, the count of steps or rounds traced: another N or
+    prompt, which takes another count of rounds, compiles nothing more."""
+    from specbench.measure import bench, timing
+    from specbench.measure.prepared import RunConfig
+    from specbench.model import drafters
+    from specbench.model.gpt2 import GPT2Config
+
+    from conftest import TINY, random_model
+
+    draft = random_model(GPT2Config(n_layer=1, n_head=2, n_embd=24, n_ctx=128, n_vocab=TINY.n_vocab), 5)
+    target = random_model(TINY, 7)
+    config = lambda n: RunConfig(
+        draft, target, drafters.model_drafter(draft.config), 3, n_tokens=n, repeats=1
+    )
+    loops = ("ar_loop_jit", "spec_loop_jit")
+    sizes = lambda: [getattr(decoding, name).jitted._cache_size() for name in loops]
+    before = sizes()
+    first = bench.run_benchmark(config(6), [[1, 2, 3, 4]])
+    after_first = sizes()
+    assert all(a - b <= 1 for a, b in zip(after_first, before))  # one loop program each, shared
+    with timing.CompileCounter() as compiles:
+        second = bench.run_benchmark(config(11), [[9, 8, 7, 6, 5]])
+    assert first.stats.n_rounds != second.stats.n_rounds  # other counts of rounds, the same programs
+    assert compiles.count == 0 and sizes() == after_first

@@ -85,7 +85,10 @@ class Battery:
     def trees(self, eagle: bool) -> list[tuple[str, tuple[int, ...] | None, str]]:
         """(kind, tree shape or None for a chain of its depth, verify) at T = 1: each drafter's
         chain, its tree judged from the root, and judged from the leaves (traversal)."""
-        kinds = ["model"] + (["eagle"] if eagle else []) + ([] if self.quick else ["layerskip"])
+        if self.quick:  # one drafter: the EAGLE head where there is one, the trees' own case
+            kinds = ["eagle" if eagle else "model"]
+        else:
+            kinds = ["model"] + (["eagle"] if eagle else []) + ["layerskip"]
         shape = TREE_SHAPE
         return [
             (k, t, v) for k in kinds for t, v in ((None, "token"), (shape, "token"), (shape, "traversal"))
@@ -106,6 +109,20 @@ class Battery:
     @property
     def roofline_iters(self) -> int:
         return 10 if self.quick else 20
+
+    def left_out(self, eagle: bool) -> str:
+        """What the quick battery leaves out of the full one, for the page to say; "" for the full."""
+        if not self.quick:
+            return ""
+        full = Battery(False)
+        trees = "the model drafter's and layer-skip's" if eagle else "layer-skip's"
+        return (
+            f"The quick battery left out: {len(full.categories) - len(self.categories)} of the "
+            f"{len(full.categories)} prompts (one a category is kept), K = 3 and 6, top-p 0.9 at T = 1, "
+            f"the layer-skip and dynamic-K drafters, {trees} trees, batches of 2 and 8, 4 draft "
+            f"sequences, {len(full.acceptances) - len(self.acceptances)} of the dial's settings, and "
+            f"{full.repeats - self.repeats} of {full.repeats} repeats. Run without --quick for them."
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -218,11 +235,29 @@ def report_plan(f: dict) -> ReportPlan:
         for ids in job.encoded:
             drafter = job.config.drafter
             check_decodable(ids, N_TOKENS, drafter.reach(job.config.K), [d, t], drafter.reach_setting)
+    jobs = one_cache_length(jobs, [d, t])
     biggest = max(battery.batches)
     check_batch(biggest, False, model_drafter, d, t, list(encoded.values()), N_TOKENS, max(battery.Ks))
     return ReportPlan(
         directory, settings, battery, d, t, jobs, shows, done, resume=f["resume"], dtype=f["dtype"]
     )
+
+
+def one_cache_length(jobs: dict[str, Job], models: list) -> dict[str, Job]:
+    """The jobs with one cache length, the longest any of them needs: a job's compiled programs
+    (the generations, the step timers) then serve every other job of the same shape and
+    settings, in its section and others, instead of compiling again for a cache of another length."""
+    from specbench.model import generate
+
+    needs = [
+        generate.plan(job.encoded, N_TOKENS, job.config.drafter.reach(job.config.K), models)
+        for job in jobs.values()
+    ]
+    longest = max(needs)
+    return {
+        name: dataclasses.replace(job, config=dataclasses.replace(job.config, max_len=longest))
+        for name, job in jobs.items()
+    }
 
 
 def check_directory(directory: Path, settings: dict, resume: bool, force: bool) -> list[dict]:
@@ -399,6 +434,7 @@ def page_info(plan: ReportPlan, sections: dict) -> dict:
     return {
         "pair": f"draft {plan.draft.name} · target {plan.target.name}",
         "battery": f"{'quick' if b.quick else 'full'} battery, {plural(b.repeats, 'repeat')}, N = {N_TOKENS}",
+        "quick_left_out": b.left_out(eagle=any(j.config.drafter.kind == "eagle" for j in plan.jobs.values())),
         "K": K_DEFAULT,
         "device": {
             **(sections.get("roofline", {}).get("context") or device.context()),  # when it was measured

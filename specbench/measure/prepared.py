@@ -30,6 +30,7 @@ class RunConfig:
     warmup: int = 1
     device_loop: bool = True
     peers: tuple = ()  # peers.PeerProcess, timed alternately with specbench's own
+    max_len: int | None = None  # the cache's length; None: the shortest that fits (generate.plan)
 
     @property
     def models(self) -> list[Model]:
@@ -55,7 +56,7 @@ class Prepared:
     @classmethod
     def make(cls, config: RunConfig, prompts: list[list[int]]) -> Prepared:
         c = config
-        max_len = generate.plan(prompts, c.n_tokens, c.drafter.reach(c.K), c.models)
+        max_len = generate.plan(prompts, c.n_tokens, c.drafter.reach(c.K), c.models, c.max_len)
         one = prompts[0] if len(prompts) == 1 else prompts
         draft_params = generate.prepare_drafter(
             c.drafter, c.draft, c.target, one, c.n_tokens, c.K, c.warp, c.seed, max_len

@@ -18,7 +18,7 @@ import numpy as np
 from jax import lax
 
 from specbench.measure.prepared import Prepared
-from specbench.model import drafters, eagle, generate, network, programs
+from specbench.model import decoding, drafters, eagle, generate, network, programs
 from specbench.model.gpt2 import GPT2Config, init_cache
 from specbench.model.layouts import batch_layout
 from specbench.model.sampling import Warp, argmax
@@ -176,32 +176,6 @@ def plain_step_seconds(
 # Drafting, whole rounds and AR tokens, as the decoders run them
 
 
-def _hold_position(step_fn):
-    """A decoding step that leaves `n` where it was, so it can be repeated any number of times
-    at the same cost (the work of a round does not depend on how many drafts it accepts)."""
-    return lambda _, state: step_fn(state)._replace(n=state.n)
-
-
-@functools.partial(
-    programs.jit,
-    static_argnames=("iters", "drafter", "target_config", "warp", "K", "batch"),
-    donate_argnames=("state",),
-)
-def _rounds_loop(draft_params, target_params, state, iters, drafter, target_config, warp, K, batch):
-    one = lambda s: generate.programs(batch).spec_round(
-        draft_params, target_params, s, drafter, target_config, warp, K
-    )
-    return lax.fori_loop(0, iters, _hold_position(one), state)
-
-
-@functools.partial(
-    programs.jit, static_argnames=("iters", "config", "warp", "batch"), donate_argnames=("state",)
-)
-def _ar_loop(params, state, iters, config, warp, batch):
-    one = lambda s: generate.programs(batch).ar_step(params, s, config, warp)
-    return lax.fori_loop(0, iters, _hold_position(one), state)
-
-
 @functools.partial(programs.jit, static_argnames=("iters", "drafter", "K", "n_vocab"))
 def _propose_loop(params, dstate, tokens, n, iters, drafter, K, n_vocab):
     """`iters` proposals of a drafter without a network (lookup, the dial), each fed the previous
@@ -272,15 +246,19 @@ def round_seconds(prep: Prepared, iters: int = 5, repeats: int = 5, warm: bool =
     """Seconds of one whole speculative round of the batch (K draft steps, verify, warping,
     accept/reject, bookkeeping) as the device loop runs it, one per repeat (warm: seconds_per_iter)."""
     B, target, static = len(prep.prompts), prep.config.target, _round_arguments(prep)
-    loop = lambda s: _rounds_loop(prep.draft_params, target.params, s, iters, batch=B, **static)
+    spec_loop = generate.programs(B).spec_loop_jit  # the generation's own loop, holding n
+    never = jnp.full((B,) if B > 1 else (), decoding.NEVER, jnp.int32)  # shaped as the generation's ends
+    rounds, hold = jnp.int32(iters), jnp.bool_(True)
+    loop = lambda s: spec_loop(prep.draft_params, target.params, s, never, rounds, hold, **static)
     return seconds_per_iter(loop, _spec_start(prep)(), iters, repeats, warm)
 
 
 def ar_token_seconds(prep: Prepared, iters: int = 10, repeats: int = 5, warm: bool = True) -> np.ndarray:
     """Seconds of one autoregressive token for every sequence of the batch (decode step, warping,
     sampling) in the device loop, one per repeat (warm: seconds_per_iter)."""
-    c = prep.config
-    loop = lambda s: _ar_loop(c.target.params, s, iters, c.target.config, c.warp, len(prep.prompts))
+    c, ar_loop = prep.config, generate.programs(len(prep.prompts)).ar_loop_jit  # the generation's own
+    steps, hold, static = jnp.int32(iters), jnp.bool_(True), dict(config=c.target.config, warp=c.warp)
+    loop = lambda s: ar_loop(c.target.params, s, steps, hold, **static)
     return seconds_per_iter(loop, _ar_start(prep)(), iters, repeats, warm)
 
 

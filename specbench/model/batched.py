@@ -73,9 +73,20 @@ def ar_step(params, state: ARState, config, warp) -> ARState:
     return jax.vmap(lambda s: decoding.ar_step(params, s, config, warp))(state)
 
 
+def ar_loop(params, state: ARState, n_steps, hold, config, warp) -> ARState:
+    """decoding.ar_loop for the whole batch: n_steps steps of every sequence, the count and hold
+    traced (the generation's program and the AR token timer's)."""
+
+    def body(_, s):
+        new = ar_step(params, s, config, warp)
+        return new._replace(n=jnp.where(hold, s.n, new.n))
+
+    return lax.fori_loop(0, n_steps, body, state)
+
+
 def ar_generate(params, prompt_bufs, n_prompts, n_tokens, keys, config, warp, max_len) -> ARState:
     state = ar_start(params, prompt_bufs, n_prompts, keys, config, warp, max_len)
-    return lax.fori_loop(0, n_tokens - 1, lambda _, s: ar_step(params, s, config, warp), state)
+    return ar_loop(params, state, n_tokens - 1, False, config, warp)
 
 
 def spec_start(
@@ -124,20 +135,62 @@ def spec_generate(
     K,
     verdict=None,
 ) -> SpecState:
-    """Rounds of the whole batch until its slowest sequence has N new tokens, in one device loop."""
+    """Rounds of the whole batch until its slowest sequence has N new tokens (spec_loop)."""
     state = spec_start(
         draft_params, target_params, prompt_bufs, n_prompts, keys, drafter, target_config, warp, max_len, K
     )
     ends = network.decoder_prompt_length(target_config, n_prompts) + n_tokens
+    return spec_loop(
+        draft_params,
+        target_params,
+        state,
+        ends,
+        decoding.NEVER,
+        False,
+        drafter,
+        target_config,
+        warp,
+        K,
+        verdict,
+    )
 
-    def body(state):
-        new = spec_round(draft_params, target_params, state, drafter, target_config, warp, K, verdict)
-        return hold_done(new, state, state.n < ends)
 
-    return lax.while_loop(lambda s: jnp.any(s.n < ends), body, state)
+def spec_loop(
+    draft_params,
+    target_params,
+    state: SpecState,
+    ends,
+    max_rounds,
+    hold,
+    drafter,
+    target_config,
+    warp,
+    K,
+    verdict=None,
+) -> SpecState:
+    """Rounds of the whole batch in one device loop until every sequence reaches its end [B] or
+    max_rounds have run (traced: one program serves any); a finished sequence holds its tokens
+    (hold_done). With hold, every round leaves n where it was: the round timer's loop (ends
+    NEVER), the generation's own program."""
+
+    def body(carry):
+        i, s = carry
+        new = hold_done(
+            spec_round(draft_params, target_params, s, drafter, target_config, warp, K, verdict),
+            s,
+            s.n < ends,
+        )
+        return i + 1, new._replace(n=jnp.where(hold, s.n, new.n))
+
+    go = lambda carry: (carry[0] < max_rounds) & jnp.any(carry[1].n < ends)
+    return lax.while_loop(go, body, (jnp.int32(0), state))[1]
 
 
 ar_start_jit = programs.jit(ar_start, static_argnames=decoding.AR_STATIC)
-ar_generate_jit = programs.jit(ar_generate, static_argnames=decoding.AR_STATIC)
+ar_loop_jit = programs.jit(ar_loop, static_argnames=("config", "warp"), donate_argnames=("state",))
 spec_start_jit = programs.jit(spec_start, static_argnames=decoding.SPEC_STATIC[:-1])
-spec_generate_jit = programs.jit(spec_generate, static_argnames=decoding.SPEC_STATIC)
+spec_loop_jit = programs.jit(
+    spec_loop,
+    static_argnames=("drafter", "target_config", "warp", "K", "verdict"),
+    donate_argnames=("state",),
+)

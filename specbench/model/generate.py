@@ -60,12 +60,17 @@ def inputs(prompts: list[list[int]], max_len: int, seed: int) -> Inputs:
 
 
 class Programs(NamedTuple):
-    """The pure step functions for a batch size, each returning the new state, and the jitted starts."""
+    """The pure step functions for a batch size, each returning the new state, and the jitted
+    programs a generation runs: its start, then its loop (of AR steps, or of rounds). The step
+    timers run the same programs (measure/timing.py), so a generation and its time account
+    compile them once."""
 
     ar_step: object
     spec_round: object
     ar_start_jit: object
     spec_start_jit: object
+    ar_loop_jit: object
+    spec_loop_jit: object
 
 
 def programs(batch: int) -> Programs:
@@ -76,8 +81,24 @@ def programs(batch: int) -> Programs:
             lambda *a, **kw: decoding.spec_round(*a, **kw)[0],
             decoding.start_jit,
             decoding.spec_start_jit,
+            decoding.ar_loop_jit,
+            decoding.spec_loop_jit,
         )
-    return Programs(batched.ar_step, batched.spec_round, batched.ar_start_jit, batched.spec_start_jit)
+    return Programs(
+        batched.ar_step,
+        batched.spec_round,
+        batched.ar_start_jit,
+        batched.spec_start_jit,
+        batched.ar_loop_jit,
+        batched.spec_loop_jit,
+    )
+
+
+def ends(config, n_prompts, n_tokens: int):
+    """Where each sequence's generation ends (the spec loop's `end`): after its prompt and N new
+    tokens, int32 like n_prompts ([] for one sequence, [B] for a batch)."""
+    before = network.decoder_prompt_length(config, n_prompts)  # T5's: 1, whatever the prompt
+    return (jnp.zeros_like(n_prompts) + before + n_tokens).astype(jnp.int32)
 
 
 def _new_tokens(tokens, prompts: list[list[int]], n_tokens: int, config) -> np.ndarray:
@@ -111,10 +132,11 @@ def autoregressive(
     max_len = plan(batch, n_tokens, 0, [target], max_len)
     x = inputs(batch, max_len, seed)
     kw = dict(config=target.config, warp=warp, max_len=max_len)
-    if len(batch) > 1:
-        state = batched.ar_generate_jit(target.params, *x[:2], jnp.int32(n_tokens), x.keys, **kw)
-    elif device_loop:
-        state = decoding.ar_generate_jit(target.params, *x[:2], jnp.int32(n_tokens), x.keys, **kw)
+    if device_loop:  # the start, then the loop: two dispatches, no sync until the end
+        p = programs(len(batch))
+        state = p.ar_start_jit(target.params, *x, **kw)
+        steps, hold = jnp.int32(n_tokens - 1), jnp.bool_(False)
+        state = p.ar_loop_jit(target.params, state, steps, hold, config=target.config, warp=warp)
     else:  # one dispatch per token, no sync until the end
         state = decoding.start_jit(target.params, *x, **kw)
         for _ in range(n_tokens - 1):
@@ -161,14 +183,11 @@ def speculative(
     x = inputs(batch, max_len, seed)
     kw = dict(drafter=drafter, target_config=target.config, warp=warp, K=K)
     rounds = [] if record else None
-    if len(batch) > 1:
-        state = batched.spec_generate_jit(
-            draft_params, target.params, *x[:2], jnp.int32(n_tokens), x.keys, max_len=max_len, **kw
-        )
-    elif device_loop and not record:
-        state = decoding.spec_generate_jit(
-            draft_params, target.params, *x[:2], jnp.int32(n_tokens), x.keys, max_len=max_len, **kw
-        )
+    if device_loop and not record:  # the start, then the loop of rounds: no sync until the end
+        p = programs(len(batch))
+        state = p.spec_start_jit(draft_params, target.params, *x, max_len=max_len, **kw)
+        end, unbounded = ends(target.config, x.n_prompts, n_tokens), jnp.int32(decoding.NEVER)
+        state = p.spec_loop_jit(draft_params, target.params, state, end, unbounded, jnp.bool_(False), **kw)
     else:
         state = decoding.spec_start_jit(draft_params, target.params, *x, max_len=max_len, **kw)
         end = network.decoder_prompt_length(target.config, len(batch[0])) + n_tokens
@@ -201,14 +220,9 @@ def prepare_drafter(drafter: Drafter, draft, target: Model, prompts, n_tokens, K
         raise DecodeError(
             "the dial proposes the target's greedy tokens: it runs at temperature 0", "temperature"
         )
-    x = inputs(batch, max_len, seed)
-    state = decoding.ar_generate_jit(
-        target.params,
-        *x[:2],
-        jnp.int32(n_tokens + K),
-        x.keys,
-        config=target.config,
-        warp=warp,
-        max_len=max_len,
+    x, static = inputs(batch, max_len, seed), dict(config=target.config, warp=warp)
+    state = decoding.start_jit(target.params, *x, max_len=max_len, **static)
+    state = decoding.ar_loop_jit(
+        target.params, state, jnp.int32(n_tokens + K - 1), jnp.bool_(False), **static
     )
     return decoding.draft_params_for(drafter, draft, target, state.tokens)
