@@ -322,22 +322,47 @@ TRAIN_FLAGS = {
 }
 
 
+LOOP = ["--ctx", "--steps", "--batch", "--lr", "--warmup", "--seed", "--checkpoint-every"]
+TRAIN_FLAGS |= {
+    "--vocab": beyond(st.integers(0, 50257), "50258", "x"),
+    "--cls-weight": beyond(st.floats(0, 2), "-1", "nan"),
+    "--noise": beyond(st.floats(0, 1), "-0.1", "inf"),
+    "--encoder-layers": beyond(st.integers(1, 3), "0", "x"),
+    "--decoder-layers": beyond(st.integers(1, 3), "0"),
+    "--d-model": beyond(st.integers(8, 64), "7", "x"),
+    "--d-ff": beyond(st.integers(8, 64), "0", "nan"),
+    "--source": beyond(st.integers(1, 64), "0", "x"),
+    "--kd": beyond(st.floats(0, 1), "1.5", "nan"),
+}
+TRAIN_COMMANDS = {  # what each command takes besides --data, --out and --checkpoint-dir
+    "target": LOOP + ["--n-layer", "--n-embd", "--n-head", "--n-ctx", "--head-vocab", "--head-extra"],
+    "eagle": LOOP + ["--vocab", "--cls-weight", "--noise"],
+    "t5-target": LOOP
+    + ["--encoder-layers", "--decoder-layers", "--d-model", "--n-head", "--d-ff", "--source"],
+    "t5-draft": LOOP + ["--d-model", "--n-head", "--source", "--kd"],
+}
+T5_TEACHER = Path(__file__).resolve().parent.parent / "gpt2_weights" / "tiny-t5-target"
+
+
 @st.composite
 def train_lines(draw):
-    flags = draw(st.lists(st.sampled_from(sorted(TRAIN_FLAGS)), max_size=5, unique=True))
-    args = []
+    command = draw(st.sampled_from(sorted(TRAIN_COMMANDS)))
+    flags = draw(st.lists(st.sampled_from(TRAIN_COMMANDS[command]), max_size=5, unique=True))
+    args = [command] + (["--teacher", str(T5_TEACHER)] if command == "t5-draft" else [])
     for flag in flags:
         args += [flag, str(draw(TRAIN_FLAGS[flag]))]
     return args
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(args=train_lines())
 def test_fuzzed_training_command_lines_end_in_one_line_and_write_nothing(corpora, tmp_path, args):
-    # an empty --data folder: whatever the flags, the run ends before any training, in one line
+    # GPT-2's, EAGLE's and T5's training over an empty --data folder: whatever the flags, the run
+    # ends before any training, in one line
     out = tmp_path / "fuzz"
+    command, *rest = args
     result = train(
-        "target", "--data", corpora / "empty", "--out", out / "m", "--checkpoint-dir", out / "ck", *args
+        command, "--data", corpora / "empty", "--out", out / "m", "--checkpoint-dir", out / "ck", *rest
     )
     assert result.exit_code == 2, (args, result.output)
     assert_one_line_error(result)

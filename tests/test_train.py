@@ -7,9 +7,10 @@ import pytest
 
 pytest.importorskip("optax")
 
-from specbench import train
 from specbench.model import tokenizer, weights
 from specbench.model.gpt2 import GPT2Config
+from specbench.train import data as tdata
+from specbench.train import loop as tloop
 
 TEXT = (
     "The little fox ran over the hill and into the wood, where the old owl sat in the oak tree. "
@@ -23,22 +24,22 @@ def data(tmp_path_factory):
     for i in range(6):
         (root / f"doc{i}.txt").write_text(f"Chapter {i}. " + TEXT)
     out = root / "data"
-    meta = train.prepare(root, out, val_fraction=0.34, seed=0)
+    meta = tdata.prepare(root, out, val_fraction=0.34, seed=0)
     return out, meta
 
 
 def test_prepare_splits_by_document_and_ends_each_with_eot(data):
     out, meta = data
     assert meta["val"]["documents"] == 2 and meta["train"]["documents"] == 4
-    tokens = train.load_tokens(out, "train")
+    tokens = tdata.load_tokens(out, "train")
     assert tokens.dtype == np.uint16 and tokens.size == meta["train"]["tokens"]
     assert (tokens == tokenizer.EOT_ID).sum() == 4 and tokens[-1] == tokenizer.EOT_ID
     assert tokenizer.decode(tokens[:3].tolist()).startswith("Chapter")
-    val = train.load_tokens(out, "val")
+    val = tdata.load_tokens(out, "val")
     assert set(json.loads((out / "meta.json").read_text())["val_documents"]) == set(meta["val_documents"])
-    train.compress(out)
+    tdata.compress(out)
     (out / "val.bin").rename(out / "val.bin.moved")
-    np.testing.assert_array_equal(train.load_tokens(out, "val"), val)  # read back from val.bin.xz
+    np.testing.assert_array_equal(tdata.load_tokens(out, "val"), val)  # read back from val.bin.xz
     (out / "val.bin.moved").rename(out / "val.bin")
     # no document is in both splits
     first_words = lambda t: {
@@ -49,23 +50,23 @@ def test_prepare_splits_by_document_and_ends_each_with_eot(data):
 
 def test_target_then_distilled_draft_learn(data, tmp_path):
     out, _ = data
-    tr, va = train.load_tokens(out, "train"), train.load_tokens(out, "val")
-    tc = train.TrainConfig(steps=30, batch=4, ctx=16, lr=3e-3, warmup=3, eval_batches=2)
+    tr, va = tdata.load_tokens(out, "train"), tdata.load_tokens(out, "val")
+    tc = tloop.TrainConfig(steps=30, batch=4, ctx=16, lr=3e-3, warmup=3, eval_batches=2)
     target_config = GPT2Config(n_layer=1, n_head=2, n_embd=32, n_ctx=64, n_vocab=tokenizer.N_VOCAB)
-    params, record = train.train(target_config, tr, va, tc, log=lambda *a: None)
+    params, record = tloop.train(target_config, tr, va, tc, log=lambda *a: None)
     first, last = record["history"][0]["loss"], record["history"][-1]["loss"]
     assert last < first - 2.0, record["history"]  # from ~ln(50257) = 10.8 down on repetitive text
     assert np.isfinite(record["val_loss"]) and record["val_loss"] < first
-    train.save_model(tmp_path / "t", params, target_config, record)
+    tloop.save_model(tmp_path / "t", params, target_config, record)
     target = weights.load_model(str(tmp_path / "t"))
     assert target.config == target_config
 
     draft_config = GPT2Config(n_layer=1, n_head=1, n_embd=16, n_ctx=64, n_vocab=tokenizer.N_VOCAB)
-    _, drecord = train.train(
+    _, drecord = tloop.train(
         draft_config,
         tr,
         va,
-        train.TrainConfig(**{**tc.__dict__, "kd": 0.7, "lr": 1e-2}),
+        tloop.TrainConfig(**{**tc.__dict__, "kd": 0.7, "lr": 1e-2}),
         teacher=target,
         log=lambda *a: None,
     )
@@ -83,7 +84,7 @@ def test_greedy_continuations_equal_argmax_of_the_uncached_forward():
     config = GPT2Config(n_layer=2, n_head=2, n_embd=32, n_ctx=12, n_vocab=97)
     params = init_params(config, 3)
     prefixes = np.random.default_rng(0).integers(0, 97, (3, 4))
-    out = train.greedy_continuations(params, config, prefixes, n_new=8, batch=2)  # fills n_ctx exactly
+    out = tdata.greedy_continuations(params, config, prefixes, n_new=8, batch=2)  # fills n_ctx exactly
     assert out.shape == (3, 12)
     np.testing.assert_array_equal(out[:, :4], prefixes)
     for row in out:  # each new token is the argmax after everything before it (causal: one forward)
@@ -94,9 +95,9 @@ def test_greedy_continuations_equal_argmax_of_the_uncached_forward():
 def test_sampled_softmax_keeps_every_target_once():
     rng = np.random.default_rng(0)
     corpus = rng.zipf(1.3, 5000) % tokenizer.N_VOCAB
-    frequent = train.frequent_tokens(corpus, 50)
+    frequent = tdata.frequent_tokens(corpus, 50)
     y = np.concatenate([corpus[:40], [50000, 50001, 50001]]).reshape(1, -1)
-    vocab, mapped = train.sample_vocab(frequent, y, 64, rng)
+    vocab, mapped = tdata.sample_vocab(frequent, y, 64, rng)
     assert vocab.size == 50 + 64 and np.unique(vocab).size == vocab.size
     np.testing.assert_array_equal(vocab[mapped], y)  # each target is in the head, at its index
     assert set(frequent) <= set(vocab.tolist())
@@ -106,15 +107,15 @@ def test_killed_run_resumes_to_the_same_parameters(data, tmp_path):
     import jax
 
     out, _ = data
-    tr, va = train.load_tokens(out, "train"), train.load_tokens(out, "val")
-    tc = train.TrainConfig(
+    tr, va = tdata.load_tokens(out, "train"), tdata.load_tokens(out, "val")
+    tc = tloop.TrainConfig(
         steps=6, batch=2, ctx=8, lr=3e-3, warmup=1, eval_batches=1, head_vocab=30, head_extra=40
     )
     config = GPT2Config(n_layer=1, n_head=1, n_embd=8, n_ctx=16, n_vocab=tokenizer.N_VOCAB)
     quiet = lambda *a: None
-    whole, _ = train.train(config, tr, va, tc, log=quiet, progress_interval=1e9)
+    whole, _ = tloop.train(config, tr, va, tc, log=quiet, progress_interval=1e9)
     ckpt = tmp_path / "ck.npz"
-    partial, rec = train.train(
+    partial, rec = tloop.train(
         config,
         tr,
         va,
@@ -126,7 +127,7 @@ def test_killed_run_resumes_to_the_same_parameters(data, tmp_path):
         progress_interval=1e9,
     )
     assert rec["stopped_at"] == 3 and ckpt.exists()
-    resumed, record = train.train(
+    resumed, record = tloop.train(
         config, tr, va, tc, log=quiet, checkpoint=ckpt, resume=True, progress_interval=1e9
     )
     assert [h["step"] for h in record["history"]][-1] == 6
@@ -143,17 +144,17 @@ def test_resume_refuses_other_settings(data, tmp_path):
     from specbench.errors import TrainError
 
     out, _ = data
-    tr, va = train.load_tokens(out, "train"), train.load_tokens(out, "val")
-    tc = train.TrainConfig(steps=2, batch=2, ctx=8, warmup=1, eval_batches=1)
+    tr, va = tdata.load_tokens(out, "train"), tdata.load_tokens(out, "val")
+    tc = tloop.TrainConfig(steps=2, batch=2, ctx=8, warmup=1, eval_batches=1)
     config = GPT2Config(n_layer=1, n_head=1, n_embd=8, n_ctx=16, n_vocab=tokenizer.N_VOCAB)
     ckpt = tmp_path / "ck.npz"
-    train.train(config, tr, va, tc, log=lambda *a: None, checkpoint=ckpt, stop_after=1, progress_interval=1e9)
+    tloop.train(config, tr, va, tc, log=lambda *a: None, checkpoint=ckpt, stop_after=1, progress_interval=1e9)
     with pytest.raises(TrainError, match="other settings"):
-        train.train(
+        tloop.train(
             config,
             tr,
             va,
-            train.TrainConfig(**{**tc.__dict__, "lr": 0.5}),
+            tloop.TrainConfig(**{**tc.__dict__, "lr": 0.5}),
             log=lambda *a: None,
             checkpoint=ckpt,
             resume=True,
@@ -207,7 +208,7 @@ def test_the_t5_pair_trains_on_passages_and_what_follows_and_decodes_through_the
     r = train_cli("t5-prepare", "--corpus", corpus, "--out", data, "--vocab", 400, "--val-fraction", 0.34)
     assert r.exit_code == 0, r.output
     text = tok.from_json(str(data / TOKENIZER_FILE))
-    tokens = train.load_tokens(data, "train")
+    tokens = tdata.load_tokens(data, "train")
     assert tokens.max() < 400 and text.decode(tokens[:3].tolist()).startswith("Chapter")
     assert (tokens == 1).sum() == 2  # </s> (id 1, as T5's) after each of the 2 training documents
     loop = ["--data", data, "--steps", 40, "--batch", 8, "--warmup", 4, "--checkpoint-dir", tmp_path / "ck"]
