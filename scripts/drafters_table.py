@@ -2,7 +2,7 @@
 drafter, shape and temperature, the means over the prompts of tokens per round, α and speedup,
 with the verify rows and the median draft and verify step times.
 
-    python scripts/drafters_table.py results/recorded/drafters/cpu-sweep-drafters-*.json
+    python scripts/drafters_table.py results/recorded/drafters/cpu-sweep-drafters-*.json.xz
 """
 
 from __future__ import annotations

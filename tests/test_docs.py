@@ -47,3 +47,46 @@ def test_usage_lists_every_report_section_in_order():
     part = text[text.index("## `specbench report`") :]
     numbered = re.findall(r"^(\d+)\. ", part[: part.index("`--quick` keeps")], re.M)
     assert numbered == [str(i) for i in range(1, len(SECTIONS) + 1)]
+
+
+LINK = re.compile(r"\]\(([^)\s#]+)(?:#[^)\s]*)?\)")  # a Markdown link's or image's target, its anchor dropped
+
+
+def links() -> list[tuple[str, str]]:
+    """(page, target) for every relative link and image in the docs and the model card."""
+    pages = [*DOCS, ROOT / "gpt2_weights" / "README.md"]
+    return [
+        (page.relative_to(ROOT).as_posix(), m.group(1))
+        for page in pages
+        for m in LINK.finditer(page.read_text())
+        if not m.group(1).startswith(("http://", "https://", "mailto:"))
+    ]
+
+
+def test_the_docs_have_links():
+    assert len(links()) > 20
+
+
+@pytest.mark.parametrize("page, target", sorted(set(links())))
+def test_every_link_and_image_resolves_from_its_own_page(page, target):
+    assert (ROOT / page).parent.joinpath(target).exists(), f"{page} links {target}, not found from its folder"
+
+
+def test_the_tree_that_travels_to_a_gpu_machine_stays_under_56_mib():
+    """The device tool copies the checkout (64 MiB at most) to a lent GPU: the tracked files keep
+    room to spare for what a session adds before its call."""
+    import subprocess
+
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True)
+    if listed.returncode != 0:
+        pytest.skip("not a git checkout")
+    files = [ROOT / name for name in listed.stdout.decode().split("\0") if name]
+    size = sum(f.stat().st_size for f in files if f.is_file())
+    assert size < 56 * 2**20, f"the tracked files take {size / 2**20:.1f} MiB"
+
+
+def test_a_recorded_sweep_kept_compressed_reads_as_it_is():
+    from specbench.results import export
+
+    rows = export.read_json(str(ROOT / "results/recorded/history/cpu-sweep-batch-bundled.json.xz"))
+    assert len(rows) > 5 and all("K" in r for r in rows)

@@ -234,7 +234,8 @@ def plot(file, output, force, budget):
     missing = missing_for_plot(rows)
     if missing:
         raise BadInput("FILE", f"{file}: {missing}; plot needs rows written by `specbench run` or `sweep`")
-    output = output or Path(file).with_suffix(".png").name  # in the working directory, not beside FILE
+    stem = Path(file).name.removesuffix(".xz").removesuffix(".json")
+    output = output or f"{stem}.png"  # in the working directory, not beside FILE
     check_new_file(output, ".png", force)
     if budget:
         lacking = plotting.missing_for_budget(rows)

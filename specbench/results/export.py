@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import lzma
 import math
 import os
 import sys
@@ -142,10 +143,14 @@ def write_all(rows: list[dict], paths: dict[str, str | None], columns: list[str]
 
 
 def read_json(path: str) -> list[dict]:
-    """Rows from a JSON results file; ExportError if it is not one."""
+    """Rows from a JSON results file, or from one compressed with xz (FILE.json.xz: how the
+    recorded sweeps are kept small); ExportError if it is not one."""
     try:
-        rows = json.loads(Path(path).read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raw = Path(path).read_bytes()
+        if str(path).endswith(".xz"):
+            raw = lzma.decompress(raw)
+        rows = json.loads(raw.decode())
+    except (OSError, lzma.LZMAError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ExportError(f"{path} is not a specbench JSON results file ({str(e).splitlines()[0]})") from None
     if not isinstance(rows, list) or not all(isinstance(r, dict) and "K" in r for r in rows):
         raise ExportError(f"{path} is not a specbench JSON results file (expected a list of result rows)")
