@@ -12,6 +12,7 @@ from specbench import prompts
 from specbench.model import draft_vocab, drafters, eagle, generate, hf_layout, tokenizer, weights
 from specbench.model.generate import speculative
 from specbench.model.gpt2 import gpt2
+from specbench.model.tree import Tree
 from specbench.results import repetition
 
 BUNDLED = Path(__file__).resolve().parent.parent / "gpt2_weights"
@@ -89,7 +90,15 @@ def test_the_bundled_eagle_head_drafts_exactly_and_better_than_chance(pair):
     sd, st = generate.speculative(head, target, ids, 24, 4, drafter=drafter)
     for pid, a, s in zip(prompts.all_prompts(), ar, sd):
         np.testing.assert_array_equal(s, a, err_msg=pid)
-    assert st.alpha > 0.5
+    assert st.alpha > 0.5 and st.accepted_hist[:-1].sum() > 0  # drafts accepted, and some rejected
+    tree = dataclasses.replace(drafter, tree=Tree.branching((2, 2, 1)))
+    accepted = rejected = 0
+    for pid in ("narrative-1", "fairy-1", "list-1"):  # a tree decodes one sequence
+        one = tokenizer.encode(prompts.all_prompts()[pid])
+        sd, st = generate.speculative(head, target, one, 24, 3, drafter=tree)
+        np.testing.assert_array_equal(sd, generate.autoregressive(target, one, 24)[0], err_msg=f"tree, {pid}")
+        accepted, rejected = accepted + st.accepted.sum(), rejected + st.accepted_hist[:-1].sum()
+    assert accepted > 0 and rejected > 0  # an identity that a head rejecting everything would not pass
 
 
 def test_the_bundled_pair_is_the_default(monkeypatch):
