@@ -32,7 +32,7 @@ import jax
 import numpy as np
 
 from specbench import prompts
-from specbench.model import attention, decoding, kernels, weights
+from specbench.model import attention, decoding, kernels, sizing, weights
 from specbench.model.sampling import Warp
 from specbench.model.tokenizer import encode
 
@@ -91,12 +91,12 @@ def main():
     model = weights.load_model(args.model, kernels_choice="cpu")
     settings, text = ways(args), encode(prompts.DEFAULT_PROMPT)
     lengths = [int(n) for n in args.tokens.split(",")]
-    max_len = args.max_len or min(model.config.n_ctx, decoding.bucket(max(lengths)))
+    max_len = args.max_len or min(model.config.n_ctx, sizing.bucket(max(lengths)))
     ways_text = " against ".join(settings)
     print(f"{model.name}: the prefill of the default prompt repeated, cache of {max_len}: {ways_text}")
     for n in lengths:
         ids = (text * (n // len(text) + 1))[:n]
-        buf, n_prompt = decoding.prompt_buffer(ids, max_len)
+        buf, n_prompt = sizing.prompt_buffer(ids, max_len)
         programs = {label: traced(model, buf, n_prompt, max_len, s) for label, s in settings.items()}
         samples = {label: [] for label in programs}
         for i in range(7):  # the order swapped every sample

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from specbench.measure import timing
-from specbench.model import decoding, draft_vocab, drafters
+from specbench.model import decoding, draft_vocab, drafters, lookup
 from specbench.model.generate import autoregressive, speculative
 from specbench.model.sampling import Warp, accept_reject
 
@@ -97,7 +97,7 @@ def test_greedy_speculative_equals_autoregressive_for_every_drafter(target, draf
 def test_lookup_proposes_what_followed_the_latest_longest_match():
     def propose(seq, K=4, ngram=3):
         tokens = jnp.asarray(seq + [0] * (16 - len(seq)), jnp.int32)
-        drafts, n = drafters.lookup(tokens, jnp.int32(len(seq)), K, ngram)
+        drafts, n = lookup.lookup(tokens, jnp.int32(len(seq)), K, ngram)
         return np.asarray(drafts)[: int(n)].tolist()
 
     assert propose([1, 2, 3, 9, 1, 2, 3, 8, 1, 2, 3]) == [8, 1, 2, 3]  # the most recent match wins

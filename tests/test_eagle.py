@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from specbench.model import decoding, drafters, eagle, gpt2
+from specbench.model import decoding, draft_chains, draft_trees, drafters, eagle, gpt2
 from specbench.model.generate import autoregressive, speculative
 from specbench.model.sampling import Warp
 from specbench.model.tree import Dynamic, Tree
@@ -164,18 +164,20 @@ def wrong_row_propose(drafter, params, dstate, tokens, n, key, warp, K, n_vocab)
     """Negative control: the drafts are the head's, the p reported with them the head's when every
     feature it reads is one row off (the feature of the token before)."""
     real = dataclasses.replace(drafter, kind="eagle")
-    out, drafts, _, n_drafted = drafters.eagle_propose(real, params, dstate, tokens, n, key, warp, K, n_vocab)
+    out, drafts, _, n_drafted = draft_chains.eagle_propose(
+        real, params, dstate, tokens, n, key, warp, K, n_vocab
+    )
     off = {**dstate, "feats": jnp.roll(dstate["feats"], 1, axis=0)}
-    _, _, p, _ = drafters.eagle_propose(real, params, off, tokens, n, key, warp, K, n_vocab)
+    _, _, p, _ = draft_chains.eagle_propose(real, params, off, tokens, n, key, warp, K, n_vocab)
     return out, drafts, p, n_drafted
 
 
 def wrong_row_tree_propose(drafter, params, dstate, tokens, n, key, warp, n_vocab):
     """The same negative control for a tree: its nodes the head's, p read one feature row off."""
     real = dataclasses.replace(drafter, kind="eagle")
-    out, nodes, _ = drafters.eagle_tree_propose(real, params, dstate, tokens, n, key, warp, n_vocab)
+    out, nodes, _ = draft_trees.eagle_tree_propose(real, params, dstate, tokens, n, key, warp, n_vocab)
     off = {**dstate, "feats": jnp.roll(dstate["feats"], 1, axis=0)}
-    _, _, p = drafters.eagle_tree_propose(real, params, off, tokens, n, key, warp, n_vocab)
+    _, _, p = draft_trees.eagle_tree_propose(real, params, off, tokens, n, key, warp, n_vocab)
     return out, nodes, p
 
 

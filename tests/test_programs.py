@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import pytest
 from jax import lax
 
-from specbench.model import decoding, programs
+from specbench.model import loops, programs
 
 
 def test_gpu_backends_compile_loops_into_command_buffers_and_the_cpu_keeps_xlas_defaults(monkeypatch):
@@ -36,7 +36,7 @@ def test_a_program_is_jax_jit_with_its_backends_options(monkeypatch):
     doubled = programs.jit(lambda x, n: x * n, static_argnames=("n",))
     assert int(doubled(jnp.int32(3), n=2)) == 6 and doubled.__name__ == "<lambda>"
     assert seen == [{"compiler_options": programs.GPU_OPTIONS, "static_argnames": ("n",)}]
-    assert isinstance(decoding.spec_loop_jit, programs.jit)  # the generation is compiled so
+    assert isinstance(loops.spec_loop_jit, programs.jit)  # the generation is compiled so
 
 
 def test_a_generation_and_its_time_account_run_the_same_programs():
@@ -56,7 +56,7 @@ def test_a_generation_and_its_time_account_run_the_same_programs():
         draft, target, drafters.model_drafter(draft.config), 3, n_tokens=n, repeats=1
     )
     loops = ("ar_loop_jit", "spec_loop_jit")
-    sizes = lambda: [getattr(decoding, name).jitted._cache_size() for name in loops]
+    sizes = lambda: [getattr(loops, name).jitted._cache_size() for name in loops]
     before = sizes()
     first = bench.run_benchmark(config(6), [[1, 2, 3, 4]])
     after_first = sizes()

@@ -69,7 +69,7 @@ def test_a_tree_step_gives_each_path_the_logits_of_that_path_run_alone(layout, s
 def tree_tokens(tree, p, q, n_rounds, **variant):
     """n_rounds independent rounds on a context-free tree (the draft's and the target's
     distributions after node u are p[u] and q[u], whatever came before): each node's children
-    drawn from p[node] without replacement (Gumbel top-k, as drafters.tree_propose), the round
+    drawn from p[node] without replacement (Gumbel top-k, as draft_trees.tree_propose), the round
     judged by verify.tree_verdict(**variant). Returns, for depth d = 1 .. D, the round's d-th
     emitted token and the node whose target row it must follow (-1 where the round emitted fewer
     than d tokens)."""
@@ -365,7 +365,7 @@ def test_a_dynamic_tree_keeps_the_candidates_of_highest_cumulative_probability()
     import jax
     import jax.numpy as jnp
 
-    from specbench.model import drafters, gpt2
+    from specbench.model import draft_trees, drafters, gpt2
     from specbench.model.sampling import Warp
     from specbench.model.tree import Dynamic
 
@@ -378,7 +378,7 @@ def test_a_dynamic_tree_keeps_the_candidates_of_highest_cumulative_probability()
     state = drafters.start(drafter, draft.params, prompt, len(prompt), 64)
     tokens = jnp.zeros(64, jnp.int32).at[:8].set(prompt)
     n = jnp.int32(4)
-    _, nodes, _, shape = drafters.tree_propose(
+    _, nodes, _, shape = draft_trees.tree_propose(
         drafter, draft.params, state, tokens, n, jax.random.PRNGKey(0), Warp(1.0), 97
     )
     nodes, parents = np.asarray(nodes), np.asarray(shape.parents)

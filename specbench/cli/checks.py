@@ -410,7 +410,7 @@ def resolve_prompt(prompt: str, prompt_id: str | None) -> tuple[str, str]:
 def check_decodable(prompt_ids, n_tokens: int, K: int, models: list, reach: str = "K") -> None:
     """The prompt, N and K (what a round writes: `reach` names its setting, K or tree) fit every
     model; else BadInput blaming the setting the DecodeError names."""
-    from specbench.model.decoding import validate
+    from specbench.model.sizing import validate
 
     try:
         validate(prompt_ids, n_tokens, K, models, None, reach)

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from specbench.model import decoding, drafters, network
+from specbench.model import decoding, drafters, loops, network
 from specbench.model.gpt2 import GPT2Config, init_params
 from specbench.model.sampling import Warp, accept_reject, probs, sample
 from specbench.model.weights import Model
@@ -95,7 +95,7 @@ def sampled_tokens(
     buf = jnp.asarray(np.array(prompt + [0] * (8 - len(prompt)), np.int32))
 
     def tokens(draft_params, target_params, key, index):
-        return decoding.spec_generate(
+        return loops.spec_generate(
             draft_params,
             target_params,
             buf,

@@ -18,7 +18,7 @@ import numpy as np
 from jax import lax
 
 from specbench.measure.prepared import Prepared
-from specbench.model import decoding, drafters, eagle, generate, network, programs
+from specbench.model import drafters, eagle, generate, loops, network, programs
 from specbench.model.gpt2 import GPT2Config, init_cache
 from specbench.model.layouts import batch_layout
 from specbench.model.sampling import Warp, argmax
@@ -247,7 +247,7 @@ def round_seconds(prep: Prepared, iters: int = 5, repeats: int = 5, warm: bool =
     accept/reject, bookkeeping) as the device loop runs it, one per repeat (warm: seconds_per_iter)."""
     B, target, static = len(prep.prompts), prep.config.target, _round_arguments(prep)
     spec_loop = generate.programs(B).spec_loop_jit  # the generation's own loop, holding n
-    never = jnp.full((B,) if B > 1 else (), decoding.NEVER, jnp.int32)  # shaped as the generation's ends
+    never = jnp.full((B,) if B > 1 else (), loops.NEVER, jnp.int32)  # shaped as the generation's ends
     rounds, hold = jnp.int32(iters), jnp.bool_(True)
     loop = lambda s: spec_loop(prep.draft_params, target.params, s, never, rounds, hold, **static)
     return seconds_per_iter(loop, _spec_start(prep)(), iters, repeats, warm)

@@ -28,8 +28,10 @@ import numpy as np
 from jax import lax
 
 from specbench.model import decoding, network, programs
-from specbench.model.decoding import ARState, SpecState, bucket
+from specbench.model.decoding import ARState, SpecState
 from specbench.model.layouts import batch_layout
+from specbench.model.loops import NEVER
+from specbench.model.sizing import bucket
 
 # ---------------------------------------------------------------------------------------------
 # Sizes
@@ -74,7 +76,7 @@ def ar_step(params, state: ARState, config, warp) -> ARState:
 
 
 def ar_loop(params, state: ARState, n_steps, hold, config, warp) -> ARState:
-    """decoding.ar_loop for the whole batch: n_steps steps of every sequence, the count and hold
+    """loops.ar_loop for the whole batch: n_steps steps of every sequence, the count and hold
     traced (the generation's program and the AR token timer's)."""
 
     def body(_, s):
@@ -145,7 +147,7 @@ def spec_generate(
         target_params,
         state,
         ends,
-        decoding.NEVER,
+        NEVER,
         False,
         drafter,
         target_config,

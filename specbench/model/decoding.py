@@ -35,11 +35,10 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax import lax
 
 from specbench.errors import DecodeError
-from specbench.model import draft_vocab, drafters, eagle, network, programs
+from specbench.model import draft_trees, draft_vocab, drafters, eagle, network, programs
 from specbench.model.drafters import Drafter
 from specbench.model.sampling import TargetRows, Warp, argmax, draw, greedy_verdict, probs
 from specbench.model.verify import greedy_tree_verdict, verdict_of
@@ -85,58 +84,7 @@ class Round(NamedTuple):
 
 
 # ---------------------------------------------------------------------------------------------
-# Sizes and validation
-
-
-def bucket(n: int, smallest: int = 16) -> int:
-    """The power of two >= n (at least `smallest`): prompts are padded to a few fixed shapes."""
-    return max(smallest, 1 << (max(n, 1) - 1).bit_length())
-
-
-def plan_max_len(n_prompt: int, n_tokens: int, K: int, n_ctx: int) -> int:
-    """Cache length for a run: room for prompt + N + K + 1, rounded up to a bucket, <= n_ctx."""
-    return min(n_ctx, bucket(max(n_prompt + n_tokens + K + 1, bucket(n_prompt)), 64))
-
-
-def validate(prompt_ids, n_tokens: int, K: int, models: list[Model], max_len: int | None, reach: str = "K"):
-    """Raise DecodeError, naming the setting to blame, unless one prompt can be decoded as asked.
-    K is what a round writes past the pending token; `reach` names the setting that sets it: "K",
-    or "tree" (a tree's drafts, Drafter.reach)."""
-    if len(prompt_ids) < 1:
-        raise DecodeError("prompt must have at least one token", "prompt")
-    if n_tokens < 1:
-        raise DecodeError(f"n-tokens must be >= 1 (got {n_tokens})", "n_tokens")
-    if K < 0:  # 0: autoregressive; speculative decoding needs K >= 1 (generate.speculative)
-        raise DecodeError(f"K must be >= 0 (got {K})", "K")
-    vocabs = {m.config.n_vocab for m in models}
-    if len(vocabs) > 1:
-        raise DecodeError(
-            f"draft and target must share the vocabulary (vocab sizes {sorted(vocabs)})", "draft"
-        )
-    n_vocab = vocabs.pop()
-    if max(prompt_ids) >= n_vocab or min(prompt_ids) < 0:
-        raise DecodeError(f"prompt token ids must be in 0..{n_vocab - 1}", "prompt")
-    # the last round may write K tokens past N; the last token is never read back, so no + 1.
-    # Blame what cannot fit: the prompt alone, then K (even with N = 2, the least), then N.
-    n_ctx, P = min(m.config.n_ctx for m in models), len(prompt_ids)
-    name = "K" if reach == "K" else "the tree's drafts"
-    need, least = P + n_tokens + K, 2 + min(K, 1)
-    if P + least > n_ctx:  # too long whatever N and K: say what fits with these, and at the least
-        most = max(0, n_ctx - n_tokens - K)
-        here = f"with n-tokens {n_tokens} and {name} {K}, a context of {n_ctx} allows at most {most}"
-        raise DecodeError(f"has {P} tokens; {here} ({n_ctx - least} with the fewest)", "prompt")
-    total = f"prompt ({P}) + n-tokens ({n_tokens}) + {name} ({K}) = {need} exceeds the context of {n_ctx}"
-    if P + 2 + K > n_ctx:
-        most = n_ctx - P - n_tokens
-        limit = f"{most}" if most >= 1 else f"{n_ctx - P - 2} (with --n-tokens 2)"
-        most = f"K can be at most {limit}" if reach == "K" else "use a smaller tree"
-        raise DecodeError(f"{total}; {most}", reach)
-    if need > n_ctx:
-        raise DecodeError(f"{total}; n-tokens can be at most {n_ctx - P - K}", "n_tokens")
-    if max_len is not None and need > max_len:
-        raise DecodeError(
-            f"prompt + n-tokens + {name} = {need} exceeds the cache length {max_len}", "n_tokens"
-        )
+# What the drafter drafts with
 
 
 def draft_params_for(drafter: Drafter, draft: Model | None, target: Model, reference=None):
@@ -175,14 +123,6 @@ def restricted(drafter: Drafter, params):
     if drafter.vocab is None:
         return params
     return draft_vocab.restrict(params, draft_vocab.frequent_ids(drafter.vocab, drafter.config.n_vocab))
-
-
-def prompt_buffer(prompt_ids, max_len: int):
-    """(prompt padded with zeros to its bucket [bucket] int32, its length [] int32)."""
-    n_prompt = len(prompt_ids)
-    buf = np.zeros(min(bucket(n_prompt), max_len), np.int32)
-    buf[:n_prompt] = prompt_ids
-    return jnp.asarray(buf), jnp.int32(n_prompt)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -344,13 +284,13 @@ def _tree_round(
     draft_params, target_params, state, drafter, target_config, warp, k_draft, k_verdict, verdict
 ):
     """Steps 1-3 with a token tree (drafter.tree, of depth K): the drafter proposes the tree level
-    by level (drafters.tree_propose), the target scores every node in one step under the
+    by level (draft_trees.tree_propose), the target scores every node in one step under the
     ancestor mask (gpt2.step(tree=)), and verify.tree_verdict (at T = 0 greedy_tree_verdict)
     walks it from the root. Both caches then hold the accepted path at consecutive positions
     (compact). Returns (drafter state, target cache, the path's drafts [K], n_accepted, emitted,
     K), as a chain's round has them."""
     n, tokens = state.n, state.tokens
-    dstate, nodes, p, tree = drafters.tree_propose(
+    dstate, nodes, p, tree = draft_trees.tree_propose(
         drafter, draft_params, state.draft, tokens, n, k_draft, warp, target_config.n_vocab
     )
     logits, target_cache, dstate = verify_step(
@@ -395,91 +335,13 @@ def compact_rows(rows, start, path):
     return lax.dynamic_update_slice_in_dim(rows, jnp.take(rows, start + path, axis=0), start, 0)
 
 
-NEVER = jnp.iinfo(jnp.int32).max
-"""An end no sequence reaches, and a bound no loop reaches: the loops' "no limit"."""
-
-
-def ar_loop(params, state: ARState, n_steps, hold, config, warp) -> ARState:
-    """n_steps ar_steps in one device loop, the count traced (one program serves any). With hold
-    (traced too), each step leaves n where it was, so the loop repeats at one step's cost: the
-    step timers run this same program as the generation does (measure/timing.py)."""
-
-    def body(_, s):
-        new = ar_step(params, s, config, warp)
-        return new._replace(n=jnp.where(hold, s.n, new.n))
-
-    return lax.fori_loop(0, n_steps, body, state)
-
-
-def spec_loop(
-    draft_params,
-    target_params,
-    state: SpecState,
-    end,
-    max_rounds,
-    hold,
-    drafter,
-    target_config,
-    warp,
-    K,
-    verdict=None,
-) -> SpecState:
-    """Rounds in one device loop until n reaches `end` or `max_rounds` have run (both traced: one
-    program serves any). With hold, each round leaves n where it was: the round timer's loop
-    (end NEVER), the generation's own program."""
-
-    def body(carry):
-        i, s = carry
-        new = spec_round(draft_params, target_params, s, drafter, target_config, warp, K, verdict)[0]
-        return i + 1, new._replace(n=jnp.where(hold, s.n, new.n))
-
-    go = lambda carry: (carry[0] < max_rounds) & (carry[1].n < end)
-    return lax.while_loop(go, body, (jnp.int32(0), state))[1]
-
-
-def ar_generate(params, prompt_buf, n_prompt, n_tokens, key, config, warp, max_len) -> ARState:
-    """start, then n_tokens - 1 ar_steps (ar_loop)."""
-    state = start(params, prompt_buf, n_prompt, key, config, warp, max_len)
-    return ar_loop(params, state, n_tokens - 1, False, config, warp)
-
-
-def spec_generate(
-    draft_params,
-    target_params,
-    prompt_buf,
-    n_prompt,
-    n_tokens,
-    key,
-    drafter,
-    target_config,
-    warp,
-    max_len,
-    K,
-    verdict=None,
-) -> SpecState:
-    """spec_start, then rounds until N new tokens (spec_loop)."""
-    state = spec_start(
-        draft_params, target_params, prompt_buf, n_prompt, key, drafter, target_config, warp, max_len, K
-    )
-    end = network.decoder_prompt_length(target_config, n_prompt) + n_tokens
-    return spec_loop(
-        draft_params, target_params, state, end, NEVER, False, drafter, target_config, warp, K, verdict
-    )
-
-
 AR_STATIC = ("config", "warp", "max_len")
 SPEC_STATIC = ("drafter", "target_config", "warp", "max_len", "K", "verdict")
 start_jit = programs.jit(start, static_argnames=AR_STATIC)
 ar_step_jit = programs.jit(ar_step, static_argnames=("config", "warp"), donate_argnames=("state",))
-ar_loop_jit = programs.jit(ar_loop, static_argnames=("config", "warp"), donate_argnames=("state",))
 spec_start_jit = programs.jit(spec_start, static_argnames=SPEC_STATIC[:-1])
 spec_round_jit = programs.jit(
     spec_round,
-    static_argnames=("drafter", "target_config", "warp", "K", "verdict"),
-    donate_argnames=("state",),
-)
-spec_loop_jit = programs.jit(
-    spec_loop,
     static_argnames=("drafter", "target_config", "warp", "K", "verdict"),
     donate_argnames=("state",),
 )

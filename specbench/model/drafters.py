@@ -52,15 +52,12 @@ from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax import lax
 
-from specbench.model import eagle, network
+from specbench.model import draft_chains, draft_trees, eagle, lookup, network, sampling
 from specbench.model.gpt2 import GPT2Config, init_cache
-from specbench.model.sampling import Warp, draw, probs, sample
-from specbench.model.sampling import argmax as first_argmax
-from specbench.model.tree import Dynamic, Tree
-from specbench.model.tree import shape_of as tree_shape_of
+from specbench.model.sampling import Warp
+from specbench.model.tree import Tree
 from specbench.model.verify import METHODS as VERIFY_METHODS
 from specbench.model.verify import SHAPES as VERIFY_SHAPES
 
@@ -95,7 +92,7 @@ class Drafter:
 
     @property
     def reach_setting(self) -> str:
-        """The setting that sets reach: "K", or "tree" (decoding.validate blames it)."""
+        """The setting that sets reach: "K", or "tree" (sizing.validate blames it)."""
         return "K" if self.tree is None else "tree"
 
     @property
@@ -236,311 +233,24 @@ def lookup_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: Warp,
     """Prompt lookup's drafts (lookup), proposed with certainty: one-hot p. Over an
     encoder-decoder's decoder it searches the source followed by the decoder's tokens (with_source)."""
     if "source" in dstate:
-        haystack, n_seen = with_source(dstate["source"], dstate["n_source"], tokens, n)
-        drafts, n_drafted = lookup(haystack, n_seen, K, drafter.ngram)
+        haystack, n_seen = lookup.with_source(dstate["source"], dstate["n_source"], tokens, n)
+        drafts, n_drafted = lookup.lookup(haystack, n_seen, K, drafter.ngram)
     else:
-        drafts, n_drafted = lookup(tokens, n, K, drafter.ngram)
-    p = jax.nn.one_hot(drafts, p_width(warp, n_vocab), dtype=jnp.float32)
-    return dstate, drafts, _zero_after(p, n_drafted), n_drafted
+        drafts, n_drafted = lookup.lookup(tokens, n, K, drafter.ngram)
+    p = jax.nn.one_hot(drafts, sampling.p_width(warp, n_vocab), dtype=jnp.float32)
+    return dstate, drafts, sampling.zero_after(p, n_drafted), n_drafted
 
 
 def dial_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: Warp, K: int, n_vocab: int):
     """The dial's drafts (dial), proposed with certainty as lookup's: one-hot p (no columns at
     T = 0, its only use)."""
-    drafts = dial(params["reference"], n, key, K, n_vocab, drafter.acceptance)
-    return dstate, drafts, jax.nn.one_hot(drafts, p_width(warp, n_vocab), dtype=jnp.float32), jnp.int32(K)
-
-
-def p_width(warp: Warp, n_vocab: int) -> int:
-    """Columns of the p a drafter returns: the vocabulary, or none at T = 0, where the verdict reads
-    the draft tokens alone (sampling.greedy_verdict) and p would be one-hot rows never read."""
-    return 0 if warp.temperature == 0 else n_vocab
-
-
-def _zero_after(p, n_drafted):
-    return jnp.where(jnp.arange(p.shape[0])[:, None] < n_drafted, p, 0.0)
-
-
-def network_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: Warp, K: int, n_vocab: int):
-    """Model and layer-skip drafting: K cached steps (fewer with dynamic K), each drawing from p.
-
-    The first step re-reads [tokens[n-2], tokens[n-1]] at n-2, n-1: that writes the previous
-    round's last draft into the cache when all of them were accepted (decoding.py, step 1).
-    A head restricted to some tokens (draft_vocab.py) draws among them: its column j is token
-    head_tokens[j], and p is zero at every other token.
-    """
-    config = drafter.config
-    logits, cache = network.step(
-        params, dstate["cache"], lax.dynamic_slice(tokens, (n - 2,), (2,)), n - 2, config, logits_at=1
+    drafts = lookup.dial(params["reference"], n, key, K, n_vocab, drafter.acceptance)
+    return (
+        dstate,
+        drafts,
+        jax.nn.one_hot(drafts, sampling.p_width(warp, n_vocab), dtype=jnp.float32),
+        jnp.int32(K),
     )
-    after = lambda cache, x, pos: network.step(params, cache, x[None], pos, config)
-    cache, drafts, p, n_drafted = chain(drafter, params, logits, cache, after, n, key, warp, K, n_vocab)
-    return {"cache": cache}, drafts, p, n_drafted
-
-
-def eagle_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: Warp, K: int, n_vocab: int):
-    """EAGLE's drafts, a chain: the head re-reads the K + 1 positions up to the pending token
-    with the target's true features (eagle.window; that rewrites what the last round drafted on
-    its own predictions), then each draft reads the feature the head predicted before it."""
-    config = drafter.config
-    s, window, before, row = eagle.window(dstate["feats"], tokens, n, K + 1)
-    logits, h, cache = eagle.step(params, dstate["cache"], before, window, s, config, logits_at=row)
-    h = lax.dynamic_slice_in_dim(h, row, 1)  # h_{n-1}: what the first draft's successor reads
-
-    def after(state, x, pos):
-        cache, h = state
-        logits, h, cache = eagle.step(params, cache, h, x[None], pos, config)
-        return logits, (cache, h)
-
-    (cache, _), drafts, p, n_drafted = chain(
-        drafter, params, logits, (cache, h), after, n, key, warp, K, n_vocab
-    )
-    return {**dstate, "cache": cache}, drafts, p, n_drafted
-
-
-def chain(drafter: Drafter, params, logits, state, after, n, key, warp: Warp, K: int, n_vocab: int):
-    """Up to K drafts from a network, the first drawn from `logits` [1, V'] and each next one from
-    after(state, token, its position) -> (logits, state): K steps, fewer with dynamic K.
-    Returns (state, drafts [K], p [K, V], n_drafted)."""
-    keys = jax.random.split(key, K)
-    V = p_width(warp, n_vocab)
-    head_tokens = params.get("head_tokens")
-    # p is kept in the head's own columns while drafting, and spread over the vocabulary once
-    columns = V if head_tokens is None or V == 0 else head_tokens.shape[0]
-
-    def confident(logits):
-        return (
-            drafter.confidence is None
-            or jnp.max(jax.nn.softmax(logits.astype(jnp.float32))) >= drafter.confidence
-        )
-
-    def body(carry):
-        i, state, logits, drafts, p, _ = carry
-        column, p_i = draw(keys[i], logits[0], warp)
-        x = column if head_tokens is None else head_tokens[column]
-        drafts, p = drafts.at[i].set(x), p.at[i].set(p_i[:columns])
-        go_on = confident(logits[0]) if drafter.confidence is not None else jnp.bool_(True)
-        # the next draft's logits; after the K-th draft there is none to compute
-        logits, state = lax.cond(go_on & (i + 1 < K), lambda: after(state, x, n + i), lambda: (logits, state))
-        return i + 1, state, logits, drafts, p, go_on
-
-    def more(carry):
-        i, *_, go_on = carry
-        return (i < K) & go_on
-
-    init = (
-        jnp.int32(0),
-        state,
-        logits,
-        jnp.zeros(K, jnp.int32),
-        jnp.zeros((K, columns), jnp.float32),
-        jnp.bool_(True),
-    )
-    n_steps, state, _, drafts, p, last_confident = lax.while_loop(more, body, init)
-    if columns != V:  # column j is token head_tokens[j]; p is zero at every other token
-        p = jnp.zeros((K, V), jnp.float32).at[:, head_tokens].set(p)
-    # with dynamic K the draft whose confidence fell short is not proposed
-    n_drafted = jnp.where(last_confident, n_steps, n_steps - 1).astype(jnp.int32)
-    if drafter.confidence is not None:  # without dynamic K every one of the K rows was drafted
-        p = _zero_after(p, n_drafted)
-    return state, drafts, p, n_drafted
-
-
-def tree_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: Warp, n_vocab: int):
-    """A token tree of drafts under the pending token (drafter.tree; its kind's propose_tree):
-    (dstate, node tokens [N], p [N, V], the round's shape). A static Tree is its own shape; a
-    Dynamic tree's is grown this round (dynamic_propose), its p all zero: its children are the
-    draft's most likely tokens, proposed with certainty (verify.tree_verdict(certain=True))."""
-    if isinstance(drafter.tree, Dynamic):
-        return dynamic_propose(drafter, params, dstate, tokens, n, warp, n_vocab)
-    return (*drafter.spec.propose_tree(drafter, params, dstate, tokens, n, key, warp, n_vocab), drafter.tree)
-
-
-def dynamic_propose(drafter: Drafter, params, dstate, tokens, n, warp: Warp, n_vocab: int):
-    """A Dynamic tree (EAGLE-2): `depth` levels over a static layout of candidates (the root; `top`
-    at depth 1; `top` * `top` at each depth after, the children of that level's frontier), the
-    network run over every candidate so far under tree attention at each level; then the `nodes`
-    candidates of highest cumulative log-probability (ties: the earlier, so parents come first)."""
-    spec = drafter.tree
-    C, top = spec.candidates, spec.top
-    net = drafter.spec.features
-    head_tokens = params.get("head_tokens")
-    cand = jnp.zeros(C, jnp.int32).at[0].set(tokens[n - 1])
-    parents = jnp.full(C, -1, jnp.int32)
-    score = jnp.full(C, -jnp.inf, jnp.float32).at[0].set(0.0)
-    frontier = jnp.zeros(1, jnp.int32)
-    if net:  # the head's window, as eagle_tree_propose reads it
-        s, window, before, row = eagle.window(dstate["feats"], tokens, n, spec.depth + 1)
-        _, _, cache = eagle.step(params, dstate["cache"], before, window, s, drafter.config, logits_at=row)
-        reads = jnp.zeros((C, drafter.config.n_embd), before.dtype).at[0].set(before[row])
-    start = 1
-    for _ in range(spec.depth):  # each level expands the frontier of the one before
-        if net:
-            shape = tree_shape_of(parents, spec.depth, top)
-            logits, h, _ = eagle.step(params, cache, reads, cand, n - 1, drafter.config, tree=shape)
-        else:  # tokens[n-2] above the root, as tree_propose runs it
-            above = tree_shape_of(
-                jnp.concatenate([jnp.full(1, -1), jnp.where(parents >= 0, parents + 1, 0)]),
-                spec.depth + 1,
-                top,
-            )
-            x = jnp.concatenate([lax.dynamic_slice(tokens, (n - 2,), (1,)), cand])
-            logits, cache = network.step(params, dstate["cache"], x, n - 2, drafter.config, tree=above)
-            logits = logits[1:]
-        width = frontier.shape[0] * top
-        for f in range(frontier.shape[0]):
-            u = frontier[f]
-            logp = jnp.log(
-                jnp.maximum(probs(logits[u], warp) if warp.temperature else jax.nn.softmax(logits[u]), 1e-30)
-            )
-            left = logp
-            for j in range(top):  # the top most likely tokens, one pass each
-                c = first_argmax(left)
-                slot = start + f * top + j
-                cand = cand.at[slot].set((c if head_tokens is None else head_tokens[c]).astype(jnp.int32))
-                parents = parents.at[slot].set(u)
-                score = score.at[slot].set(score[u] + left[c])
-                left = left.at[c].set(-jnp.inf)
-            if net:
-                reads = reads.at[start + f * top : start + (f + 1) * top].set(h[u].astype(reads.dtype))
-        level_scores = lax.dynamic_slice(score, (start,), (width,))
-        frontier = start + lax.top_k(level_scores, min(top, width))[1].astype(jnp.int32)
-        start += width
-    idx = jnp.arange(C)
-    order = jnp.lexsort((idx, -jnp.where(idx > 0, score, -jnp.inf)))  # best first, the root last
-    kept = jnp.sort(order[: spec.nodes])  # in candidate order: parents before children
-    new_index = jnp.zeros(C, jnp.int32).at[kept].set(jnp.arange(1, spec.nodes + 1, dtype=jnp.int32))
-    nodes = jnp.concatenate([cand[:1], cand[kept]])
-    node_parents = jnp.concatenate([jnp.full(1, -1, jnp.int32), new_index[parents[kept]]])
-    p = jnp.zeros((spec.size, p_width(warp, n_vocab)), jnp.float32)
-    shape = tree_shape_of(node_parents, spec.depth, top)
-    if not net:  # the cache in node order, for decoding.compact: one more step over the kept tree
-        above = tree_shape_of(jnp.concatenate([jnp.full(1, -1), node_parents + 1]), spec.depth + 1, top)
-        x = jnp.concatenate([lax.dynamic_slice(tokens, (n - 2,), (1,)), nodes])
-        _, cache = network.step(params, dstate["cache"], x, n - 2, drafter.config, tree=above)
-    return {**dstate, "cache": cache}, nodes, p, shape
-
-
-def network_tree_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: Warp, n_vocab: int):
-    """A token tree of drafts under the pending token tokens[n-1] (drafter.tree, node 0), level
-    by level: at each depth the network runs over the tree so far in one step (tree attention,
-    gpt2.step(tree=)), and each node of that depth gets its children. At T = 0 they are the
-    network's most likely distinct tokens there (a greedy tree; the verdict keeps the one that is
-    the target's argmax). At T > 0 the children are drawn from the network's distribution there,
-    p[node], without replacement (each from what the earlier siblings left), so siblings are
-    distinct, as verify.tree_verdict's recursion expects.
-
-    The step also re-reads tokens[n-2] at n-2 (as a chain's first step does), so that a round
-    whose accepted path ended at a leaf writes that leaf into the cache. Returns (dstate, node
-    tokens [N], p [N, V]: zero for leaves and at T = 0); the cache holds node i at n-1+i, for
-    decoding to move the accepted path to consecutive positions (decoding.compact).
-    """
-    tree, config = drafter.tree, drafter.config
-    above = Tree((-1, *(parent + 1 for parent in tree.parents)))  # tokens[n-2], then the tree
-    nodes = jnp.zeros(tree.size, jnp.int32).at[0].set(tokens[n - 1])
-    p = jnp.zeros((tree.size, p_width(warp, n_vocab)), jnp.float32)
-    keys = jax.random.split(key, max(tree.depth, 1))
-    cache = dstate["cache"]
-    for d in range(tree.depth):  # static: the tree's shape is known when traced
-        x = jnp.concatenate([lax.dynamic_slice(tokens, (n - 2,), (1,)), nodes])
-        logits, cache = network.step(params, dstate["cache"], x, n - 2, config, tree=above)
-        nodes, p = grow(tree, d, logits[1:], nodes, p, keys[d], warp, params.get("head_tokens"))
-    return {"cache": cache}, nodes, p
-
-
-def eagle_tree_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: Warp, n_vocab: int):
-    """network_tree_propose for an EAGLE head: it re-reads the window up to the pending token as its chain
-    does (eagle_propose), then grows the tree level by level, each step over the tree so far at
-    n-1 under tree attention, every node reading its parent's predicted feature (the root, the
-    target's f_{n-2}). Only the window's cache entries are kept: the next round's window rewrites
-    from the target's features whatever the path accepted, so the head's cache needs no compacting;
-    decoding compacts the features the verify step returns instead."""
-    tree, config = drafter.tree, drafter.config
-    s, window, before, row = eagle.window(dstate["feats"], tokens, n, tree.depth + 1)
-    _, _, cache = eagle.step(params, dstate["cache"], before, window, s, config, logits_at=row)
-    nodes = jnp.zeros(tree.size, jnp.int32).at[0].set(tokens[n - 1])
-    reads = jnp.zeros((tree.size, config.n_embd), before.dtype).at[0].set(before[row])  # f_{n-2}
-    p = jnp.zeros((tree.size, p_width(warp, n_vocab)), jnp.float32)
-    keys = jax.random.split(key, max(tree.depth, 1))
-    for d in range(tree.depth):
-        logits, h, _ = eagle.step(params, cache, reads, nodes, n - 1, config, tree=tree)
-        nodes, p = grow(tree, d, logits, nodes, p, keys[d], warp, params.get("head_tokens"))
-        for u in np.flatnonzero(tree.depths == d):
-            if tree.children[u]:
-                reads = reads.at[np.asarray(tree.children[u])].set(h[u].astype(reads.dtype))
-    return {**dstate, "cache": cache}, nodes, p
-
-
-def grow(tree: Tree, d: int, logits, nodes, p, key, warp: Warp, head_tokens=None):
-    """The children of the tree's nodes at depth d, from their rows of `logits` [N, V'] (in the
-    head's columns: token head_tokens[c] for column c, where the head is restricted). At T = 0 they
-    are the most likely distinct tokens; at T > 0 draws from the node's distribution without
-    replacement, each from what the earlier siblings left, and the node's p row is that
-    distribution. Returns (nodes, p)."""
-    as_token = (lambda c: c) if head_tokens is None else (lambda c: head_tokens[c])
-    greedy, V = warp.temperature == 0, p.shape[1]
-    for u in np.flatnonzero(tree.depths == d):
-        kids = tree.children[u]
-        if not kids:
-            continue
-        row = logits[u]
-        pr = None if greedy else probs(row, warp)  # over the head's columns
-        # one child after another, each excluded from the next draw: at T = 0 the next most
-        # likely token, else a draw from what is left (sampling.sample, unnormalised weights).
-        # A few passes over the vocabulary, where lax.top_k sorted all of it on the CPU.
-        left = row if greedy else pr
-        for j, kid in enumerate(kids):
-            x = first_argmax(left) if greedy else sample(jax.random.fold_in(key, u * 64 + j), left)
-            nodes = nodes.at[kid].set(as_token(x).astype(jnp.int32))
-            left = left.at[x].set(-jnp.inf if greedy else 0.0)
-        if not greedy:
-            p = p.at[u].set(pr if head_tokens is None else jnp.zeros(V, jnp.float32).at[head_tokens].set(pr))
-    return nodes, p
-
-
-def with_source(source, n_source, tokens, n):
-    """(the source's n_source real tokens followed by the decoder's tokens, how many of it are
-    real: n_source + n), one buffer of len(source) + len(tokens) for lookup."""
-    idx = jnp.arange(source.shape[0] + tokens.shape[0])
-    from_source = source[jnp.clip(idx, 0, source.shape[0] - 1)]
-    from_tokens = tokens[jnp.clip(idx - n_source, 0, tokens.shape[0] - 1)]
-    return jnp.where(idx < n_source, from_source, from_tokens), n_source + n
-
-
-def lookup(tokens, n, K: int, ngram: int):
-    """Prompt lookup over tokens[0 .. n-1]: (drafts [K], how many are real).
-
-    For g = ngram .. 1, the most recent earlier j with tokens[j : j+g] == tokens[n-g : n]; the
-    longest g that matches wins. The proposal is what followed the match, continued with the
-    period n - g - j where it would run past n (so "a b a b" proposes "a b a b ...").
-    """
-    L = tokens.shape[0]
-    idx = jnp.arange(L)
-    best_j, found = jnp.int32(-1), jnp.int32(0)
-    for g in range(ngram, 0, -1):
-        match = (idx + g <= n - 1) & (idx <= n - g - 1)  # an earlier occurrence, with a token after it
-        for t in range(g):
-            match &= jnp.roll(tokens, -t) == tokens[jnp.maximum(n - g + t, 0)]
-        match &= n - g >= 0
-        j = jnp.max(jnp.where(match, idx, -1))
-        take = (found == 0) & (j >= 0)
-        best_j = jnp.where(take, j, best_j)
-        found = jnp.where(take, g, found)
-    period = jnp.maximum(n - found - best_j, 1)
-    src = best_j + found + jnp.arange(K) % period
-    drafts = tokens[jnp.clip(src, 0, L - 1)]
-    n_drafted = jnp.where(found > 0, K, 0).astype(jnp.int32)
-    return drafts.astype(jnp.int32), n_drafted
-
-
-def dial(reference, n, key, K: int, n_vocab: int, acceptance: float):
-    """The dial's K drafts for positions n .. n+K-1: reference[n + i] with probability
-    `acceptance`, else reference[n + i] + 1 + j (mod V), j uniform in 0..V-2: never the true token."""
-    k_keep, k_wrong = jax.random.split(key)
-    true = lax.dynamic_slice(reference, (n,), (K,))
-    keep = jax.random.uniform(k_keep, (K,)) < acceptance
-    wrong = (true + 1 + jax.random.randint(k_wrong, (K,), 0, n_vocab - 1)) % n_vocab
-    return jnp.where(keep, true, wrong).astype(jnp.int32)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -591,31 +301,31 @@ KINDS: dict[str, Kind] = {
             "model",
             "draft model",
             network_start,
-            network_propose,
+            draft_chains.network_propose,
             draft_model=True,
             network=True,
-            propose_tree=network_tree_propose,
+            propose_tree=draft_trees.network_tree_propose,
         ),
         Kind("lookup", "prompt lookup", lookup_start, lookup_propose, flags=("ngram",), fewer=True),
         Kind(
             "layerskip",
             "layer-skip",
             network_start,
-            network_propose,
+            draft_chains.network_propose,
             network=True,
             flags=("draft_layers",),
-            propose_tree=network_tree_propose,
+            propose_tree=draft_trees.network_tree_propose,
         ),
         Kind("dial", "acceptance dial", no_state, dial_propose, acceptance=True),
         Kind(
             "eagle",
             "EAGLE head",
             eagle_start,
-            eagle_propose,
+            draft_chains.eagle_propose,
             network=True,
             flags=("eagle_head",),
             features=True,
-            propose_tree=eagle_tree_propose,
+            propose_tree=draft_trees.eagle_tree_propose,
         ),
     )
 }

@@ -19,10 +19,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from specbench.errors import DecodeError
-from specbench.model import batched, decoding, drafters, network
-from specbench.model.decoding import plan_max_len, validate
+from specbench.model import batched, decoding, drafters, loops, network
 from specbench.model.drafters import Drafter
 from specbench.model.sampling import Warp
+from specbench.model.sizing import plan_max_len, prompt_buffer, validate
 from specbench.model.stats import DecodeStats
 from specbench.model.weights import Model
 
@@ -56,7 +56,7 @@ def inputs(prompts: list[list[int]], max_len: int, seed: int) -> Inputs:
     split(PRNGKey(seed), B), sequence i drawing from the i-th key."""
     if len(prompts) > 1:
         return Inputs(*batched.prompt_buffers(prompts, max_len), batched.keys(seed, len(prompts)))
-    return Inputs(*decoding.prompt_buffer(prompts[0], max_len), jax.random.PRNGKey(seed))
+    return Inputs(*prompt_buffer(prompts[0], max_len), jax.random.PRNGKey(seed))
 
 
 class Programs(NamedTuple):
@@ -81,8 +81,8 @@ def programs(batch: int) -> Programs:
             lambda *a, **kw: decoding.spec_round(*a, **kw)[0],
             decoding.start_jit,
             decoding.spec_start_jit,
-            decoding.ar_loop_jit,
-            decoding.spec_loop_jit,
+            loops.ar_loop_jit,
+            loops.spec_loop_jit,
         )
     return Programs(
         batched.ar_step,
@@ -186,7 +186,7 @@ def speculative(
     if device_loop and not record:  # the start, then the loop of rounds: no sync until the end
         p = programs(len(batch))
         state = p.spec_start_jit(draft_params, target.params, *x, max_len=max_len, **kw)
-        end, unbounded = ends(target.config, x.n_prompts, n_tokens), jnp.int32(decoding.NEVER)
+        end, unbounded = ends(target.config, x.n_prompts, n_tokens), jnp.int32(loops.NEVER)
         state = p.spec_loop_jit(draft_params, target.params, state, end, unbounded, jnp.bool_(False), **kw)
     else:
         state = decoding.spec_start_jit(draft_params, target.params, *x, max_len=max_len, **kw)
@@ -222,7 +222,5 @@ def prepare_drafter(drafter: Drafter, draft, target: Model, prompts, n_tokens, K
         )
     x, static = inputs(batch, max_len, seed), dict(config=target.config, warp=warp)
     state = decoding.start_jit(target.params, *x, max_len=max_len, **static)
-    state = decoding.ar_loop_jit(
-        target.params, state, jnp.int32(n_tokens + K - 1), jnp.bool_(False), **static
-    )
+    state = loops.ar_loop_jit(target.params, state, jnp.int32(n_tokens + K - 1), jnp.bool_(False), **static)
     return decoding.draft_params_for(drafter, draft, target, state.tokens)

@@ -333,3 +333,14 @@ def greedy_verdict(draft_tokens, target_tokens, n_drafted=None):
         accepted &= jnp.arange(n_draft) < n_drafted
     n_accepted = jnp.sum(jnp.cumprod(accepted.astype(jnp.int32))).astype(jnp.int32)
     return n_accepted, target_tokens[n_accepted]
+
+
+def p_width(warp: Warp, n_vocab: int) -> int:
+    """Columns of the p a drafter returns: the vocabulary, or none at T = 0, where the verdict reads
+    the draft tokens alone (sampling.greedy_verdict) and p would be one-hot rows never read."""
+    return 0 if warp.temperature == 0 else n_vocab
+
+
+def zero_after(p, n_drafted):
+    """p with its rows at and after n_drafted zero: the drafts not proposed."""
+    return jnp.where(jnp.arange(p.shape[0])[:, None] < n_drafted, p, 0.0)

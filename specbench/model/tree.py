@@ -138,7 +138,7 @@ class Dynamic:
         if self.nodes > self.candidates - 1:
             raise ValueError(f"{self.nodes} nodes are more than the {self.candidates - 1} candidates grown")
 
-    dynamic = True  # the shape is grown each round (drafters.dynamic_propose)
+    dynamic = True  # the shape is grown each round (draft_trees.dynamic_propose)
 
     @property
     def draft_rows(self) -> int:

@@ -206,7 +206,7 @@ def tree_verdict(
 ):
     """One round's verdict over a token tree (tree.Tree): recursive rejection sampling down the
     tree. The children of node u were drawn from the draft's distribution there, p[u], without
-    replacement (drafters.tree_propose: distinct siblings, which i.i.d. draws of a peaked p are
+    replacement (draft_trees.tree_propose: distinct siblings, which i.i.d. draws of a peaked p are
     not); at u they are tried in order, child c with token x accepted with probability
     min(1, r(x) / p_c(x)), starting from r = q[u], where p_c is p[u] with the earlier siblings'
     tokens removed and renormalised: the distribution c was drawn from. Each rejection replaces r
@@ -270,7 +270,7 @@ def traversal_verdict(key, tree, node_tokens, p, q, correct: bool = True):
 
         r_u <- norm(max(eta_u r_u - p_u, 0)),  eta_u <- Z / (Z + 1 - eta_u),  Z = sum max(eta_u r_u - p_u, 0),
 
-    p_u loses c's token (the next sibling was drawn without it: drafters.tree_propose), and the
+    p_u loses c's token (the next sibling was drawn without it: draft_trees.tree_propose), and the
     weights below u are computed again. On a chain it is block verification; on a tree it keeps
     subtrees that a top-down walk discards with their rejected parent. Exact: each emitted token
     follows the target (the paper's Theorem).

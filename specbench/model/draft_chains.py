@@ -1,0 +1,102 @@
+"""Drafting a chain with a network (a model, layer-skip or EAGLE drafter's propose; drafters.py
+has the registry): up to K cached steps, each drawing its draft from the draft's warped
+distribution, stopping early under dynamic K (the draft's own confidence)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from specbench.model import eagle, network, sampling
+from specbench.model.sampling import Warp, draw
+
+if TYPE_CHECKING:
+    from specbench.model.drafters import Drafter
+
+
+def network_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: Warp, K: int, n_vocab: int):
+    """Model and layer-skip drafting: K cached steps (fewer with dynamic K), each drawing from p.
+
+    The first step re-reads [tokens[n-2], tokens[n-1]] at n-2, n-1: that writes the previous
+    round's last draft into the cache when all of them were accepted (decoding.py, step 1).
+    A head restricted to some tokens (draft_vocab.py) draws among them: its column j is token
+    head_tokens[j], and p is zero at every other token.
+    """
+    config = drafter.config
+    logits, cache = network.step(
+        params, dstate["cache"], lax.dynamic_slice(tokens, (n - 2,), (2,)), n - 2, config, logits_at=1
+    )
+    after = lambda cache, x, pos: network.step(params, cache, x[None], pos, config)
+    cache, drafts, p, n_drafted = chain(drafter, params, logits, cache, after, n, key, warp, K, n_vocab)
+    return {"cache": cache}, drafts, p, n_drafted
+
+
+def eagle_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: Warp, K: int, n_vocab: int):
+    """EAGLE's drafts, a chain: the head re-reads the K + 1 positions up to the pending token
+    with the target's true features (eagle.window; that rewrites what the last round drafted on
+    its own predictions), then each draft reads the feature the head predicted before it."""
+    config = drafter.config
+    s, window, before, row = eagle.window(dstate["feats"], tokens, n, K + 1)
+    logits, h, cache = eagle.step(params, dstate["cache"], before, window, s, config, logits_at=row)
+    h = lax.dynamic_slice_in_dim(h, row, 1)  # h_{n-1}: what the first draft's successor reads
+
+    def after(state, x, pos):
+        cache, h = state
+        logits, h, cache = eagle.step(params, cache, h, x[None], pos, config)
+        return logits, (cache, h)
+
+    (cache, _), drafts, p, n_drafted = chain(
+        drafter, params, logits, (cache, h), after, n, key, warp, K, n_vocab
+    )
+    return {**dstate, "cache": cache}, drafts, p, n_drafted
+
+
+def chain(drafter: Drafter, params, logits, state, after, n, key, warp: Warp, K: int, n_vocab: int):
+    """Up to K drafts from a network, the first drawn from `logits` [1, V'] and each next one from
+    after(state, token, its position) -> (logits, state): K steps, fewer with dynamic K.
+    Returns (state, drafts [K], p [K, V], n_drafted)."""
+    keys = jax.random.split(key, K)
+    V = sampling.p_width(warp, n_vocab)
+    head_tokens = params.get("head_tokens")
+    # p is kept in the head's own columns while drafting, and spread over the vocabulary once
+    columns = V if head_tokens is None or V == 0 else head_tokens.shape[0]
+
+    def confident(logits):
+        return (
+            drafter.confidence is None
+            or jnp.max(jax.nn.softmax(logits.astype(jnp.float32))) >= drafter.confidence
+        )
+
+    def body(carry):
+        i, state, logits, drafts, p, _ = carry
+        column, p_i = draw(keys[i], logits[0], warp)
+        x = column if head_tokens is None else head_tokens[column]
+        drafts, p = drafts.at[i].set(x), p.at[i].set(p_i[:columns])
+        go_on = confident(logits[0]) if drafter.confidence is not None else jnp.bool_(True)
+        # the next draft's logits; after the K-th draft there is none to compute
+        logits, state = lax.cond(go_on & (i + 1 < K), lambda: after(state, x, n + i), lambda: (logits, state))
+        return i + 1, state, logits, drafts, p, go_on
+
+    def more(carry):
+        i, *_, go_on = carry
+        return (i < K) & go_on
+
+    init = (
+        jnp.int32(0),
+        state,
+        logits,
+        jnp.zeros(K, jnp.int32),
+        jnp.zeros((K, columns), jnp.float32),
+        jnp.bool_(True),
+    )
+    n_steps, state, _, drafts, p, last_confident = lax.while_loop(more, body, init)
+    if columns != V:  # column j is token head_tokens[j]; p is zero at every other token
+        p = jnp.zeros((K, V), jnp.float32).at[:, head_tokens].set(p)
+    # with dynamic K the draft whose confidence fell short is not proposed
+    n_drafted = jnp.where(last_confident, n_steps, n_steps - 1).astype(jnp.int32)
+    if drafter.confidence is not None:  # without dynamic K every one of the K rows was drafted
+        p = sampling.zero_after(p, n_drafted)
+    return state, drafts, p, n_drafted
