@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from specbench.model import sampling, verify
+from specbench.model import sampling, verify, verify_trees
 from specbench.model.tree import Tree
 
 K, V, k = 3, 8, 2
@@ -62,9 +62,9 @@ VERDICTS = {  # name: (verdict, the case it judges)
     "drafts all-rows": (verify.all_rows_multi_draft_verdict, drafts_case),
     "gbv": (verify.gbv_verdict, drafts_case),
     "gbv all-rows": (verify.all_rows_gbv_verdict, drafts_case),
-    "tree": (verify.tree_verdict, tree_case),
-    "tree certain": (functools.partial(verify.tree_verdict, certain=True), tree_case),
-    "traversal": (verify.traversal_verdict, tree_case),
+    "tree": (verify_trees.tree_verdict, tree_case),
+    "tree certain": (functools.partial(verify_trees.tree_verdict, certain=True), tree_case),
+    "traversal": (verify_trees.traversal_verdict, tree_case),
 }
 
 

@@ -10,7 +10,7 @@ import pytest
 from jax import export
 
 from specbench.errors import SpecbenchError
-from specbench.model import gpt2, gpu_kernels, kernels, layouts
+from specbench.model import gpt2, gpu_kernels, gpu_layers, gpu_tiles, kernels, layouts
 from specbench.model.generate import autoregressive, speculative
 from specbench.model.gpt2 import GPT2Config
 from specbench.model.sampling import Warp, accept_reject
@@ -170,8 +170,8 @@ def test_the_self_check_passes_and_fails_a_kernel_with_tf32_like_products(monkey
 
 def test_tiles_divide_every_gpt2_width_and_refuse_what_triton_cannot_take():
     for n in (768, 1024, 1280, 1600, 2304, 3072, 4800, 6400):
-        assert gpu_kernels.tile(n) >= 16 and n % gpu_kernels.tile(n) == 0
-        assert n % gpu_kernels.column_block(n) == 0
+        assert gpu_tiles.tile(n) >= 16 and n % gpu_tiles.tile(n) == 0
+        assert n % gpu_tiles.column_block(n) == 0
     assert gpu_kernels.unsupported(1600, 25, 128) is None
     assert "head_dim" in gpu_kernels.unsupported(16, 2, 128)
     assert "cache length" in gpu_kernels.unsupported(32, 2, 72)
@@ -255,4 +255,4 @@ def test_every_layer_runs_the_same_five_kernels_unrolled_or_scanned(model, monke
     np.testing.assert_allclose(scanned, unrolled, rtol=1e-6, atol=1e-6)
     monkeypatch.setenv("SPECBENCH_PALLAS_LAYERS", "rolled")
     with pytest.raises(SpecbenchError, match="unrolled, scan"):
-        gpu_kernels.layer_loop()
+        gpu_layers.layer_loop()

@@ -495,13 +495,13 @@ def test_an_environment_choice_is_checked_as_a_flag_is(env, monkeypatch, variabl
 
 def test_a_tiling_that_cannot_tile_is_refused_by_its_variable(monkeypatch):
     from specbench.environment import EnvironmentSettingError
-    from specbench.model import gpu_kernels
+    from specbench.model import gpu_tiles
 
     monkeypatch.setenv("SPECBENCH_PALLAS_TILES", "100,64,4,3")
     with pytest.raises(EnvironmentSettingError, match="SPECBENCH_PALLAS_TILES: .*power of two"):
-        gpu_kernels.tiles()
+        gpu_tiles.tiles()
     monkeypatch.setenv("SPECBENCH_PALLAS_TILES", "256,32,4,2")
-    assert gpu_kernels.tiles() == gpu_kernels.Tiles(256, 32, 4, 2)
+    assert gpu_tiles.tiles() == gpu_tiles.Tiles(256, 32, 4, 2)
 
 
 def test_a_dynamic_tree_that_grows_more_candidates_than_the_cache_of_its_nodes_runs():

@@ -73,7 +73,7 @@ def tree_tokens(tree, p, q, n_rounds, **variant):
     judged by verify.tree_verdict(**variant). Returns, for depth d = 1 .. D, the round's d-th
     emitted token and the node whose target row it must follow (-1 where the round emitted fewer
     than d tokens)."""
-    from specbench.model.verify import tree_verdict
+    from specbench.model.verify_trees import tree_verdict
 
     D = tree.depth
     on_path = np.full((tree.size, D + 1), -1, np.int32)  # on_path[u, d]: the depth-d node above u
@@ -166,7 +166,7 @@ def test_greedy_tree_decoding_gives_autoregressive_tokens(pair, kind, shape):
 def broken_tree_verdict(key, tree, node_tokens, p, q):
     """Negative control: siblings drawn without replacement, judged as if drawn independently
     (each against the whole p of their parent)."""
-    from specbench.model.verify import tree_verdict
+    from specbench.model.verify_trees import tree_verdict
 
     return tree_verdict(key, tree, node_tokens, p, q, without_replacement=False)
 
@@ -176,7 +176,7 @@ def test_every_role_of_a_tree_round_follows_the_target_and_the_broken_control_do
 
     from specbench.model import drafters
     from specbench.model.sampling import Warp
-    from specbench.model.verify import tree_verdict
+    from specbench.model.verify_trees import tree_verdict
 
     from exactness import P_THRESHOLD, SMALL_T, noisy_copy, role_p_values, round_samples
 
@@ -202,7 +202,7 @@ def test_a_tree_drafted_over_a_restricted_head_is_exact_too():
 
     from specbench.model import decoding, draft_vocab, drafters
     from specbench.model.sampling import Warp
-    from specbench.model.verify import tree_verdict
+    from specbench.model.verify_trees import tree_verdict
 
     from exactness import P_THRESHOLD, SMALL_T, noisy_copy, role_p_values, round_samples
 
@@ -225,7 +225,7 @@ def test_a_tree_drafted_over_a_restricted_head_is_exact_too():
 def skipped_correction(key, tree, node_tokens, p, q):
     """Negative control: Traversal Verification without its correction (a rejected leaf's parent
     keeps its row and weight)."""
-    from specbench.model.verify import traversal_verdict
+    from specbench.model.verify_trees import traversal_verdict
 
     return traversal_verdict(key, tree, node_tokens, p, q, correct=False)
 
@@ -236,7 +236,7 @@ def traversal_draws():
 
     from specbench.model import drafters
     from specbench.model.sampling import Warp
-    from specbench.model.verify import traversal_verdict, tree_verdict
+    from specbench.model.verify_trees import traversal_verdict, tree_verdict
 
     from exactness import SMALL_T, noisy_copy, round_samples
 
@@ -278,7 +278,8 @@ def test_traversal_on_a_chain_is_block_verification():
     import jax
     import jax.numpy as jnp
 
-    from specbench.model.verify import block_hazards, traversal_verdict
+    from specbench.model.verify import block_hazards
+    from specbench.model.verify_trees import traversal_verdict
 
     rng = np.random.default_rng(3)
     K, V = 3, 5
@@ -417,7 +418,7 @@ def test_a_dynamic_tree_keeps_the_candidates_of_highest_cumulative_probability()
 def dynamic_without_residual(key, tree, node_tokens, p, q):
     """Negative control: the dynamic tree's certain proposals tried against q itself, a rejected
     token never removed from the residual."""
-    from specbench.model.verify import tree_verdict
+    from specbench.model.verify_trees import tree_verdict
 
     return tree_verdict(key, tree, node_tokens, p, q, certain=True, update_residual=False)
 
@@ -429,7 +430,7 @@ def test_every_role_of_a_dynamic_tree_round_follows_the_target_and_the_broken_co
     from specbench.model import drafters
     from specbench.model.sampling import Warp
     from specbench.model.tree import Dynamic
-    from specbench.model.verify import tree_verdict
+    from specbench.model.verify_trees import tree_verdict
 
     from exactness import P_THRESHOLD, SMALL_T, noisy_copy, role_p_values, round_samples
 

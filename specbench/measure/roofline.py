@@ -194,7 +194,7 @@ def roofline(
 
 
 PARTS = ("ln+qkv", "attention", "proj+residual", "ln+fc+gelu", "fc proj+residual")
-"""The fused Pallas kernels of a layer (gpu_kernels.block), as roofline rows name them."""
+"""The fused Pallas kernels of a layer (gpu_layers.block), as roofline rows name them."""
 
 
 def loop_seconds(fn, x, weights, iters: int, layers: int = 1, repeats: int = 5) -> float:

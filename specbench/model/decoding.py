@@ -41,7 +41,8 @@ from specbench.errors import DecodeError
 from specbench.model import draft_trees, draft_vocab, drafters, eagle, network, programs
 from specbench.model.drafters import Drafter
 from specbench.model.sampling import TargetRows, Warp, argmax, draw, greedy_verdict, probs
-from specbench.model.verify import greedy_tree_verdict, verdict_of
+from specbench.model.verify import verdict_of
+from specbench.model.verify_trees import greedy_tree_verdict
 from specbench.model.weights import Model
 
 # ---------------------------------------------------------------------------------------------

@@ -33,7 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from specbench.model import attention, gpu_kernels, kernels, programs
+from specbench.model import attention, gpu_kernels, gpu_layers, kernels, programs
 from specbench.model.layouts import as_loaded
 
 
@@ -154,7 +154,7 @@ def step(params, cache, tokens, pos, config: GPT2Config, logits_at=None, tree=No
     consecutive positions afterwards.
 
     In the Pallas layout a step of up to gpu_kernels.ROWS tokens runs its blocks through the fused
-    kernels (gpu_kernels.blocks); the embedding, the cache write, the final norm and the head stay
+    kernels (gpu_layers.blocks); the embedding, the cache write, the final norm and the head stay
     as here.
     """
     n_seq = tokens.shape[0]
@@ -164,7 +164,7 @@ def step(params, cache, tokens, pos, config: GPT2Config, logits_at=None, tree=No
     if "pallas" in params and gpu_kernels.fits(n_seq, cache["v"].shape[1]):  # layouts.pallas_layout
         sees = np.tril(np.ones((n_seq, n_seq), bool)) if tree is None else tree.ancestors
         eps = config.layer_norm_epsilon
-        x, (k_new, v_new) = gpu_kernels.blocks(params, x, cache, pos, sees, config.n_head, eps, gelu)
+        x, (k_new, v_new) = gpu_layers.blocks(params, x, cache, pos, sees, config.n_head, eps, gelu)
     else:
         x, (k_new, v_new) = blocks(params, x, cache, pos, config, tree)
     # the scan only reads the cache; every layer's new entries [L, n_seq, n_head, hd] are written

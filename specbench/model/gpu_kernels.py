@@ -20,7 +20,7 @@ How:
   computed per chunk from the row statistics (two passes over x, which is [16, n_in], tiny).
 - The weights stay stacked [n_layer, ...] as loaded, and the layer's index is an input each kernel
   reads: nothing is sliced or copied, and every layer runs the same five kernels (compiled once
-  per step shape). The layers are unrolled, or scanned (layer_loop).
+  per step shape). The layers are unrolled, or scanned (gpu_layers.py).
 - Attention runs a program per head over the cache in blocks of `tile(max_len)` keys, only those
   before pos (an online softmax, Milakov and Gimelshein 2018), then over the step's own keys under
   `sees` (causal, or a token tree's ancestors).
@@ -35,7 +35,6 @@ tests/test_gpu_kernels.py also lowers each one for CUDA through the Triton lower
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import math
 
@@ -46,62 +45,11 @@ from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as pltriton
 
-from specbench import environment
+from specbench.model.gpu_tiles import column_block, tile, tiles
 
 ROWS = 16
 """Rows of every kernel's step: a step of n <= ROWS tokens is padded to ROWS (Triton's dot needs at
 least 16 rows; on a memory-bound GPU 16 rows cost what 1 costs). Longer steps (a prefill) run XLA."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Tiles:
-    """How the kernels cut their work: the fastest of scripts/pallas_tiles.py's six tilings at 124M's
-    width and within 2% of the fastest at 1558M's, on an H100 (docs/gpu.md, 2026-11-27).
-    SPECBENCH_PALLAS_TILES=chunk,programs,warps,stages overrides it."""
-
-    chunk: int = 512  # the most rows of a weight panel (or keys of the cache) a program loads at once
-    programs: int = 64  # column blocks narrow (to 16 columns at least) until a product has this many
-    warps: int = 8  # Triton's num_warps
-    stages: int = 3  # Triton's num_stages (its software pipeline's depth)
-
-    def __post_init__(self):
-        power_of_two = self.chunk >= 16 and not self.chunk & (self.chunk - 1)
-        if not power_of_two or min(self.programs, self.warps, self.stages) < 1:
-            raise ValueError(f"{self}: chunk must be a power of two >= 16, the others >= 1")
-
-    @classmethod
-    def from_env(cls) -> Tiles:
-        """Tiles(), or SPECBENCH_PALLAS_TILES's four whole numbers (environment.PALLAS_TILES)."""
-        numbers = environment.PALLAS_TILES.get()
-        try:
-            return cls(*numbers) if numbers else cls()
-        except ValueError as e:
-            raise environment.EnvironmentSettingError(f"{environment.PALLAS_TILES.variable}: {e}") from None
-
-
-TILES: Tiles | None = None
-"""A tiling that replaces SPECBENCH_PALLAS_TILES's (a sweep sets it between timings)."""
-
-
-def tiles() -> Tiles:
-    """The tiling every kernel is traced with: TILES where set, else Tiles.from_env()."""
-    return TILES or Tiles.from_env()
-
-
-def tile(n: int, cap: int | None = None) -> int:
-    """The largest power of two dividing n, at most cap (tiles().chunk): a block size that tiles n
-    exactly (Triton's blocks are powers of two). 0 when it is under 16, which Triton's dot cannot take."""
-    t = min(n & -n, cap or tiles().chunk)
-    return t if t >= 16 else 0
-
-
-def column_block(n_out: int) -> int:
-    """Columns per program of a product with n_out outputs: tile(n_out), halved while there are
-    fewer than tiles().programs programs and the block is wider than 16."""
-    bn = tile(n_out)
-    while bn > 16 and n_out // bn < tiles().programs:
-        bn //= 2
-    return bn
 
 
 def unsupported(n_embd: int, n_head: int, max_len: int | None = None) -> str | None:
@@ -393,10 +341,6 @@ def attention(qkv, k_cache, v_cache, layer, pos, sees, n_head: int):
     )(layer_index(layer), layer_index(pos), sees, qkv, qkv, qkv, k_cache, v_cache)
 
 
-# ---------------------------------------------------------------------------------------------
-# A layer, and the layers.
-
-
 def padded_sees(sees: np.ndarray) -> np.ndarray:
     """[n, n] bool (which new tokens each new token sees) padded to [ROWS, ROWS] int32: a padding
     row sees only itself, and no real row sees a padding row."""
@@ -404,51 +348,3 @@ def padded_sees(sees: np.ndarray) -> np.ndarray:
     n = sees.shape[0]
     out[:n, :n] = sees
     return out
-
-
-def block(x, blocks, layer, cache, pos, sees, n_head: int, eps: float, activation):
-    """Transformer block `layer` over x [ROWS, n_embd] with the five kernels; blocks are the stacked
-    parameters (params["blocks"]). Returns (x, k, v), k and v [ROWS, n_head, hd] in the cache's dtype."""
-    n_embd = x.shape[1]
-    attn, mlp = blocks["attn"], blocks["mlp"]
-    qkv = linear(x, **attn["c_attn"], layer=layer, norm=blocks["ln_1"], eps=eps)
-    a = attention(qkv, cache["k"], cache["v"], layer, pos, sees, n_head)
-    x = linear(a, **attn["c_proj"], layer=layer, residual=x)
-    h = linear(x, **mlp["c_fc"], layer=layer, norm=blocks["ln_2"], activation=activation, eps=eps)
-    x = linear(h, **mlp["c_proj"], layer=layer, residual=x)
-    heads = lambda part: qkv[:, part * n_embd : (part + 1) * n_embd].reshape(ROWS, n_head, n_embd // n_head)
-    return x, heads(1).astype(cache["k"].dtype), heads(2).astype(cache["v"].dtype)
-
-
-LAYERS = environment.PALLAS_LAYERS.values
-"""How blocks runs the layers: unrolled (the default; on an H200 XLA's step ran 16-20% faster as a
-Python loop than as lax.scan, docs/gpu.md) or lax.scan (SPECBENCH_PALLAS_LAYERS=scan: the
-comparison, and the fallback if compiling an unrolled step takes too long)."""
-
-
-def layer_loop() -> str:
-    """SPECBENCH_PALLAS_LAYERS, one of LAYERS (unrolled where unset)."""
-    return environment.PALLAS_LAYERS.get()
-
-
-def blocks(params, x, cache, pos, sees, n_head: int, eps: float, activation):
-    """gpt2.blocks through the kernels: x [n, n_embd] (n <= ROWS) padded to ROWS, every layer the
-    cache holds in turn (layer_loop), the padding dropped. Returns (x, (k, v)), k and v
-    [L, n, n_head, hd]. Every layer runs the same five kernels, its index an input."""
-    n = x.shape[0]
-    x = jnp.pad(x, ((0, ROWS - n), (0, 0)))
-    sees = jnp.asarray(padded_sees(sees))
-
-    def one(x, layer):
-        x, k, v = block(x, params["blocks"], layer, cache, pos, sees, n_head, eps, activation)
-        return x, (k[:n], v[:n])
-
-    if layer_loop() == "scan":
-        x, (k, v) = lax.scan(one, x, jnp.arange(cache["k"].shape[0]))
-        return x[:n], (k, v)
-    ks, vs = [], []
-    for layer in range(cache["k"].shape[0]):
-        x, (k, v) = one(x, layer)
-        ks.append(k)
-        vs.append(v)
-    return x[:n], (jnp.stack(ks), jnp.stack(vs))
