@@ -17,7 +17,7 @@ import sys
 import numpy as np
 
 from specbench import prompts
-from specbench.cli.checks import load_pair
+from specbench.cli.loading import load_pair
 from specbench.model import draft_vocab, drafters, generate, tokenizer
 from specbench.model.sampling import Warp
 from specbench.model.tree import Tree

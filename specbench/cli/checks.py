@@ -1,21 +1,19 @@
-"""Flag by flag, the checks a plan is built from: models and drafters, prompts and sizes,
-memory, and flags that would have no effect (paths and resume files: paths.py). Each failure is
+"""Flag by flag, the checks a plan is built from: drafters, prompts and sizes, memory, and flags
+that would have no effect (models: loading.py; paths and resume files: paths.py). Each failure is
 BadInput, one line naming the flag."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import click
-
 from specbench import prompts
 from specbench.cli.console import BadInput, bad_input
 from specbench.cli.params import NGRAM_MAX, VERIFY_SHAPES, DynamicTree, tree_depth, tree_label
 from specbench.cli.paths import FORMATS
-from specbench.errors import DecodeError, WeightsError
+from specbench.errors import DecodeError
 
 # ---------------------------------------------------------------------------------------------
-# Models and drafters
+# Drafters
 
 
 def kinds_that(trait: str) -> tuple[str, ...]:
@@ -23,153 +21,6 @@ def kinds_that(trait: str) -> tuple[str, ...]:
     from specbench.model import drafters
 
     return drafters.kinds_that(trait)
-
-
-def check_backend() -> None:
-    """JAX's backend must start: JAX_PLATFORMS naming a platform that is not installed (cuda on a
-    machine without it) is one line, not JAX's traceback."""
-    from specbench.measure import device
-
-    problem = device.backend_problem()
-    if problem:
-        raise BadInput("JAX_PLATFORMS", problem)
-
-
-def load_model(name: str, flag: str, dtype: str, kernels: str = "auto", cache: dict | None = None):
-    """A model by registry name, alias or directory, in the layout decoding reads (--kernels);
-    BadInput naming `flag` if it cannot be had."""
-    import jax.numpy as jnp
-
-    from specbench.errors import SpecbenchError
-    from specbench.model import network, weights
-
-    check_backend()
-    cache = {} if cache is None else cache
-    if (name, dtype, kernels) not in cache:
-        try:
-            model = weights.load_model(
-                name, jnp.bfloat16 if dtype == "bfloat16" else jnp.float32, decoding=False
-            )
-        except WeightsError as e:
-            raise bad_input(e, flag) from None
-        if network.encoder_decoder(model.config) and kernels not in ("auto", "xla"):
-            raise BadInput(
-                "--kernels", f"{model.name} is a T5: its steps run on XLA's products (auto or xla)"
-            )
-        try:
-            cache[name, dtype, kernels] = weights.for_decoding_model(model, kernels)
-        except SpecbenchError as e:
-            raise bad_input(e, "--kernels") from None
-    return cache[name, dtype, kernels]
-
-
-def load_pair(
-    draft: str | None, target: str | None, dtype: str, need_draft: bool = True, kernels: str = "auto"
-):
-    """(draft, target) models; the draft is None when the drafter needs no draft model. The two
-    must share the vocabulary and the tokenizer (model/tokenizer.for_model)."""
-    from specbench.model import tokenizer, weights
-
-    named = target and (draft or not need_draft)  # a named pair runs without the bundled one
-    try:
-        default_draft, default_target = (draft, target) if named else weights.default_pair()
-    except WeightsError as e:
-        raise bad_input(e, "--target") from None
-    d = load_model(draft or default_draft, "--draft", dtype, kernels) if need_draft else None
-    t = load_model(target or default_target, "--target", dtype, kernels)
-    if d is not None and d.config.n_vocab != t.config.n_vocab:
-        raise BadInput(
-            "--draft/--target",
-            f"draft and target must share the vocabulary "
-            f"({d.name}: {d.config.n_vocab}, {t.name}: {t.config.n_vocab})",
-        )
-    texts = [tokenizer.for_model(m.source).name for m in (d, t) if m is not None]
-    if len(set(texts)) > 1:
-        raise BadInput(
-            "--draft/--target",
-            f"draft and target must share the tokenizer ({d.name}: {texts[0]}, {t.name}: {texts[1]})",
-        )
-    return d, t
-
-
-def load_head(f: dict, target):
-    """The EAGLE head that --eagle-head names, as a Model (eagle.load), for this target: by default
-    the folder <target's name>-eagle in gpt2_weights/ (the bundled tiny-target-eagle)."""
-    from specbench.model import eagle, network, weights
-
-    if network.encoder_decoder(target.config):
-        raise BadInput(
-            "--drafter", f"{target.name} is a T5: it drafts with a model, lookup or the dial so far"
-        )
-    named = f.get("eagle_head")
-    path = Path(named).expanduser() if named else weights.weights_dir() / f"{target.name}-eagle"
-    if not named and not path.is_dir():
-        raise BadInput(
-            "--eagle-head",
-            f"{target.name} has no EAGLE head at {path}: train one with `python -m specbench.train eagle "
-            f"--target {target.name} --out {path}`, or name a folder",
-        )
-    if not path.is_dir():
-        raise BadInput("--eagle-head", f"{path} does not exist: name an EAGLE head's folder")
-    if not eagle.is_head_dir(path):
-        raise BadInput("--eagle-head", f"{path} is not an EAGLE head (its config.json names {eagle.MARKER})")
-    try:
-        config, params, trained_on = eagle.load(path, target.params["wte"].dtype)
-    except WeightsError as e:
-        raise BadInput("--eagle-head", str(e)) from None
-    if config.n_embd != target.config.n_embd or config.n_vocab != target.config.n_vocab:
-        raise BadInput(
-            "--eagle-head",
-            f"{path} reads features of width {config.n_embd} (trained on {trained_on or 'another target'}); "
-            f"{target.name}'s are {target.config.n_embd} wide",
-        )
-    if trained_on and trained_on != target.name:
-        click.echo(
-            f"warning: --eagle-head: {path} was trained on {trained_on}'s features, not {target.name}'s: "
-            "expect few of its drafts accepted",
-            err=True,
-        )
-    return weights.Model(path.name, config, params, str(path))
-
-
-def default_head(target):
-    """The target's EAGLE head in gpt2_weights/<name>-eagle, or None where it has none."""
-    from specbench.model import eagle, weights
-
-    if not eagle.is_head_dir(weights.weights_dir() / f"{target.name}-eagle"):
-        return None
-    return load_head({}, target)
-
-
-def drafting_model(kind: str, draft, head):
-    """The model a drafter of this kind brings of its own: the draft model, the EAGLE head, or None."""
-    from specbench.model.drafters import KINDS
-
-    spec = KINDS[kind]
-    return draft if spec.draft_model else head if spec.features else None
-
-
-def random_model(name: str, dtype: str, kernels: str = "auto"):
-    """Random weights of a registry shape (timing only), in the layout decoding reads (--kernels)."""
-    import jax.numpy as jnp
-
-    from specbench.errors import SpecbenchError
-    from specbench.model import weights
-    from specbench.model.gpt2 import init_params
-
-    check_backend()
-    try:
-        spec = weights.resolve(name)
-    except WeightsError as e:
-        raise bad_input(e, "--model") from None
-    if not isinstance(spec, weights.ModelSpec):
-        raise BadInput("--random-init", "needs registry names (a directory has weights already)")
-    jdtype = jnp.bfloat16 if dtype == "bfloat16" else jnp.float32
-    model = weights.Model(spec.name, spec.config, init_params(spec.config, 0, jdtype), "random")
-    try:
-        return weights.for_decoding_model(model, kernels)
-    except SpecbenchError as e:
-        raise bad_input(e, "--kernels") from None
 
 
 def check_drafter_flags(kinds: list[str], f: dict) -> None:
@@ -366,21 +217,6 @@ def draft_vocabulary(f: dict, network) -> int | None:
     except SpecbenchError as e:
         raise BadInput("--draft-vocab" if choice != "auto" else folder, str(e)) from None
     return n
-
-
-def load_peers(
-    names: list[str], drafter, draft, target, batch: int, start: bool = True, temperatures=(0.0,)
-) -> tuple:
-    """The --peer implementations, checked for these settings and (unless a dry run: start=False)
-    started (peers.make_peers)."""
-    if not names:
-        return ()
-    from specbench.measure import device, peers
-
-    try:
-        return peers.make_peers(names, drafter, draft, target, batch, device.on_gpu(), start, temperatures)
-    except peers.PeerError as e:
-        raise BadInput("--peer", str(e)) from None
 
 
 # ---------------------------------------------------------------------------------------------

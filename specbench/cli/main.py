@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from specbench.cli import helptext, render, sweep_view, tables, trace_view
+from specbench.cli import helptext, peers_view, render, step_options, sweep_view, tables, trace_view
 from specbench.cli import options as opt
 from specbench.cli.console import BadInput, SpecbenchGroup, bad_input, given, interrupt_note, make_console
 from specbench.cli.paths import check_new_file
@@ -67,7 +67,7 @@ def run(**flags):
             failed = failed or e
     render.run_report(rows[0], res, console)
     if len(rows) > 1:
-        render.peers_report(rows, console)
+        peers_view.peers_report(rows, console)
     export.write_all(rows, {fmt: path for fmt, path in p.exports.items() if path == "-"})
     if failed:
         written = [path for _, path in files if Path(path).is_file() and path != failed.path]
@@ -126,7 +126,7 @@ def sweep(**flags):
     for line in render.budget_warnings(rows):
         console.print(line)
     if any(r.get("implementation", "specbench") != "specbench" for r in rows):
-        render.peers_report(rows, console)
+        peers_view.peers_report(rows, console)
     for line in sweep_view.best_K_lines(rows):
         console.print(line)
     if p.batches and len(p.batches) > 1:
@@ -156,7 +156,7 @@ def trace(**flags):
 
 
 @cli.command("theory")
-@opt.apply(opt.theory_cmd)
+@opt.apply(step_options.theory_cmd)
 def theory_cmd(K, t_draft, t_target, r, alpha, t_verify):
     """The speedup that theory predicts. With --r: Chen et al.'s formula; with --alpha:
     Leviathan et al.'s, and the optimal K.
@@ -248,7 +248,7 @@ def plot(file, output, force, budget):
 
 
 @cli.command("roofline")
-@opt.apply(opt.roofline + opt.exports)
+@opt.apply(step_options.roofline + opt.exports)
 @opt.dry_run
 def roofline_cmd(**flags):
     """Decode-step time against its two roofs, for steps of 1 to K+1 tokens.
@@ -299,79 +299,9 @@ def report(**flags):
     """The whole picture on this machine: a standard battery (roofline, prompt categories, K,
     temperature, drafters, batch size, exactness) measured with one pair, as a web page with its
     rows. Every row is saved as it finishes; Ctrl-C keeps them, and --resume completes the report."""
-    import importlib.util
+    from specbench.cli.report_command import make_report
 
-    # the page and its plots, checked before any measuring; found, not imported (matplotlib's
-    # import makes its config folder, and a refusal writes nothing)
-    missing = [m for m in ("jinja2", "matplotlib") if importlib.util.find_spec(m) is None]
-    extra = f"needs the report extra ({', '.join(missing)} missing): pip install -e '.[report]'"
-    if missing and not flags["dry_run"]:  # a dry run draws nothing: it says so and goes on
-        raise BadInput("report", extra)
-    from specbench.cli import plan as plans
-    from specbench.cli import report as battery
-
-    p = battery.report_plan(flags)
-    console = make_console()
-    battery_size = "quick" if p.battery.quick else "full"
-    console.print(
-        f"report: {len(p.jobs)} measurements + roofline + self-test ({battery_size}), "
-        f"{render.plural(len(p.done), 'row')} already in {p.directory}"
-    )
-    todo = [job for name, job in p.jobs.items() if name not in {r.get("report_job") for r in p.done}]
-    if flags["dry_run"]:
-        seconds = plans.estimate_seconds(todo) + battery.FIXED_SECONDS * (
-            battery.left_to_measure(p) - len(todo)
-        )
-        tables.dry_run(console, todo, plans.program_sets(todo), seconds, p.directory)
-        if missing:
-            console.print(f"note: the report itself {extra}")
-        return
-    from specbench.results import page
-
-    if p.resume and battery.left_to_measure(p) == 0:
-        if (p.directory / "index.html").is_file():
-            console.print(
-                f"the report in {p.directory} is complete: nothing is left to measure, so it is left as it is"
-            )
-            return
-        console.print(
-            f"the report in {p.directory} is measured but has no index.html: the page is made again"
-        )
-    kept = lambda rows: (
-        f"{render.plural(len(rows), 'row')} kept in {p.directory}; run again with --resume -o {p.directory}"
-    )
-    note = interrupt_note()
-    note.message = (
-        "interrupted: " + kept(p.done)
-        if p.done
-        else f"interrupted: nothing measured yet; run again with --resume -o {p.directory}"
-    )
-    try:
-        with progress_bar("report", battery.total_steps(p), unit="measurement") as bar:
-
-            def step(done, what, rows=()):
-                bar.update(done, what=what)
-                if rows:
-                    note.message = "interrupted: " + kept(rows)
-
-            rows, sections = battery.measure(p, step)
-            bar.update(battery.total_steps(p), what="done")
-        info = battery.page_info(p, sections)
-        index = page.render(p.directory, rows, sections, p.shows, info)
-    except KeyboardInterrupt:  # in-process callers (tests); the console script exits from __main__'s watcher
-        click.echo(note.message, err=True)
-        sys.exit(130)
-    except (
-        OSError,
-        export.WriteError,
-    ) as e:  # a full disk: export's WriteError, or a plot matplotlib could not save
-        what = e if isinstance(e, export.WriteError) else f"{e.filename} could not be written ({e.strerror})"
-        raise SpecbenchError(f"{what}; {note.message.removeprefix('interrupted: ')}") from None
-    console.print(
-        f"wrote {index} ({render.plural(len(rows), 'row')} in rows.json, rows.csv) · open it in a browser"
-    )
-    for line in render.budget_warnings(rows):
-        console.print(line)
+    make_report(flags)
 
 
 def main(note=None):

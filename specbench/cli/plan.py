@@ -9,26 +9,28 @@ from pathlib import Path
 
 from specbench import prompts
 from specbench.cli.checks import (
-    check_backend,
     check_batch,
     check_decodable,
     check_drafter_flags,
     check_no_effect,
-    drafting_model,
     kinds_that,
-    load_head,
-    load_model,
-    load_pair,
-    load_peers,
     make_drafter,
     method_flags,
     method_variants,
     network_drafter,
-    random_model,
     resolve_prompt,
 )
 from specbench.cli.console import BadInput, bad_input
 from specbench.cli.jobs import Job
+from specbench.cli.loading import (
+    check_backend,
+    drafting_model,
+    load_head,
+    load_model,
+    load_pair,
+    load_peers,
+    random_model,
+)
 from specbench.cli.paths import (
     check_exports,
     check_grid_resume,

@@ -15,114 +15,30 @@ import json
 from pathlib import Path
 
 from specbench import prompts
+from specbench.cli.battery import TREE_SHAPE, Battery
 from specbench.cli.checks import (
     check_batch,
     check_decodable,
-    default_head,
-    drafting_model,
     drafts_for,
-    load_pair,
-    load_peers,
     make_drafter,
 )
-from specbench.cli.console import BadInput
 from specbench.cli.jobs import Job, measure_into
+from specbench.cli.loading import default_head, drafting_model, load_pair, load_peers
 from specbench.cli.params import DRAFT_CONFIDENCE
 from specbench.cli.render import plural
-from specbench.errors import ExportError
+from specbench.cli.report_files import STATE_FILE, check_directory, save_state
 from specbench.measure import load
 from specbench.measure.bench import RunConfig
 from specbench.model import tokenizer
 from specbench.model.sampling import Warp
-from specbench.results import export
 from specbench.results.sections import BY_ID, SECTIONS
 
 # what a report made before a setting existed was measured with
-SETTINGS_BEFORE = {"kernels": "xla", "draft_vocab": "full"}
 FIXED_SECONDS = 30.0  # a dry run's rough time for the roofline, and for the self-test
-STATE_FILE = "report.json"  # the settings and the sections' load; marks a directory as a report
 K_DEFAULT = 4
 SELFTEST_SAMPLES = 20000  # the self-test's generations per sampler (selftest.run): seconds on a CPU
 ROOFLINE_CONTEXT = 256
 N_TOKENS = 40  # new tokens per generation, every job
-
-
-TREE_SHAPE = (2, 2, 1)  # the trees section: 10 drafts of depth 3, beside chains of K = 3
-
-
-@dataclasses.dataclass(frozen=True)
-class Battery:
-    """What one report measures. `quick` trims every section, and keeps them all."""
-
-    quick: bool
-
-    @property
-    def repeats(self) -> int:
-        return 2 if self.quick else 5
-
-    @property
-    def categories(self) -> list[str]:
-        """The suite the headline rests on: every built-in prompt; quick, the first of each category."""
-        if self.quick:
-            return [next(iter(group)) for group in prompts.PROMPTS.values()]
-        return list(prompts.all_prompts())
-
-    @property
-    def Ks(self) -> list[int]:
-        return [1, 2, 4, 8] if self.quick else [1, 2, 3, 4, 6, 8]
-
-    @property
-    def warps(self) -> list[Warp]:
-        return [Warp(0.0), Warp(1.0)] + ([] if self.quick else [Warp(1.0, top_p=0.9)])
-
-    @property
-    def drafters(self) -> list[tuple[str, bool]]:  # (kind, dynamic K)
-        extra = (
-            [("lookup", False)] if self.quick else [("lookup", False), ("layerskip", False), ("model", True)]
-        )
-        return [("model", False), *extra]
-
-    def trees(self, eagle: bool) -> list[tuple[str, tuple[int, ...] | None, str]]:
-        """(kind, tree shape or None for a chain of its depth, verify) at T = 1: each drafter's
-        chain, its tree judged from the root, and judged from the leaves (traversal)."""
-        if self.quick:  # one drafter: the EAGLE head where there is one, the trees' own case
-            kinds = ["eagle" if eagle else "model"]
-        else:
-            kinds = ["model"] + (["eagle"] if eagle else []) + ["layerskip"]
-        shape = TREE_SHAPE
-        return [
-            (k, t, v) for k in kinds for t, v in ((None, "token"), (shape, "token"), (shape, "traversal"))
-        ]
-
-    @property
-    def batches(self) -> list[int]:
-        return [1, 4] if self.quick else [1, 2, 4, 8]
-
-    @property
-    def methods(self) -> list[tuple[str, int]]:  # (verify, drafts) at T = 1
-        return [("token", 1), ("block", 1), ("token", 2), ("gbv", 2)] + ([] if self.quick else [("token", 4)])
-
-    @property
-    def acceptances(self) -> list[float]:  # the dial's settings, T = 0
-        return [0.0, 0.5, 1.0] if self.quick else [0.0, 0.2, 0.4, 0.6, 0.8, 0.9, 1.0]
-
-    @property
-    def roofline_iters(self) -> int:
-        return 10 if self.quick else 20
-
-    def left_out(self, eagle: bool) -> str:
-        """What the quick battery leaves out of the full one, for the page to say; "" for the full."""
-        if not self.quick:
-            return ""
-        full = Battery(False)
-        trees = "the model drafter's and layer-skip's" if eagle else "layer-skip's"
-        return (
-            f"The quick battery left out: {len(full.categories) - len(self.categories)} of the "
-            f"{len(full.categories)} prompts (one a category is kept), K = 3 and 6, top-p 0.9 at T = 1, "
-            f"the layer-skip and dynamic-K drafters, {trees} trees, batches of 2 and 8, 4 draft "
-            f"sequences, {len(full.acceptances) - len(self.acceptances)} of the dial's settings, and "
-            f"{full.repeats - self.repeats} of {full.repeats} repeats. Run without --quick for them."
-        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -258,93 +174,6 @@ def one_cache_length(jobs: dict[str, Job], models: list) -> dict[str, Job]:
         name: dataclasses.replace(job, config=dataclasses.replace(job.config, max_len=longest))
         for name, job in jobs.items()
     }
-
-
-def check_directory(directory: Path, settings: dict, resume: bool, force: bool) -> list[dict]:
-    """-o DIR: new, or a previous report (--resume completes it, --force starts it over); never a
-    folder of something else unless --force. Returns the rows --resume keeps."""
-    state = directory / STATE_FILE
-    if resume and force:
-        raise BadInput("--force", "starts the report over, --resume completes it: give one of them")
-    if directory.exists() and not directory.is_dir():
-        raise BadInput("--output", f"{directory} is a file, not a folder")
-    is_report = state.is_file()
-    if resume:
-        if not is_report:
-            raise BadInput("--resume", f"{directory} holds no report to complete (no {STATE_FILE})")
-        try:
-            saved = json.loads(state.read_text())
-            rows = (
-                export.read_json(str(directory / "rows.json")) if (directory / "rows.json").exists() else []
-            )
-        except (OSError, ValueError, ExportError) as e:
-            raise BadInput("--resume", f"{state} cannot be read ({e})") from None
-        shape = isinstance(saved, dict) and isinstance(saved.get("settings"), dict)
-        if not shape or not isinstance(saved.get("sections", {}), dict):
-            raise BadInput("--resume", f"{state} is not a specbench report (no settings and sections in it)")
-        damage = damaged_sections(saved["sections"]) or damaged_rows(rows)
-        if damage:
-            raise BadInput("--resume", f"{directory} is damaged: {damage}; --force starts it over")
-        before = {**SETTINGS_BEFORE, **saved["settings"]}
-        if before != settings:
-            differ = ", ".join(
-                f"{k} {before.get(k)!r} there, {v!r} now" for k, v in settings.items() if before.get(k) != v
-            )
-            raise BadInput("--resume", f"{directory} is a report with other settings ({differ})")
-        return rows
-    if directory.exists() and any(directory.iterdir()) and not force:
-        what = "a previous report: --resume completes it" if is_report else "not a report"
-        raise BadInput("--output", f"{directory} exists and is {what}; --force writes into it")
-    parent = directory.parent if directory.parent != Path("") else Path(".")
-    if not directory.exists() and not parent.is_dir():
-        raise BadInput("--output", f"{parent} does not exist: make it, or name a folder in one that does")
-    probe = directory if directory.exists() else parent
-    try:
-        export.check_writable(str(probe / ".specbench-probe"))
-    except ExportError as e:
-        raise BadInput("--output", str(e).replace("/.specbench-probe", "")) from None
-    return []
-
-
-ROW_NEEDS = ("report_job", "K", "temperature", "prompt_id", "speedup", "alpha", "ar_mean_s", "sd_mean_s")
-
-
-def damaged_rows(rows: list[dict]) -> str | None:
-    """What is wrong with a report's saved rows, or None: every row names its job and carries the
-    numbers the page draws (ROW_NEEDS), so that --resume neither re-measures nor crashes on it."""
-    for i, r in enumerate(rows):
-        if not isinstance(r, dict):
-            return f"row {i + 1} of rows.json is not an object"
-        gone = [f for f in ROW_NEEDS if f not in r]
-        if gone:
-            return f"row {i + 1} of rows.json has no {', '.join(gone)}"
-        bad = [
-            f for f in ROW_NEEDS[1:] if f != "prompt_id" and not isinstance(r[f], (int, float, type(None)))
-        ]
-        if bad or not isinstance(r["report_job"], str):
-            return f"row {i + 1} of rows.json has a {(bad or ['report_job'])[0]} of the wrong type"
-    return None
-
-
-def damaged_sections(sections: dict) -> str | None:
-    """What is wrong with report.json's sections, or None: each an object, the roofline's rows a
-    list of objects, the self-test an object."""
-    for name, entry in sections.items():
-        if name not in BY_ID or not isinstance(entry, dict):
-            return f"report.json's section {name!r} is not one of a report's"
-    rows = sections.get("roofline", {}).get("rows", [])
-    if not isinstance(rows, list) or not all(isinstance(r, dict) and "model" in r for r in rows):
-        return "report.json's roofline rows are not rows"
-    if not isinstance(sections.get("exactness", {}).get("selftest", {}), dict):
-        return "report.json's self-test is not an object"
-    return None
-
-
-def save_state(plan: ReportPlan, sections: dict) -> None:
-    export.write_text(
-        str(plan.directory / STATE_FILE),
-        json.dumps({"settings": plan.settings, "sections": sections}, indent=1),
-    )
 
 
 def measure(plan: ReportPlan, on_progress) -> tuple[list[dict], dict]:
