@@ -55,8 +55,8 @@ def test_a_generation_and_its_time_account_run_the_same_programs():
     config = lambda n: RunConfig(
         draft, target, drafters.model_drafter(draft.config), 3, n_tokens=n, repeats=1
     )
-    loops = ("ar_loop_jit", "spec_loop_jit")
-    sizes = lambda: [getattr(loops, name).jitted._cache_size() for name in loops]
+    names = ("ar_loop_jit", "spec_loop_jit")
+    sizes = lambda: [getattr(loops, name).jitted._cache_size() for name in names]
     before = sizes()
     first = bench.run_benchmark(config(6), [[1, 2, 3, 4]])
     after_first = sizes()
