@@ -1,9 +1,9 @@
-"""Builds specbench's CPU kernel (specbench/model/cpu_kernels.cc) at `pip install`; pyproject.toml
+"""Builds specbench's CPU kernel (specbench/model/kernels/cpu_kernels.cc) at `pip install`; pyproject.toml
 holds everything else.
 
 The kernel is compiled against jaxlib's FFI headers (a build requirement) with the system's g++.
 It is optional: where it cannot build, the install goes on without it, and specbench says so in one
-line at run time and uses XLA's own products (specbench/model/kernels.py).
+line at run time and uses XLA's own products (specbench/model/kernels/cpu.py).
 """
 
 import importlib.util
@@ -28,8 +28,8 @@ class BuildKernel(build_ext):
 setup(
     ext_modules=[
         Extension(
-            "specbench.model._cpu_kernels",
-            ["specbench/model/cpu_kernels.cc"],
+            "specbench.model.kernels._cpu_kernels",
+            ["specbench/model/kernels/cpu_kernels.cc"],
             language="c++",
             extra_compile_args=["-O3", "-std=c++17", "-Wno-psabi"],
             optional=True,

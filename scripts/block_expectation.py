@@ -22,9 +22,11 @@ import numpy as np
 from jax import lax
 
 from specbench import prompts
-from specbench.model import decoding, drafters, generate, sampling, tokenizer, verify
-from specbench.model.gpt2 import step
-from specbench.model.weights import load_model
+from specbench.model import generate
+from specbench.model.checkpoints import tokenizer
+from specbench.model.checkpoints.weights import load_model
+from specbench.model.decode import decoding, drafters, sampling, verify
+from specbench.model.nets.gpt2 import step
 
 ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 12
 WARP = sampling.Warp(float(sys.argv[2]) if len(sys.argv) > 2 else 1.0)

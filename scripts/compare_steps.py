@@ -18,7 +18,8 @@ import jax
 import numpy as np
 
 from specbench.measure import roofline, timing
-from specbench.model import gpt2, layouts, weights
+from specbench.model.checkpoints import weights
+from specbench.model.nets import gpt2, layouts
 
 
 def load_other(path: str):

@@ -12,8 +12,8 @@ import sys
 import numpy as np
 
 from specbench.measure import roofline, timing
-from specbench.model import weights
-from specbench.model.gpt2 import decode_layout, init_params
+from specbench.model.checkpoints import weights
+from specbench.model.nets.gpt2 import decode_layout, init_params
 
 
 def main(out_path: str, names: list[str]) -> None:

@@ -34,7 +34,7 @@ for s in "${stages[@]}"; do
         stage env 60 bash -c 'nvidia-smi; python3 -c "import jax, jaxlib, torch; print(jax.__version__, jaxlib.__version__, jax.devices(), torch.__version__, torch.cuda.is_available())"'
         ;;
     pallas-check)  # whether the fused Pallas kernels run here (--kernels auto takes them if so), and why not
-        stage pallas-check 120 python3 -c "from specbench.model import gpu_kernels as g; print('unavailable:', g.unavailable())"
+        stage pallas-check 120 python3 -c "from specbench.model.kernels import pallas as g; print('unavailable:', g.unavailable())"
         ;;
     run-xla-kernels)  # the bundled pair with XLA's products, against run's (the Pallas kernels where they passed)
         stage run-xla-kernels-T0 75 $sb run --K 4 -t 0 --repeats 10 --no-save --kernels xla \
@@ -79,7 +79,7 @@ for s in "${stages[@]}"; do
         stage sampler-cdf 75 env SPECBENCH_SAMPLER=cdf $sb run --K 4 -t 1 --repeats 10 --no-save \
             --export-json "$OUT/run-bundled-f32-T1-cdf.json"
         ;;
-    run-xla-loops)  # the same with XLA's default loops (model/programs.py), for the comparison
+    run-xla-loops)  # the same with XLA's default loops (model/kernels/programs.py), for the comparison
         stage run-xla-loops-T0 75 env SPECBENCH_XLA_LOOPS=default $sb run --K 4 -t 0 --repeats 10 --no-save \
             --export-json "$OUT/run-bundled-f32-T0-xla-loops.json"
         stage run-xla-loops-T1 75 env SPECBENCH_XLA_LOOPS=default $sb run --K 4 -t 1 --repeats 10 --no-save \

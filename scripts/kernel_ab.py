@@ -5,7 +5,7 @@ by 20-40% on this project's CPU).
 The earlier kernel read the weights as loaded (stacked, HF orientation) and the output head as
 wte.T; build its library from that commit and pass its path:
 
-    git show bb10b9c:specbench/model/cpu_kernels.cc > /tmp/old.cc
+    git show bb10b9c:specbench/model/kernels/cpu_kernels.cc > /tmp/old.cc
     FFI="$(python -c 'import jax; print(jax.ffi.include_dir())')"
     g++ -O3 -std=c++17 -Wno-psabi -shared -fPIC -isystem "$FFI" /tmp/old.cc -o /tmp/old_kernel.so
     python scripts/kernel_ab.py /tmp/old_kernel.so tiny-target --rows 1,2,5
@@ -32,9 +32,12 @@ import numpy as np
 from specbench import prompts
 from specbench.measure import timing
 from specbench.measure.prepared import Prepared, RunConfig
-from specbench.model import drafters, gpt2, kernels, layouts, weights
-from specbench.model.sampling import Warp
-from specbench.model.tokenizer import encode
+from specbench.model.checkpoints import weights
+from specbench.model.checkpoints.tokenizer import encode
+from specbench.model.decode import drafters
+from specbench.model.decode.sampling import Warp
+from specbench.model.kernels import cpu
+from specbench.model.nets import gpt2, layouts
 
 OLD_TARGET = "specbench_matmul_before_packing"
 
@@ -52,12 +55,12 @@ def use_old_kernel_without_packed_copies():
     linear, head = gpt2.linear, gpt2.head
 
     def old_linear(x, bias, weight, weight_t=None, packed=None, layer=None):
-        if layer is not None and packed is None and x.shape[0] <= kernels.ROWS_MAX:
+        if layer is not None and packed is None and x.shape[0] <= cpu.ROWS_MAX:
             return old_matmul(x, weight, bias, layer)
         return linear(x, bias, weight, weight_t, packed, layer)
 
     def old_head(params, x):
-        if "weight" in params.get("head", {}) and x.shape[0] <= kernels.ROWS_MAX:
+        if "weight" in params.get("head", {}) and x.shape[0] <= cpu.ROWS_MAX:
             return old_matmul(x, params["head"]["weight"])
         return head(params, x)
 

@@ -20,7 +20,7 @@ import numpy as np
 from jax import lax
 
 from specbench.measure.timing import seconds_per_iter
-from specbench.model import kernels
+from specbench.model.kernels import cpu
 
 ITERS, N_IN = 50, 256
 
@@ -30,7 +30,7 @@ def product_loop(packed, n_out: int):
 
     @jax.jit
     def loop(x):
-        return lax.fori_loop(0, ITERS, lambda _, x: x + 1e-9 * kernels.matmul(x, packed, n_out)[:, :N_IN], x)
+        return lax.fori_loop(0, ITERS, lambda _, x: x + 1e-9 * cpu.matmul(x, packed, n_out)[:, :N_IN], x)
 
     return loop
 
@@ -40,13 +40,13 @@ def main():
     parser.add_argument("--n-out", default="4096,16384,50257", help="columns of w, comma-separated")
     parser.add_argument("--rows", default="1,5,8", help="rows of x, comma-separated")
     args = parser.parse_args()
-    if kernels.unavailable():
-        raise SystemExit(f"the CPU kernel cannot run here: {kernels.unavailable()}")
+    if cpu.unavailable():
+        raise SystemExit(f"the CPU kernel cannot run here: {cpu.unavailable()}")
     rng = np.random.default_rng(0)
     rows = [int(r) for r in args.rows.split(",")]
     cases = {}
     for n_out in (int(n) for n in args.n_out.split(",")):
-        packed = kernels.pack(rng.standard_normal((N_IN, n_out)).astype(np.float32))
+        packed = cpu.pack(rng.standard_normal((N_IN, n_out)).astype(np.float32))
         for r in rows:
             cases[n_out, r] = (product_loop(packed, n_out), jnp.ones((r, N_IN), jnp.float32))
     samples = {case: [] for case in cases}

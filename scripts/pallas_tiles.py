@@ -1,5 +1,5 @@
-"""Each fused Pallas kernel of one GPT-2 layer (gpu_kernels.py) timed alone under several tilings
-(gpu_tiles.Tiles), against the memory bound: which tiling the kernels should default to on
+"""Each fused Pallas kernel of one GPT-2 layer (pallas.py) timed alone under several tilings
+(pallas_tiles.Tiles), against the memory bound: which tiling the kernels should default to on
 this GPU. Eight layers of the model's width with random weights (roofline.kernel_parts runs
 each kernel over them in turn, so no call reads weights the cache holds), so even 1558M's fits
 in seconds:
@@ -21,8 +21,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from specbench.measure import device, roofline
-from specbench.model import gpt2, gpu_tiles, layouts
-from specbench.model.weights import Model
+from specbench.model.kernels import pallas_tiles
+from specbench.model.nets import gpt2, layouts
+from specbench.model.nets.network import Model
 
 SWEEP = [  # chunk, programs, warps, stages
     (128, 64, 4, 3),
@@ -57,7 +58,7 @@ def main():
     print(f"{model.name}, {args.dtype}, cache {args.context}, memory bound {bound:.0f} GB/s")
     rows = []
     for t in sweep:
-        gpu_tiles.TILES = gpu_tiles.Tiles(*t)
+        pallas_tiles.TILES = pallas_tiles.Tiles(*t)
         try:
             parts = roofline.kernel_parts(model, args.context, args.iters, bound)
         except Exception as e:  # noqa: BLE001 -- a tiling this GPU cannot take: say so, try the next

@@ -1,7 +1,7 @@
 """The prefill (decoding.start: the prompt through the model, then the first token) two ways,
 alternated in one process, so that the host's drift hits both alike.
 
-The kernel's row limit (kernels.ROWS_MAX) at 16, where a prompt's bucket of 32 rows or more took
+The kernel's row limit (cpu.ROWS_MAX) at 16, where a prompt's bucket of 32 rows or more took
 XLA's products and the batched attention, against today's (or --limit); a prompt over both limits
 runs the same program twice, a control for the noise:
 
@@ -12,7 +12,7 @@ runs the same program twice, a control for the noise:
 An earlier gpt2.py's cached_attention against today's (up to commit d292ec3 a prefill at position
 0 scored every entry of its empty cache, and over 256 rows XLA constant-folded their mask):
 
-    git show d292ec3:specbench/model/gpt2.py > /tmp/gpt2_before.py
+    git show d292ec3:specbench/model/nets/gpt2.py > /tmp/gpt2_before.py
     python scripts/prefill_ab.py --attention /tmp/gpt2_before.py --tokens 19,100,250 --max-len 512
 
 Each way gets its own jitted program, traced with its setting in place; the programs alternate, the
@@ -32,9 +32,12 @@ import jax
 import numpy as np
 
 from specbench import prompts
-from specbench.model import attention, decoding, kernels, sizing, weights
-from specbench.model.sampling import Warp
-from specbench.model.tokenizer import encode
+from specbench.model.checkpoints import weights
+from specbench.model.checkpoints.tokenizer import encode
+from specbench.model.decode import decoding, sizing
+from specbench.model.decode.sampling import Warp
+from specbench.model.kernels import cpu
+from specbench.model.nets import attention
 
 
 def earlier_attention(path: str):
@@ -55,7 +58,7 @@ def ways(args) -> dict[str, tuple[object, str, object]]:
             "earlier": (attention, "cached_attention", earlier),
             "today": (attention, "cached_attention", None),
         }
-    return {"16": (kernels, "ROWS_MAX", 16), str(args.limit): (kernels, "ROWS_MAX", args.limit)}
+    return {"16": (cpu, "ROWS_MAX", 16), str(args.limit): (cpu, "ROWS_MAX", args.limit)}
 
 
 def traced(model, buf, n_prompt, max_len: int, setting):
@@ -81,13 +84,13 @@ def main():
     parser.add_argument(
         "--max-len", type=int, help="the cache's length (default: the longest prompt's bucket)"
     )
-    parser.add_argument("--limit", type=int, default=kernels.ROWS_MAX, help="the row limit compared with 16")
+    parser.add_argument("--limit", type=int, default=cpu.ROWS_MAX, help="the row limit compared with 16")
     parser.add_argument(
         "--attention", help="an earlier gpt2.py or attention.py, whose cached_attention is compared instead"
     )
     args = parser.parse_args()
-    if kernels.unavailable():
-        raise SystemExit(f"the CPU kernel cannot run here: {kernels.unavailable()}")
+    if cpu.unavailable():
+        raise SystemExit(f"the CPU kernel cannot run here: {cpu.unavailable()}")
     model = weights.load_model(args.model, kernels_choice="cpu")
     settings, text = ways(args), encode(prompts.DEFAULT_PROMPT)
     lengths = [int(n) for n in args.tokens.split(",")]

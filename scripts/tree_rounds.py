@@ -18,9 +18,11 @@ import numpy as np
 
 from specbench import prompts
 from specbench.cli.loading import load_pair
-from specbench.model import draft_vocab, drafters, generate, tokenizer
-from specbench.model.sampling import Warp
-from specbench.model.tree import Tree
+from specbench.model import generate
+from specbench.model.checkpoints import draft_vocab, tokenizer
+from specbench.model.decode import drafters
+from specbench.model.decode.sampling import Warp
+from specbench.model.decode.tree import Tree
 
 SHAPES = {"chain K=3": Tree.chain(3), "chain K=4": Tree.chain(4)}
 SHAPES |= {

@@ -25,8 +25,9 @@ from specbench import prompts
 from specbench.cli.loading import load_pair
 from specbench.measure import timing
 from specbench.measure.prepared import Prepared, RunConfig
-from specbench.model import draft_vocab, drafters, tokenizer
-from specbench.model.sampling import Warp
+from specbench.model.checkpoints import draft_vocab, tokenizer
+from specbench.model.decode import drafters
+from specbench.model.decode.sampling import Warp
 
 
 def main():

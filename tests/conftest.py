@@ -21,9 +21,10 @@ import pytest
 from click.testing import CliRunner
 
 from specbench.cli.main import cli
-from specbench.model import hf_layout, reference, weights
-from specbench.model.gpt2 import GPT2Config, init_params
-from specbench.model.weights import Model
+from specbench.model.checkpoints import hf_layout, weights
+from specbench.model.nets import reference
+from specbench.model.nets.gpt2 import GPT2Config, init_params
+from specbench.model.nets.network import Model
 
 
 def random_model(

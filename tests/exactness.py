@@ -18,11 +18,11 @@ from specbench.measure.selftest import (  # noqa: F401  (re-exported for the tes
     broken_accept_reject,
     chi_square_p,
 )
-from specbench.model import gpu_kernels, kernels
-from specbench.model.gpt2 import GPT2Config
-from specbench.model.layouts import kernel_layout, pallas_layout
-from specbench.model.sampling import accept_reject, sample
-from specbench.model.weights import Model
+from specbench.model.decode.sampling import accept_reject, sample
+from specbench.model.kernels import cpu, pallas
+from specbench.model.nets.gpt2 import GPT2Config
+from specbench.model.nets.layouts import kernel_layout, pallas_layout
+from specbench.model.nets.network import Model
 
 MANY_SAMPLES = {"xla_backend_optimization_level": 1}
 """XLA's options for a program that draws thousands of samples, or scores thousands of
@@ -39,15 +39,15 @@ DRAFT = GPT2Config(n_layer=1, n_head=2, n_embd=16, n_ctx=128, n_vocab=97)
 
 def with_kernel(*models: Model) -> tuple[Model, ...]:
     """The models in the CPU kernel's layout (layouts.kernel_layout), or a skip where it cannot run."""
-    if kernels.unavailable():
-        pytest.skip(f"the CPU kernel cannot run here: {kernels.unavailable()}")
+    if cpu.unavailable():
+        pytest.skip(f"the CPU kernel cannot run here: {cpu.unavailable()}")
     return tuple(Model(m.name, m.config, kernel_layout(m.params), m.source) for m in models)
 
 
 def with_pallas(*models: Model) -> tuple[Model, ...]:
     """The models marked for the fused Pallas kernels (layouts.pallas_layout), those whose shapes
-    they tile; on the CPU they run interpreted (gpu_kernels.py)."""
-    fits = lambda m: gpu_kernels.unsupported(m.config.n_embd, m.config.n_head) is None
+    they tile; on the CPU they run interpreted (pallas.py)."""
+    fits = lambda m: pallas.unsupported(m.config.n_embd, m.config.n_head) is None
     mark = lambda m: Model(m.name, m.config, pallas_layout(m.params), m.source) if fits(m) else m
     return tuple(mark(m) for m in models)
 
@@ -80,8 +80,8 @@ def round_samples(
     including the prompt. One compiled program draws them all (selftest.one_of)."""
     from jax import lax
 
-    from specbench.model import decoding
-    from specbench.model.verify import verdict_of
+    from specbench.model.decode import decoding
+    from specbench.model.decode.verify import verdict_of
 
     P, max_len = len(prompt), target.config.n_ctx  # the small models' 16: room for 2 rounds of K = 3
     buf = jnp.asarray(np.array(prompt + [0] * (8 - len(prompt)), np.int32))
@@ -119,8 +119,8 @@ def role_p_values(target, prompt, warp, tokens, accepted, drafted, K) -> dict[st
         "after bonus", "after rejection"   the first token of the next round.
 
     Pooling positions would hide a bias that changes sign between them (issue 33)."""
-    from specbench.model.gpt2 import gpt2
-    from specbench.model.sampling import probs
+    from specbench.model.decode.sampling import probs
+    from specbench.model.nets.gpt2 import gpt2
 
     P = len(prompt)
     forward = jax.vmap(lambda t: probs(gpt2(target.params, t, target.config), warp))

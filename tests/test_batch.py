@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 
 from specbench.measure import selftest, timing
-from specbench.model import batched, drafters, generate
+from specbench.model import generate
+from specbench.model.decode import batched, drafters
+from specbench.model.decode.sampling import Warp, accept_reject
 from specbench.model.generate import autoregressive
-from specbench.model.sampling import Warp, accept_reject
 from specbench.results import theory
 
 from conftest import random_model

@@ -9,10 +9,13 @@ import numpy as np
 import pytest
 
 from specbench import prompts
-from specbench.model import draft_vocab, drafters, eagle, generate, hf_layout, tokenizer, weights
+from specbench.model import generate
+from specbench.model.checkpoints import draft_vocab, eagle_files, hf_layout, tokenizer, weights
+from specbench.model.decode import drafters
+from specbench.model.decode.tree import Tree
 from specbench.model.generate import speculative
-from specbench.model.gpt2 import gpt2
-from specbench.model.tree import Tree
+from specbench.model.nets import eagle
+from specbench.model.nets.gpt2 import gpt2
 from specbench.results import repetition
 
 BUNDLED = Path(__file__).resolve().parent.parent / "gpt2_weights"
@@ -78,9 +81,9 @@ def test_the_bundled_eagle_head_drafts_exactly_and_better_than_chance(pair):
     AR on every built-in prompt, and its drafts are accepted far more often than the draft's."""
     _, target = pair
     folder = BUNDLED / "tiny-target-eagle"
-    assert eagle.is_head_dir(folder), f"the bundled EAGLE head is missing from {folder}"
+    assert eagle_files.is_head_dir(folder), f"the bundled EAGLE head is missing from {folder}"
     assert sum(f.stat().st_size for f in folder.glob("*.safetensors")) <= 5 * 2**20
-    config, params, trained_on = eagle.load(folder)
+    config, params, trained_on = eagle_files.load(folder)
     assert trained_on == "tiny-target" and config == eagle.config_for(target.config)
     head = weights.Model(folder.name, config, params, str(folder))
     vocab = draft_vocab.declared(folder)
@@ -113,7 +116,7 @@ def test_the_bundled_t5_pair_decodes_exactly_with_its_own_tokenizer(monkeypatch)
     with their own BPE (the same tokenizer.json in both), small enough to travel; greedy SD equals
     AR on every built-in prompt read as the source, by the draft and by lookup over the source,
     and the distilled draft's tokens are accepted far more often than chance."""
-    from specbench.model import network
+    from specbench.model.nets import network
 
     names = weights.BUNDLED_T5_PAIR
     for name in names:

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from specbench.cli.main import cli
 from specbench.measure import bench
-from specbench.model import hf_layout
+from specbench.model.checkpoints import hf_layout
 from specbench.results.export import CSV_COLUMNS
 
 from conftest import TARGET, assert_one_line_error, invoke

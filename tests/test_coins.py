@@ -10,8 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from specbench.model import sampling, verify, verify_trees
-from specbench.model.tree import Tree
+from specbench.model.decode import sampling, verify, verify_trees
+from specbench.model.decode.tree import Tree
 
 K, V, k = 3, 8, 2
 FORBIDDEN = (1, 2, 3)  # the drafted tokens, each of target probability 0 at every position

@@ -7,9 +7,7 @@ import pytest
 
 from specbench.errors import DecodeError
 from specbench.measure import timing
-from specbench.model.generate import autoregressive, speculative
-from specbench.model.gpt2 import GPT2Config
-from specbench.model.sampling import (
+from specbench.model.decode.sampling import (
     TargetRows,
     Warp,
     accept_reject,
@@ -19,7 +17,9 @@ from specbench.model.sampling import (
     sample,
     sample_residual,
 )
-from specbench.model.stats import DecodeStats
+from specbench.model.decode.stats import DecodeStats
+from specbench.model.generate import autoregressive, speculative
+from specbench.model.nets.gpt2 import GPT2Config
 
 from conftest import random_model
 from exactness import (
@@ -199,7 +199,7 @@ def test_each_sampler_draws_every_token_with_its_probability_and_a_broken_race_f
     probability 0 (a top-k warp), and a race whose clocks are squared exponentials, the broken
     control, fails the same test. (Uniform clocks would not do as a control over 300 tokens:
     the winner's clock is near 0, where a uniform's density equals an exponential's.)"""
-    from specbench.model import sampling
+    from specbench.model.decode import sampling
 
     monkeypatch.setenv("SPECBENCH_SAMPLER", sampler)
     assert sampling.sampler_for(jax.default_backend()) == sampler
@@ -395,7 +395,7 @@ def _sorted_warp_reference(logits, warp):
 
 
 def test_fast_top_k_and_top_p_keep_the_same_sets_as_sorting_ties_included():
-    from specbench.model import sampling
+    from specbench.model.decode import sampling
 
     rng = np.random.default_rng(0)
     paths = set()

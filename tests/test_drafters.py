@@ -8,9 +8,11 @@ import numpy as np
 import pytest
 
 from specbench.measure import timing
-from specbench.model import decoding, draft_vocab, drafters, lookup
+from specbench.model import generate
+from specbench.model.checkpoints import draft_vocab
+from specbench.model.decode import drafters, lookup
+from specbench.model.decode.sampling import Warp, accept_reject
 from specbench.model.generate import autoregressive, speculative
-from specbench.model.sampling import Warp, accept_reject
 
 from conftest import random_model
 from exactness import (
@@ -206,7 +208,7 @@ def test_a_draft_vocabulary_draws_from_the_drafts_own_distribution_restricted_to
     ps, drafts = {}, {}
     for vocab in (None, 40):
         drafter = dataclasses.replace(full, vocab=vocab)
-        params = decoding.draft_params_for(drafter, draft, target)
+        params = generate.draft_params_for(drafter, draft, target)
         state = drafters.start(drafter, params, prompt, len(prompt), 64)
         _, drafts[vocab], ps[vocab], _ = drafters.propose(
             drafter, params, state, tokens, jnp.int32(4), jax.random.PRNGKey(3), Warp(1.0), 3, TARGET.n_vocab
@@ -235,7 +237,7 @@ def test_no_recompiles_whatever_the_draft_length(target, draft):
 
 def test_layerskip_reads_the_targets_own_weights(target):
     drafter = drafters.layerskip_drafter(target.config, 1)
-    from specbench.model.decoding import draft_params_for
+    from specbench.model.generate import draft_params_for
 
     assert draft_params_for(drafter, None, target) is target.params  # no copy
     with pytest.raises(ValueError, match="1..1"):
@@ -247,12 +249,13 @@ def test_the_command_lines_copies_of_the_model_layers_lists_are_the_lists():
     # the CLI keeps copies so that --help imports no JAX; a kind or method added to the model
     # layer and not to the copy fails here
     from specbench.cli import params
-    from specbench.model import kernels, verify
+    from specbench.model.decode import verify
+    from specbench.model.kernels import cpu
 
     assert params.DRAFTER_KINDS == tuple(drafters.KINDS)
     assert params.VERIFY_METHODS == verify.METHODS == drafters.VERIFY_METHODS
     assert params.VERIFY_SHAPES == verify.SHAPES == drafters.VERIFY_SHAPES
-    assert params.KERNELS == kernels.CHOICES
+    assert params.KERNELS == cpu.CHOICES
 
 
 def test_each_drafter_kind_is_one_record_whose_traits_the_drafter_follows():

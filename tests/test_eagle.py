@@ -1,4 +1,4 @@
-"""The EAGLE head (model/eagle.py): its cached step equals its uncached forward, the round hands it
+"""The EAGLE head (model/nets/eagle.py): its cached step equals its uncached forward, the round hands it
 the target's true features, its drafts are exact at T = 0 and in every role at T = 1 (a broken
 control fails), and heads load, refuse damage, train and run from the command line."""
 
@@ -10,11 +10,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from specbench.model import decoding, draft_chains, draft_trees, drafters, eagle, gpt2
+from specbench.model import generate
+from specbench.model.checkpoints import eagle_files
+from specbench.model.decode import decoding, draft_chains, draft_trees, drafters
+from specbench.model.decode.sampling import Warp
+from specbench.model.decode.tree import Dynamic, Tree
 from specbench.model.generate import autoregressive, speculative
-from specbench.model.sampling import Warp
-from specbench.model.tree import Dynamic, Tree
-from specbench.model.weights import Model
+from specbench.model.nets import eagle, gpt2
+from specbench.model.nets.network import Model
 
 from conftest import assert_one_line_error, invoke, random_model
 from exactness import P_THRESHOLD, SMALL_T, TARGET, role_p_values, round_samples, with_kernel
@@ -80,7 +83,7 @@ def test_the_head_holds_the_targets_true_features_and_its_own_cache_after_every_
     uncached pass over them), and the head's cache there is what reading them afresh writes: the
     window re-read leaves nothing of its own predictions behind."""
     chain = drafters.eagle_drafter(TARGET)
-    params = decoding.draft_params_for(chain, head, target)
+    params = generate.draft_params_for(chain, head, target)
     prompt = [5, 9, 1, 44, 3]
     buf = jnp.asarray(prompt + [0] * 11, jnp.int32)
     tree = dataclasses.replace(chain, tree=Tree.branching((2, 2, 1)))
@@ -93,11 +96,11 @@ def test_the_head_holds_the_targets_true_features_and_its_own_cache_after_every_
         n = int(state.n)
         committed = state.tokens[: n - 1]  # tokens[n-1] is pending: no feature yet
         true = gpt2.transformer(target.params, committed, TARGET, features=True)
-        np.testing.assert_allclose(state.draft["feats"][: n - 1], true, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(state.draft.feats[: n - 1], true, rtol=1e-4, atol=1e-4)
         fresh = gpt2.init_cache(head.config, 64)
         _, _, fresh = eagle.step(params, fresh, eagle.shifted(true), committed, 0, head.config)
         for name, axis in (("k", -1), ("v", 1)):
-            got = jnp.take(state.draft["cache"][name], jnp.arange(n - 1), axis=axis)
+            got = jnp.take(state.draft.cache[name], jnp.arange(n - 1), axis=axis)
             want = jnp.take(fresh[name], jnp.arange(n - 1), axis=axis)
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=f"{warp} cache {name}")
 
@@ -143,7 +146,7 @@ def test_greedy_eagle_equals_autoregressive(target, head, case):
 
 def test_the_heads_drafts_depend_on_the_features_it_is_handed(target, head):
     drafter = drafters.eagle_drafter(TARGET)
-    params = decoding.draft_params_for(drafter, head, target)
+    params = generate.draft_params_for(drafter, head, target)
     buf = jnp.asarray([5, 9, 1, 44, 3, 0, 0, 0], jnp.int32)
     state = decoding.spec_start(
         params, target.params, buf, jnp.int32(5), jax.random.PRNGKey(0), drafter, TARGET, Warp(1.0), 64, 3
@@ -152,7 +155,7 @@ def test_the_heads_drafts_depend_on_the_features_it_is_handed(target, head):
         drafter, params, dstate, state.tokens, state.n, jax.random.PRNGKey(1), Warp(1.0), 3, TARGET.n_vocab
     )
     _, _, p, _ = propose(state.draft)
-    _, _, p_blind, _ = propose({**state.draft, "feats": jnp.zeros_like(state.draft["feats"])})
+    _, _, p_blind, _ = propose(state.draft._replace(feats=jnp.zeros_like(state.draft.feats)))
     assert np.abs(np.asarray(p[0]) - np.asarray(p_blind[0])).sum() > 0.1
 
 
@@ -167,7 +170,7 @@ def wrong_row_propose(drafter, params, dstate, tokens, n, key, warp, K, n_vocab)
     out, drafts, _, n_drafted = draft_chains.eagle_propose(
         real, params, dstate, tokens, n, key, warp, K, n_vocab
     )
-    off = {**dstate, "feats": jnp.roll(dstate["feats"], 1, axis=0)}
+    off = dstate._replace(feats=jnp.roll(dstate.feats, 1, axis=0))
     _, _, p, _ = draft_chains.eagle_propose(real, params, off, tokens, n, key, warp, K, n_vocab)
     return out, drafts, p, n_drafted
 
@@ -176,7 +179,7 @@ def wrong_row_tree_propose(drafter, params, dstate, tokens, n, key, warp, n_voca
     """The same negative control for a tree: its nodes the head's, p read one feature row off."""
     real = dataclasses.replace(drafter, kind="eagle")
     out, nodes, _ = draft_trees.eagle_tree_propose(real, params, dstate, tokens, n, key, warp, n_vocab)
-    off = {**dstate, "feats": jnp.roll(dstate["feats"], 1, axis=0)}
+    off = dstate._replace(feats=jnp.roll(dstate.feats, 1, axis=0))
     _, _, p = draft_trees.eagle_tree_propose(real, params, off, tokens, n, key, warp, n_vocab)
     return out, nodes, p
 
@@ -207,7 +210,7 @@ def role_draws(shared):
             for case, (kind, shape, _) in ROLE_CASES.items():
                 tree = Tree.branching(shape) if isinstance(shape, tuple) else shape
                 drafter = drafters.Drafter(kind, eagle.config_for(SMALL_T), tree=tree)
-                params = decoding.draft_params_for(drafter, head, target)
+                params = generate.draft_params_for(drafter, head, target)
                 draws[case] = round_samples(params, target, [3, 7, 1], Warp(1.0), 3, drafter)[0]
         return target, draws
 
@@ -236,9 +239,9 @@ def test_every_role_of_an_eagle_round_follows_the_target(role_draws, case, recor
 
 
 def test_a_head_saved_loads_the_same_and_damage_is_named(tmp_path, target, head):
-    eagle.save(tmp_path / "h", head.params, head.config, "target")
-    assert eagle.is_head_dir(tmp_path / "h") and not eagle.is_head_dir(tmp_path)
-    config, params, trained_on = eagle.load(tmp_path / "h")
+    eagle_files.save(tmp_path / "h", head.params, head.config, "target")
+    assert eagle_files.is_head_dir(tmp_path / "h") and not eagle_files.is_head_dir(tmp_path)
+    config, params, trained_on = eagle_files.load(tmp_path / "h")
     assert config == head.config and trained_on == "target"
     for a, b in zip(jax.tree_util.tree_leaves(params), jax.tree_util.tree_leaves(head.params)):
         np.testing.assert_allclose(a, np.asarray(b, np.float16).astype(np.float32))
@@ -250,11 +253,11 @@ def test_a_head_saved_loads_the_same_and_damage_is_named(tmp_path, target, head)
     flat["fc.weight"] = flat["fc.weight"][:-1]
     save_file(flat, str(tmp_path / "h" / eagle.WEIGHTS_FILE))
     with pytest.raises(WeightsError, match=r"fc.weight is shaped \(63, 32\), expected \(64, 32\)"):
-        eagle.load(tmp_path / "h")
+        eagle_files.load(tmp_path / "h")
     del flat["blocks.attn.c_attn.bias"]
     save_file(flat, str(tmp_path / "h" / eagle.WEIGHTS_FILE))
     with pytest.raises(WeightsError, match="blocks.attn.c_attn.bias is missing"):
-        eagle.load(tmp_path / "h")
+        eagle_files.load(tmp_path / "h")
 
 
 def test_training_lowers_the_heads_losses(tmp_path, target):
@@ -283,12 +286,12 @@ def test_training_lowers_the_heads_losses(tmp_path, target):
 
 
 def test_run_drafts_with_a_head_and_refuses_what_does_not_fit(env, tmp_path):
-    from specbench.model import weights
+    from specbench.model.checkpoints import weights
 
     target = env[3]
     t = weights.load_model(target)
     h = random_head(t, 3)
-    eagle.save(tmp_path / "head", h.params, h.config, "t")
+    eagle_files.save(tmp_path / "head", h.params, h.config, "t")
     result = invoke(
         "run",
         "--drafter",
@@ -313,7 +316,7 @@ def test_run_drafts_with_a_head_and_refuses_what_does_not_fit(env, tmp_path):
     result = invoke("run", "--drafter", "eagle", "--target", target, "-n", "8", "--no-save")
     assert_one_line_error(result, "--eagle-head", "t has no EAGLE head", "python -m specbench.train eagle")
     wide = random_head(Model("w", dataclasses.replace(t.config, n_embd=t.config.n_embd * 2), {}, "random"), 1)
-    eagle.save(tmp_path / "wide", wide.params, wide.config, "w")
+    eagle_files.save(tmp_path / "wide", wide.params, wide.config, "w")
     result = invoke(
         "run", "--drafter", "eagle", "--eagle-head", str(tmp_path / "wide"), "--target", target, "--no-save"
     )
@@ -336,11 +339,11 @@ def test_run_drafts_with_a_head_and_refuses_what_does_not_fit(env, tmp_path):
 
 
 def test_models_lists_a_head_as_what_it_is(env, tmp_path, monkeypatch):
-    from specbench.model import weights
+    from specbench.model.checkpoints import weights
 
     t = weights.load_model(env[3])
     h = random_head(t, 3)
-    eagle.save(tmp_path / "gpt2_weights" / "t-eagle", h.params, h.config, "t")
+    eagle_files.save(tmp_path / "gpt2_weights" / "t-eagle", h.params, h.config, "t")
     rows = {r["name"]: r for r in weights.list_models()}
     assert rows["t-eagle"]["kind"] == "EAGLE head (--drafter eagle)"
     assert rows["t-eagle"]["layers_x_width"] == f"1x{t.config.n_embd}" and rows["t-eagle"]["present"]

@@ -3,10 +3,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from specbench.model import draft_vocab, kernels, layouts
-from specbench.model.gpt2 import GPT2Config, gpt2, init_cache, step, step_jit
-from specbench.model.layouts import decode_layout, decode_pieces, kernel_layout
-from specbench.model.weights import Model
+from specbench.model.kernels import cpu
+from specbench.model.nets import layouts
+from specbench.model.nets.gpt2 import GPT2Config, gpt2, init_cache, step, step_jit
+from specbench.model.nets.layouts import decode_layout, decode_pieces, kernel_layout
+from specbench.model.nets.network import Model
 
 from conftest import numpy_gpt2, random_model
 
@@ -22,8 +23,8 @@ CONFIGS = [
 def test_cached_logits_match_full_forward(config, layout, monkeypatch):
     if layout == "decode-pieces":  # cut every n_in into pieces of under 8 floats, as 4,096 and wider are
         monkeypatch.setattr(layouts, "FUSED_VECTOR_BYTES", 32)
-    if layout == "kernel" and kernels.unavailable():
-        pytest.skip(f"the CPU kernel cannot run here: {kernels.unavailable()}")
+    if layout == "kernel" and cpu.unavailable():
+        pytest.skip(f"the CPU kernel cannot run here: {cpu.unavailable()}")
     if layout.startswith("decode") and jax.devices()[0].platform != "cpu":
         pytest.skip("the decode layout's [n_out, n_in] copies are made on the CPU only")
     model = random_model(config, seed=config.n_embd)
@@ -52,13 +53,13 @@ def test_cached_logits_match_full_forward(config, layout, monkeypatch):
 @pytest.mark.parametrize("limit", [None, 8], ids=["prefill-within-limit", "prefill-over-limit"])
 @pytest.mark.parametrize("layout", ["hf", "kernel"])
 def test_a_long_prefill_matches_full_forward(layout, limit, monkeypatch):
-    # a prompt of 30 tokens (a bucket of 32): within kernels.ROWS_MAX, its products run the kernel
+    # a prompt of 30 tokens (a bucket of 32): within cpu.ROWS_MAX, its products run the kernel
     # (kernel layout) and its attention few_token_attention; over the limit, XLA's GEMM and the
     # batched products over the heads
-    if layout == "kernel" and kernels.unavailable():
-        pytest.skip(f"the CPU kernel cannot run here: {kernels.unavailable()}")
+    if layout == "kernel" and cpu.unavailable():
+        pytest.skip(f"the CPU kernel cannot run here: {cpu.unavailable()}")
     if limit:
-        monkeypatch.setattr(kernels, "ROWS_MAX", limit)
+        monkeypatch.setattr(cpu, "ROWS_MAX", limit)
     config = CONFIGS[1]
     model = random_model(config, seed=5)
     tokens = jnp.asarray(np.random.default_rng(4).integers(0, config.n_vocab, 34), jnp.int32)
@@ -70,7 +71,7 @@ def test_a_long_prefill_matches_full_forward(layout, limit, monkeypatch):
     # traced here, under this test's limit; position 0 a Python int, as decoding.start passes it (a
     # prefill at 0 reads no cache entry), then a verify step at a traced position
     prefill = jax.jit(lambda params, cache, tokens: step(params, cache, tokens, 0, config))
-    assert (kernels.TARGET in prefill.lower(model.params, cache, padded).as_text()) == (
+    assert (cpu.TARGET in prefill.lower(model.params, cache, padded).as_text()) == (
         layout == "kernel" and not limit
     )
     logits, cache = prefill(model.params, cache, padded)
@@ -83,8 +84,8 @@ def test_a_long_prefill_matches_full_forward(layout, limit, monkeypatch):
 @pytest.mark.parametrize("layout", ["decode", "kernel"])
 @pytest.mark.parametrize("n_after", [4, 1])  # 1: the 1-token attention, stale entries right after pos
 def test_rollback_then_overwrite_matches_full_forward(n_after, layout):
-    if layout == "kernel" and kernels.unavailable():
-        pytest.skip(f"the CPU kernel cannot run here: {kernels.unavailable()}")
+    if layout == "kernel" and cpu.unavailable():
+        pytest.skip(f"the CPU kernel cannot run here: {cpu.unavailable()}")
     config = CONFIGS[1]
     model = random_model(config, seed=3)
     to_layout = kernel_layout if layout == "kernel" else decode_layout
@@ -141,15 +142,15 @@ def test_logits_at_one_row_equals_that_row_of_all():
 
 @pytest.mark.parametrize("layout", ["hf", "kernel"])
 def test_a_head_over_some_tokens_gives_the_full_heads_columns_for_them(layout):
-    """A draft vocabulary (draft_vocab.restrict): the step's logits are those of its tokens, for
+    """A draft vocabulary (layouts.restrict_head): the step's logits are those of its tokens, for
     every step shape the drafter runs (1 token, the first draft's 2, a prompt)."""
-    if layout == "kernel" and kernels.unavailable():
-        pytest.skip(f"the CPU kernel cannot run here: {kernels.unavailable()}")
+    if layout == "kernel" and cpu.unavailable():
+        pytest.skip(f"the CPU kernel cannot run here: {cpu.unavailable()}")
     config = CONFIGS[2]
     model = random_model(config, seed=5)
     params = kernel_layout(model.params) if layout == "kernel" else model.params
     ids = np.sort(np.random.default_rng(0).choice(config.n_vocab, 37, replace=False))
-    restricted = draft_vocab.restrict(params, ids)
+    restricted = layouts.restrict_head(params, ids)
     tokens = jnp.asarray(np.random.default_rng(1).integers(0, config.n_vocab, 8), jnp.int32)
     for n_seq in (1, 2, 8):
         full, _ = step(params, init_cache(config, 16), tokens[:n_seq], 0, config)
@@ -159,7 +160,7 @@ def test_a_head_over_some_tokens_gives_the_full_heads_columns_for_them(layout):
 
 
 def test_the_decode_layout_reads_as_many_bytes_and_batches_use_the_hf_layout():
-    from specbench.model.layouts import batch_layout, param_bytes, resident_bytes
+    from specbench.model.nets.layouts import batch_layout, param_bytes, resident_bytes
 
     params = random_model(CONFIGS[1], seed=1).params
     both = decode_layout(params)

@@ -1,4 +1,4 @@
-"""The fused Pallas kernels of a GPU step (gpu_kernels.py), run here in Pallas's interpret mode:
+"""The fused Pallas kernels of a GPU step (pallas.py), run here in Pallas's interpret mode:
 the step through them equals the uncached forward, SD equals AR at T = 0, the tokens follow the
 target at T = 1 (chi-square, with a broken control), each kernel lowers for CUDA through the Triton
 lowering, and --kernels chooses them only where they can run."""
@@ -10,11 +10,12 @@ import pytest
 from jax import export
 
 from specbench.errors import SpecbenchError
-from specbench.model import gpt2, gpu_kernels, gpu_layers, gpu_tiles, kernels, layouts
+from specbench.model.decode.sampling import Warp, accept_reject
+from specbench.model.decode.tree import Tree
 from specbench.model.generate import autoregressive, speculative
-from specbench.model.gpt2 import GPT2Config
-from specbench.model.sampling import Warp, accept_reject
-from specbench.model.tree import Tree
+from specbench.model.kernels import cpu, pallas, pallas_layers, pallas_tiles
+from specbench.model.nets import gpt2, layouts
+from specbench.model.nets.gpt2 import GPT2Config
 
 from conftest import assert_one_line_error, invoke, random_model
 from exactness import (
@@ -138,7 +139,7 @@ def cuda_step(config: GPT2Config, dtype, n_rows: int, batch: int = 0):
         cache, tokens, pos = jax.tree_util.tree_map(lead, cache), lead(tokens), lead(pos)
         fn = jax.vmap(fn, in_axes=(None, 0, 0, 0))
     checks = [export.DisabledSafetyCheck.custom_call(TRITON)]
-    with gpu_kernels.lowering_for("cuda"):
+    with pallas.lowering_for("cuda"):
         return export.export(jax.jit(fn), platforms=["cuda"], disabled_checks=checks)(
             params, cache, tokens, pos
         )
@@ -161,37 +162,37 @@ def test_every_kernel_lowers_for_cuda_through_triton(n_embd, n_head, dtype, n_ro
 
 
 def test_the_self_check_passes_and_fails_a_kernel_with_tf32_like_products(monkeypatch):
-    assert gpu_kernels.self_check() is None
-    exact = gpu_kernels.dot
+    assert pallas.self_check() is None
+    exact = pallas.dot
     rounded = lambda a, b, trans_b=False: exact(a.astype(jnp.bfloat16), b.astype(jnp.bfloat16), trans_b)
-    monkeypatch.setattr(gpu_kernels, "dot", rounded)
-    assert "off by" in gpu_kernels.self_check()
+    monkeypatch.setattr(pallas, "dot", rounded)
+    assert "off by" in pallas.self_check()
 
 
 def test_tiles_divide_every_gpt2_width_and_refuse_what_triton_cannot_take():
     for n in (768, 1024, 1280, 1600, 2304, 3072, 4800, 6400):
-        assert gpu_tiles.tile(n) >= 16 and n % gpu_tiles.tile(n) == 0
-        assert n % gpu_tiles.column_block(n) == 0
-    assert gpu_kernels.unsupported(1600, 25, 128) is None
-    assert "head_dim" in gpu_kernels.unsupported(16, 2, 128)
-    assert "cache length" in gpu_kernels.unsupported(32, 2, 72)
-    assert not gpu_kernels.fits(17, 64) and not gpu_kernels.fits(5, 72) and gpu_kernels.fits(16, 64)
+        assert pallas_tiles.tile(n) >= 16 and n % pallas_tiles.tile(n) == 0
+        assert n % pallas_tiles.column_block(n) == 0
+    assert pallas.unsupported(1600, 25, 128) is None
+    assert "head_dim" in pallas.unsupported(16, 2, 128)
+    assert "cache length" in pallas.unsupported(32, 2, 72)
+    assert not pallas.fits(17, 64) and not pallas.fits(5, 72) and pallas.fits(16, 64)
 
 
 @pytest.mark.skipif(jax.default_backend() != "cpu", reason="what a CPU is told; a GPU runs the kernels")
 def test_kernels_pallas_is_refused_off_a_gpu_and_auto_takes_it_where_it_runs(monkeypatch, model, env):
     params = model.params
     with pytest.raises(SpecbenchError, match="the device is cpu") as e:
-        kernels.choose(params, CONFIG.n_head, "pallas")
+        cpu.choose(params, CONFIG.n_head, "pallas")
     assert e.value.setting == "kernels"
-    assert kernels.choose(params, CONFIG.n_head, "auto") in ("cpu", "xla")
+    assert cpu.choose(params, CONFIG.n_head, "auto") in ("cpu", "xla")
     assert_one_line_error(invoke("run", *env, "--kernels", "pallas", "--dry-run"), "--kernels", "Pallas")
-    monkeypatch.setattr(kernels, "unavailable", lambda: "not a CPU (test)")
-    monkeypatch.setattr(gpu_kernels, "unavailable", lambda: None)  # as on a Hopper GPU that passed
-    assert kernels.choose(params, CONFIG.n_head, "auto") == "pallas"
-    assert kernels.choose(params, 32, "auto") == "xla"  # head_dim 1: shapes the kernels cannot tile
+    monkeypatch.setattr(cpu, "unavailable", lambda: "not a CPU (test)")
+    monkeypatch.setattr(pallas, "unavailable", lambda: None)  # as on a Hopper GPU that passed
+    assert cpu.choose(params, CONFIG.n_head, "auto") == "pallas"
+    assert cpu.choose(params, 32, "auto") == "xla"  # head_dim 1: shapes the kernels cannot tile
     marked = layouts.for_decoding(params, "pallas")
-    assert kernels.used_by(marked) == "pallas" and layouts.layout(marked) == "pallas"
+    assert cpu.used_by(marked) == "pallas" and layouts.layout(marked) == "pallas"
     assert jax.tree_util.tree_structure(layouts.as_loaded(marked)) == jax.tree_util.tree_structure(params)
 
 
@@ -200,7 +201,7 @@ def test_the_roofline_times_each_kernel_alone_with_the_bytes_it_moves(model):
 
     from specbench.cli import tables
     from specbench.measure import roofline
-    from specbench.model.weights import Model
+    from specbench.model.nets.network import Model
 
     marked = Model(model.name, CONFIG, layouts.pallas_layout(model.params), "random")
     rows = roofline.kernel_parts(marked, 64, iters=2, bound_gbps=100.0)
@@ -255,4 +256,4 @@ def test_every_layer_runs_the_same_five_kernels_unrolled_or_scanned(model, monke
     np.testing.assert_allclose(scanned, unrolled, rtol=1e-6, atol=1e-6)
     monkeypatch.setenv("SPECBENCH_PALLAS_LAYERS", "rolled")
     with pytest.raises(SpecbenchError, match="unrolled, scan"):
-        gpu_layers.layer_loop()
+        pallas_layers.layer_loop()

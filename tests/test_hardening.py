@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from specbench.cli.main import cli
-from specbench.model import tokenizer
+from specbench.model.checkpoints import tokenizer
 from specbench.results import export
 
 from conftest import assert_one_line_error, invoke
@@ -244,8 +244,9 @@ def test_the_tokenizer_writes_no_cache_and_files_are_readable_by_others(tmp_path
 def test_saved_weights_are_readable_by_others_as_every_other_file_is(tmp_path):
     import numpy as np
 
-    from specbench.model import eagle, hf_layout
-    from specbench.model.gpt2 import GPT2Config
+    from specbench.model.checkpoints import eagle_files, hf_layout
+    from specbench.model.nets import eagle
+    from specbench.model.nets.gpt2 import GPT2Config
 
     old = os.umask(0o022)
     try:
@@ -253,7 +254,7 @@ def test_saved_weights_are_readable_by_others_as_every_other_file_is(tmp_path):
         hf_layout.write(tmp_path / "one", {"model_type": "gpt2"}, tensors)
         hf_layout.write(tmp_path / "shards", {"model_type": "gpt2"}, tensors, max_shard_bytes=64)
         config = GPT2Config(n_layer=1, n_head=1, n_embd=8, n_ctx=8, n_vocab=16)
-        eagle.save(tmp_path / "head", eagle.init_params(config), config, "t")
+        eagle_files.save(tmp_path / "head", eagle.init_params(config), config, "t")
     finally:
         os.umask(old)
     written = [p for p in tmp_path.rglob("*") if p.is_file()]
@@ -495,13 +496,13 @@ def test_an_environment_choice_is_checked_as_a_flag_is(env, monkeypatch, variabl
 
 def test_a_tiling_that_cannot_tile_is_refused_by_its_variable(monkeypatch):
     from specbench.environment import EnvironmentSettingError
-    from specbench.model import gpu_tiles
+    from specbench.model.kernels import pallas_tiles
 
     monkeypatch.setenv("SPECBENCH_PALLAS_TILES", "100,64,4,3")
     with pytest.raises(EnvironmentSettingError, match="SPECBENCH_PALLAS_TILES: .*power of two"):
-        gpu_tiles.tiles()
+        pallas_tiles.tiles()
     monkeypatch.setenv("SPECBENCH_PALLAS_TILES", "256,32,4,2")
-    assert gpu_tiles.tiles() == gpu_tiles.Tiles(256, 32, 4, 2)
+    assert pallas_tiles.tiles() == pallas_tiles.Tiles(256, 32, 4, 2)
 
 
 def test_a_dynamic_tree_that_grows_more_candidates_than_the_cache_of_its_nodes_runs():

@@ -11,8 +11,8 @@ transformers = pytest.importorskip("transformers")
 
 import jax.numpy as jnp
 
-from specbench.model import hf_layout
-from specbench.model.gpt2 import GPT2Config, gpt2
+from specbench.model.checkpoints import hf_layout
+from specbench.model.nets.gpt2 import GPT2Config, gpt2
 
 from conftest import random_model
 

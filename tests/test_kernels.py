@@ -1,4 +1,4 @@
-"""specbench's CPU kernel (model/kernels.py, model/cpu_kernels.cc): the products XLA gives for every
+"""specbench's CPU kernel (model/kernels/cpu.py and cpu_kernels.cc): the products XLA gives for every
 shape and split it serves, row by row the same whatever the number of rows, and a one-line reason
 where it cannot run. The step's logits in its layout are tested in test_gpt2.py, decoding in
 test_decoding.py and test_batch.py."""
@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from specbench.errors import SpecbenchError
-from specbench.model import kernels, layouts
+from specbench.model.kernels import cpu
+from specbench.model.nets import layouts
 
 from conftest import TINY, assert_one_line_error, invoke, random_model
 
@@ -20,7 +21,7 @@ REQUIRED = os.environ.get("SPECBENCH_REQUIRE_KERNEL") == "1"  # CI: a kernel tha
 
 @pytest.fixture(scope="module")
 def kernel():
-    why = kernels.unavailable()
+    why = cpu.unavailable()
     if why:
         if REQUIRED:
             pytest.fail(f"the CPU kernel must run here (SPECBENCH_REQUIRE_KERNEL=1): {why}")
@@ -42,15 +43,15 @@ def test_kernel_products_equal_numpy_for_every_shape(kernel, rows, n_in, n_out):
     b = rng.standard_normal((3, n_out)).astype(np.float32)
     want = x.astype(np.float64) @ w[2] + b[2]
     scale = np.sqrt(n_in) * 1e-5
-    packed = kernels.pack(w)
-    np.testing.assert_allclose(kernels.matmul(x, packed, n_out, b, 2), want, rtol=1e-5, atol=scale)
-    one = kernels.matmul(x, kernels.pack(w[1]), n_out)
+    packed = cpu.pack(w)
+    np.testing.assert_allclose(cpu.matmul(x, packed, n_out, b, 2), want, rtol=1e-5, atol=scale)
+    one = cpu.matmul(x, cpu.pack(w[1]), n_out)
     np.testing.assert_allclose(one, x.astype(np.float64) @ w[1], rtol=1e-5, atol=scale)
     # a traced layer index inside jit, and a batch under vmap (its rows join the product's rows)
-    traced = jax.jit(lambda x, i: kernels.matmul(x, packed, n_out, b, i))(x, jnp.int32(2))
+    traced = jax.jit(lambda x, i: cpu.matmul(x, packed, n_out, b, i))(x, jnp.int32(2))
     np.testing.assert_allclose(traced, want, rtol=1e-5, atol=scale)
     batch = np.stack([x, 2 * x])
-    vmapped = jax.jit(jax.vmap(lambda x: kernels.matmul(x, packed, n_out, b, 2)))(batch)
+    vmapped = jax.jit(jax.vmap(lambda x: cpu.matmul(x, packed, n_out, b, 2)))(batch)
     np.testing.assert_allclose(vmapped[1], 2 * x.astype(np.float64) @ w[2] + b[2], rtol=1e-5, atol=2 * scale)
 
 
@@ -60,16 +61,16 @@ def test_a_row_comes_out_the_same_whatever_the_number_of_rows(kernel):
     rng = np.random.default_rng(0)
     x = rng.standard_normal((40, 768)).astype(np.float32)
     w = rng.standard_normal((768, 3072)).astype(np.float32)
-    packed = kernels.pack(w)
-    alone = np.asarray(kernels.matmul(x[1:2], packed, 3072))  # 1 row: tiles of 4 panels
+    packed = cpu.pack(w)
+    alone = np.asarray(cpu.matmul(x[1:2], packed, 3072))  # 1 row: tiles of 4 panels
     for rows in (2, 5, 16, 40):  # tiles of 2 panels, 1 panel; 16 and 40: groups sharing chunks of w
-        np.testing.assert_array_equal(np.asarray(kernels.matmul(x[:rows], packed, 3072))[1:2], alone)
+        np.testing.assert_array_equal(np.asarray(cpu.matmul(x[:rows], packed, 3072))[1:2], alone)
 
 
 def test_packing_keeps_every_number_in_panels_padded_with_zeros():
     w = np.arange(2 * 3 * 37, dtype=np.float32).reshape(2, 3, 37)  # two layers, 37 columns: 3 panels
-    packed = np.asarray(kernels.pack(w))
-    assert packed.shape == (2, 3, 3, kernels.WIDTH)  # [layer, panel, row of w, column in panel]
+    packed = np.asarray(cpu.pack(w))
+    assert packed.shape == (2, 3, 3, cpu.WIDTH)  # [layer, panel, row of w, column in panel]
     np.testing.assert_array_equal(packed[1, 2, 0, :5], w[1, 0, 32:37])
     np.testing.assert_array_equal(packed.transpose(0, 2, 1, 3).reshape(2, 3, 48)[..., :37], w)
     assert not packed[..., 2, :, 5:].any()
@@ -78,16 +79,16 @@ def test_packing_keeps_every_number_in_panels_padded_with_zeros():
 def test_the_kernel_layout_adds_packed_copies_of_every_matrix(kernel):
     params = random_model(TINY, 1).params
     kernel_params = layouts.kernel_layout(params)
-    np.testing.assert_array_equal(kernel_params["head"]["packed"], kernels.pack(params["wte"].T))
+    np.testing.assert_array_equal(kernel_params["head"]["packed"], cpu.pack(params["wte"].T))
     c_fc = kernel_params["blocks"]["mlp"]["c_fc"]
-    np.testing.assert_array_equal(c_fc["packed"], kernels.pack(c_fc["weight"]))
+    np.testing.assert_array_equal(c_fc["packed"], cpu.pack(c_fc["weight"]))
     assert layouts.param_bytes(kernel_params) == layouts.param_bytes(params)
-    n_panels = lambda n_out: -(-n_out // kernels.WIDTH) * kernels.WIDTH  # columns padded to whole panels
+    n_panels = lambda n_out: -(-n_out // cpu.WIDTH) * cpu.WIDTH  # columns padded to whole panels
     e, L = TINY.n_embd, TINY.n_layer
     matrices = L * e * (n_panels(3 * e) + n_panels(e) + n_panels(4 * e)) + L * 4 * e * n_panels(e)
     extra = (matrices + e * n_panels(TINY.n_vocab)) * 4
     assert layouts.resident_bytes(kernel_params) - layouts.resident_bytes(params) == extra
-    assert layouts.layout(kernel_params) == "kernel" and kernels.used_by(kernel_params) == "cpu"
+    assert layouts.layout(kernel_params) == "kernel" and cpu.used_by(kernel_params) == "cpu"
     assert jax.tree_util.tree_structure(layouts.as_loaded(kernel_params)) == jax.tree_util.tree_structure(
         params
     )
@@ -95,10 +96,10 @@ def test_the_kernel_layout_adds_packed_copies_of_every_matrix(kernel):
 
 def test_where_the_kernel_cannot_run_auto_falls_back_and_cpu_says_why(monkeypatch, env):
     params = random_model(TINY, 1).params
-    monkeypatch.setattr(kernels, "unavailable", lambda: "its library was not built at install (test)")
-    assert kernels.choose(params, 2, "auto") == "xla" and kernels.choose(params, 2, "xla") == "xla"
+    monkeypatch.setattr(cpu, "unavailable", lambda: "its library was not built at install (test)")
+    assert cpu.choose(params, 2, "auto") == "xla" and cpu.choose(params, 2, "xla") == "xla"
     with pytest.raises(SpecbenchError, match="was not built") as e:
-        kernels.choose(params, 2, "cpu")
+        cpu.choose(params, 2, "cpu")
     assert e.value.setting == "kernels"
     assert_one_line_error(invoke("run", *env, "--kernels", "cpu", "--dry-run"), "--kernels", "not built")
     result = invoke("run", *env, "--dry-run")  # auto: XLA's products, and one line saying why
@@ -108,13 +109,13 @@ def test_where_the_kernel_cannot_run_auto_falls_back_and_cpu_says_why(monkeypatc
 
 def test_bfloat16_weights_use_xla_and_a_missing_library_is_named(monkeypatch):
     params16 = jax.tree_util.tree_map(lambda a: a.astype(jnp.bfloat16), random_model(TINY, 1).params)
-    assert kernels.choose(params16, 2, "auto") == "xla"
-    monkeypatch.setattr(kernels, "unavailable", lambda: None)  # the dtype's reason, built or not
+    assert cpu.choose(params16, 2, "auto") == "xla"
+    monkeypatch.setattr(cpu, "unavailable", lambda: None)  # the dtype's reason, built or not
     with pytest.raises(SpecbenchError, match="float32"):
-        kernels.choose(params16, 2, "cpu")
+        cpu.choose(params16, 2, "cpu")
     with pytest.MonkeyPatch.context() as m:  # the loader itself (not its cached answer), no library beside it
-        m.setattr(kernels, "library_path", lambda: None)
-        why = kernels.registration_error.__wrapped__()
+        m.setattr(cpu, "library_path", lambda: None)
+        why = cpu.registration_error.__wrapped__()
     assert "was not built at install" in why
 
 
@@ -125,13 +126,13 @@ def test_no_step_of_a_model_beyond_the_last_level_cache_reads_faster_than_the_me
     import dataclasses
 
     from specbench.measure import roofline
-    from specbench.model.gpt2 import GPT2Config
-    from specbench.model.weights import Model
+    from specbench.model.nets.gpt2 import GPT2Config
+    from specbench.model.nets.network import Model
 
     config = GPT2Config(n_layer=2, n_head=8, n_embd=512, n_ctx=64, n_vocab=60_000)
     base = random_model(config, 3)
     model = dataclasses.replace(base, params=layouts.kernel_layout(base.params))
-    assert isinstance(model, Model) and kernels.used_by(model.params) == "cpu"
+    assert isinstance(model, Model) and cpu.used_by(model.params) == "cpu"
     reads = roofline.read_gbps(megabytes=256, repeats=5)
     assert reads.kernel is not None and reads.best == max(reads.xla, reads.kernel)
     rows = roofline.roofline([model], 2, 32, iters=5, repeats=3, measured_gbps=reads, measured_gflops=1e3)

@@ -11,8 +11,10 @@ import numpy as np
 import pytest
 
 from specbench.measure import peers
-from specbench.model import drafters, generate, reference
-from specbench.model.sampling import Warp
+from specbench.model import generate
+from specbench.model.decode import drafters
+from specbench.model.decode.sampling import Warp
+from specbench.model.nets import reference
 
 from conftest import TARGET as CLI_TARGET
 from conftest import assert_one_line_error, invoke, random_model
@@ -81,7 +83,7 @@ def test_numpy_peer_first_token_follows_the_target_at_T1(small_pair, monkeypatch
 
 
 def test_warp_equals_specbench_probs():
-    from specbench.model.sampling import probs_by_definition
+    from specbench.model.decode.sampling import probs_by_definition
 
     logits = np.random.default_rng(0).normal(size=(3, 50)) * 3
     for warp in (Warp(0.0), Warp(1.0), Warp(0.7, top_k=5), Warp(1.3, top_p=0.8), Warp(1.0, 10, 0.5)):
@@ -188,7 +190,7 @@ def test_transformers_peer_gives_specbench_tokens_at_T0(env, model_dirs, monkeyp
     pytest.importorskip("torch")
     import tempfile
 
-    from specbench.model import weights
+    from specbench.model.checkpoints import weights
 
     scratch, mkdtemp = [], tempfile.mkdtemp  # the folders of weights saved for the worker...
     monkeypatch.setattr(peers.tempfile, "mkdtemp", lambda **kw: scratch.append(mkdtemp(**kw)) or scratch[-1])

@@ -1,4 +1,4 @@
-"""How specbench's programs are compiled (model/programs.py): XLA's command buffers for loops and
+"""How specbench's programs are compiled (model/kernels/programs.py): XLA's command buffers for loops and
 conditionals on a GPU, XLA's defaults elsewhere, and options this jaxlib accepts."""
 
 import jax
@@ -6,7 +6,8 @@ import jax.numpy as jnp
 import pytest
 from jax import lax
 
-from specbench.model import loops, programs
+from specbench.model.decode import loops
+from specbench.model.kernels import programs
 
 
 def test_gpu_backends_compile_loops_into_command_buffers_and_the_cpu_keeps_xlas_defaults(monkeypatch):
@@ -45,8 +46,8 @@ def test_a_generation_and_its_time_account_run_the_same_programs():
     prompt, which takes another count of rounds, compiles nothing more."""
     from specbench.measure import bench, timing
     from specbench.measure.prepared import RunConfig
-    from specbench.model import drafters
-    from specbench.model.gpt2 import GPT2Config
+    from specbench.model.decode import drafters
+    from specbench.model.nets.gpt2 import GPT2Config
 
     from conftest import TINY, random_model
 

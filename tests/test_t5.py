@@ -11,8 +11,9 @@ import pytest
 
 from specbench.errors import WeightsError
 from specbench.measure import timing
-from specbench.model import hf_layout, t5, t5_layout
-from specbench.model.t5 import T5Config
+from specbench.model.checkpoints import hf_layout, t5_layout
+from specbench.model.nets import t5
+from specbench.model.nets.t5 import T5Config
 
 CONFIG = T5Config(
     n_vocab=97,
@@ -145,7 +146,7 @@ def test_a_missing_or_misshapen_tensor_is_refused_naming_it(tmp_path):
 
 def t5_model(config: T5Config, seed: int, name: str, scale: float = 1.0):
     """A random T5 with its matrices scaled by `scale` (sharper predictions)."""
-    from specbench.model.weights import Model
+    from specbench.model.nets.network import Model
 
     params = t5.init_params(config, seed)
     params = jax.tree_util.tree_map(lambda a: a * scale if a.ndim == 3 else a, params)
@@ -167,7 +168,7 @@ def greedy_reference(model, src, n: int) -> list[int]:
 
 def test_greedy_speculative_and_autoregressive_equal_the_uncached_greedy_decode():
     from specbench.model.generate import autoregressive, speculative
-    from specbench.model.weights import Model
+    from specbench.model.nets.network import Model
 
     target = t5_model(CONFIG, 1, "t5-target", scale=2.0)
     rng = np.random.default_rng(4)  # a draft that agrees often, not always: the target, perturbed
@@ -205,7 +206,8 @@ def test_every_drafter_and_verification_a_t5_takes_gives_ar_s_tokens_at_t0():
     from pathlib import Path
 
     from specbench import prompts
-    from specbench.model import drafters, tokenizer, weights
+    from specbench.model.checkpoints import tokenizer, weights
+    from specbench.model.decode import drafters
     from specbench.model.generate import autoregressive, speculative
 
     bundled = Path(__file__).resolve().parent.parent / "gpt2_weights"
@@ -224,9 +226,9 @@ def test_every_drafter_and_verification_a_t5_takes_gives_ar_s_tokens_at_t0():
 
 
 def test_prompt_lookup_over_a_t5_copies_from_the_source_and_stays_exact():
-    from specbench.model import drafters
+    from specbench.model.decode import drafters
+    from specbench.model.decode.sampling import Warp
     from specbench.model.generate import autoregressive, speculative
-    from specbench.model.sampling import Warp
 
     lookup = drafters.lookup_drafter(ngram=2)
     source = jnp.asarray([5, 9, 2, 44, 13, 0, 0, 0], jnp.int32)  # 5 real, padded to its bucket
@@ -259,7 +261,7 @@ SMALL = T5Config(
 
 def test_speculative_sampling_follows_the_t5_target_and_a_broken_verdict_fails(shared):
     from specbench.measure import selftest
-    from specbench.model.sampling import Warp, accept_reject
+    from specbench.model.decode.sampling import Warp, accept_reject
 
     from exactness import MANY_SAMPLES, P_THRESHOLD, broken_accept_reject, chi_square_p
 
@@ -296,7 +298,7 @@ def test_the_step_timers_run_a_t5_through_the_same_interface():
 def test_a_t5_folder_loads_by_path_and_decodes_as_transformers_generates(tmp_path, env):
     import torch
 
-    from specbench.model import weights
+    from specbench.model.checkpoints import weights
     from specbench.model.generate import autoregressive
 
     model, folder = hf_model(tmp_path, True, False)
@@ -410,8 +412,8 @@ def test_a_t5_steps_flops_are_its_traced_matrix_products():
     of the step's traced matrix products: self-attention's four matrices, cross-attention's q and
     o, the gated or plain feed-forward, attention over the cache and the source, the head."""
     from specbench.measure import roofline
-    from specbench.model import network
-    from specbench.model.weights import Model
+    from specbench.model.nets import network
+    from specbench.model.nets.network import Model
 
     for gated in (True, False):
         c = T5Config(

@@ -2,8 +2,8 @@ import shutil
 
 import pytest
 
-from specbench.model import tokenizer
-from specbench.model.tokenizer import TokenizerError
+from specbench.model.checkpoints import tokenizer
+from specbench.model.checkpoints.tokenizer import TokenizerError
 
 
 def test_seed_sentence_encodes_to_known_ids():

@@ -7,8 +7,8 @@ import pytest
 
 pytest.importorskip("optax")
 
-from specbench.model import tokenizer, weights
-from specbench.model.gpt2 import GPT2Config
+from specbench.model.checkpoints import tokenizer, weights
+from specbench.model.nets.gpt2 import GPT2Config
 from specbench.train import data as tdata
 from specbench.train import loop as tloop
 
@@ -79,7 +79,7 @@ def test_target_then_distilled_draft_learn(data, tmp_path):
 def test_greedy_continuations_equal_argmax_of_the_uncached_forward():
     import jax.numpy as jnp
 
-    from specbench.model.gpt2 import gpt2, init_params
+    from specbench.model.nets.gpt2 import gpt2, init_params
 
     config = GPT2Config(n_layer=2, n_head=2, n_embd=32, n_ctx=12, n_vocab=97)
     params = init_params(config, 3)
@@ -195,7 +195,7 @@ def test_the_t5_pair_trains_on_passages_and_what_follows_and_decodes_through_the
     from click.testing import CliRunner
 
     from specbench.cli.main import cli
-    from specbench.model import tokenizer as tok
+    from specbench.model.checkpoints import tokenizer as tok
     from specbench.train.commands import main
     from specbench.train.seq2seq import TOKENIZER_FILE
 

@@ -1,4 +1,4 @@
-"""Token trees (model/tree.py): their shape, and one target step over a whole tree under the
+"""Token trees (model/decode/tree.py): their shape, and one target step over a whole tree under the
 ancestor mask, whose logits equal each root-to-leaf path run on its own as a chain."""
 
 import jax
@@ -6,11 +6,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from specbench.model import kernels
-from specbench.model.gpt2 import GPT2Config, init_cache, step
-from specbench.model.layouts import kernel_layout
-from specbench.model.tree import Tree
-from specbench.model.weights import Model
+from specbench.model import generate
+from specbench.model.decode.tree import Tree
+from specbench.model.kernels import cpu
+from specbench.model.nets.gpt2 import GPT2Config, init_cache, step
+from specbench.model.nets.layouts import kernel_layout
+from specbench.model.nets.network import Model
 
 from conftest import random_model
 
@@ -41,8 +42,8 @@ def test_a_tree_knows_its_depths_ancestors_children_and_paths():
 @pytest.mark.parametrize("layout", ["hf", "kernel"])
 @pytest.mark.parametrize("shape", [(3, 2), (2, 2, 1), (1, 1, 1)], ids=lambda s: "x".join(map(str, s)))
 def test_a_tree_step_gives_each_path_the_logits_of_that_path_run_alone(layout, shape):
-    if layout == "kernel" and kernels.unavailable():
-        pytest.skip(f"the CPU kernel cannot run here: {kernels.unavailable()}")
+    if layout == "kernel" and cpu.unavailable():
+        pytest.skip(f"the CPU kernel cannot run here: {cpu.unavailable()}")
     model = random_model(CONFIG, seed=5, scale=5)
     params = kernel_layout(model.params) if layout == "kernel" else model.params
     model = Model(model.name, CONFIG, params, model.source)
@@ -73,7 +74,7 @@ def tree_tokens(tree, p, q, n_rounds, **variant):
     judged by verify.tree_verdict(**variant). Returns, for depth d = 1 .. D, the round's d-th
     emitted token and the node whose target row it must follow (-1 where the round emitted fewer
     than d tokens)."""
-    from specbench.model.verify_trees import tree_verdict
+    from specbench.model.decode.verify_trees import tree_verdict
 
     D = tree.depth
     on_path = np.full((tree.size, D + 1), -1, np.int32)  # on_path[u, d]: the depth-d node above u
@@ -145,8 +146,9 @@ def pair():
 def test_greedy_tree_decoding_gives_autoregressive_tokens(pair, kind, shape):
     import dataclasses
 
-    from specbench.model import drafters, generate
-    from specbench.model.sampling import Warp
+    from specbench.model import generate
+    from specbench.model.decode import drafters
+    from specbench.model.decode.sampling import Warp
 
     draft, target = pair
     tree = Tree.branching(shape)
@@ -166,7 +168,7 @@ def test_greedy_tree_decoding_gives_autoregressive_tokens(pair, kind, shape):
 def broken_tree_verdict(key, tree, node_tokens, p, q):
     """Negative control: siblings drawn without replacement, judged as if drawn independently
     (each against the whole p of their parent)."""
-    from specbench.model.verify_trees import tree_verdict
+    from specbench.model.decode.verify_trees import tree_verdict
 
     return tree_verdict(key, tree, node_tokens, p, q, without_replacement=False)
 
@@ -174,9 +176,9 @@ def broken_tree_verdict(key, tree, node_tokens, p, q):
 def test_every_role_of_a_tree_round_follows_the_target_and_the_broken_control_does_not():
     import dataclasses
 
-    from specbench.model import drafters
-    from specbench.model.sampling import Warp
-    from specbench.model.verify_trees import tree_verdict
+    from specbench.model.decode import drafters
+    from specbench.model.decode.sampling import Warp
+    from specbench.model.decode.verify_trees import tree_verdict
 
     from exactness import P_THRESHOLD, SMALL_T, noisy_copy, role_p_values, round_samples
 
@@ -200,9 +202,10 @@ def test_a_tree_drafted_over_a_restricted_head_is_exact_too():
     # is zero elsewhere, and every role still follows the target
     import dataclasses
 
-    from specbench.model import decoding, draft_vocab, drafters
-    from specbench.model.sampling import Warp
-    from specbench.model.verify_trees import tree_verdict
+    from specbench.model.checkpoints import draft_vocab
+    from specbench.model.decode import drafters
+    from specbench.model.decode.sampling import Warp
+    from specbench.model.decode.verify_trees import tree_verdict
 
     from exactness import P_THRESHOLD, SMALL_T, noisy_copy, role_p_values, round_samples
 
@@ -211,7 +214,7 @@ def test_a_tree_drafted_over_a_restricted_head_is_exact_too():
     tree, prompt, warp = Tree.branching((2, 1, 1)), [3, 7, 1], Warp(1.0)
     vocab = SMALL_T.n_vocab - 3
     drafter = dataclasses.replace(drafters.model_drafter(draft.config), tree=tree, vocab=vocab)
-    params = decoding.draft_params_for(drafter, draft, target)
+    params = generate.draft_params_for(drafter, draft, target)
     assert (
         params["head_tokens"].shape == (vocab,)
         and draft_vocab.frequent_ids(vocab, SMALL_T.n_vocab).size == vocab
@@ -225,7 +228,7 @@ def test_a_tree_drafted_over_a_restricted_head_is_exact_too():
 def skipped_correction(key, tree, node_tokens, p, q):
     """Negative control: Traversal Verification without its correction (a rejected leaf's parent
     keeps its row and weight)."""
-    from specbench.model.verify_trees import traversal_verdict
+    from specbench.model.decode.verify_trees import traversal_verdict
 
     return traversal_verdict(key, tree, node_tokens, p, q, correct=False)
 
@@ -234,9 +237,9 @@ def skipped_correction(key, tree, node_tokens, p, q):
 def traversal_draws():
     import dataclasses
 
-    from specbench.model import drafters
-    from specbench.model.sampling import Warp
-    from specbench.model.verify_trees import traversal_verdict, tree_verdict
+    from specbench.model.decode import drafters
+    from specbench.model.decode.sampling import Warp
+    from specbench.model.decode.verify_trees import traversal_verdict, tree_verdict
 
     from exactness import SMALL_T, noisy_copy, round_samples
 
@@ -253,7 +256,7 @@ def traversal_draws():
 def test_every_role_of_a_traversal_round_follows_the_target_and_the_uncorrected_one_does_not(
     traversal_draws, variant, record_property
 ):
-    from specbench.model.sampling import Warp
+    from specbench.model.decode.sampling import Warp
 
     from exactness import P_THRESHOLD, role_p_values
 
@@ -278,8 +281,8 @@ def test_traversal_on_a_chain_is_block_verification():
     import jax
     import jax.numpy as jnp
 
-    from specbench.model.verify import block_hazards
-    from specbench.model.verify_trees import traversal_verdict
+    from specbench.model.decode.verify import block_hazards
+    from specbench.model.decode.verify_trees import traversal_verdict
 
     rng = np.random.default_rng(3)
     K, V = 3, 5
@@ -309,7 +312,7 @@ def test_traversal_on_a_chain_is_block_verification():
 def test_a_shape_computed_on_the_device_has_the_static_trees_tables(shape):
     import jax.numpy as jnp
 
-    from specbench.model.tree import shape_of
+    from specbench.model.decode.tree import shape_of
 
     tree = Tree.branching(shape)
     got = shape_of(jnp.asarray(tree.parents), tree.depth, tree.child_table.shape[1])
@@ -321,9 +324,10 @@ def test_a_shape_computed_on_the_device_has_the_static_trees_tables(shape):
 def test_greedy_dynamic_trees_give_autoregressive_tokens(pair, kind):
     import dataclasses
 
-    from specbench.model import drafters, generate
-    from specbench.model.sampling import Warp
-    from specbench.model.tree import Dynamic
+    from specbench.model import generate
+    from specbench.model.decode import drafters
+    from specbench.model.decode.sampling import Warp
+    from specbench.model.decode.tree import Dynamic
 
     draft, target = pair
     base = (
@@ -345,9 +349,10 @@ def test_a_dynamic_tree_whose_candidates_outgrow_its_nodes_gets_a_cache_that_hol
     overran a cache of 64 here."""
     import dataclasses
 
-    from specbench.model import drafters, generate
-    from specbench.model.sampling import Warp
-    from specbench.model.tree import Dynamic
+    from specbench.model import generate
+    from specbench.model.decode import drafters
+    from specbench.model.decode.sampling import Warp
+    from specbench.model.decode.tree import Dynamic
 
     draft, target = pair
     drafter = dataclasses.replace(drafters.model_drafter(draft.config), tree=Dynamic(4, 4, 10))
@@ -366,9 +371,10 @@ def test_a_dynamic_tree_keeps_the_candidates_of_highest_cumulative_probability()
     import jax
     import jax.numpy as jnp
 
-    from specbench.model import draft_trees, drafters, gpt2
-    from specbench.model.sampling import Warp
-    from specbench.model.tree import Dynamic
+    from specbench.model.decode import draft_trees, drafters
+    from specbench.model.decode.sampling import Warp
+    from specbench.model.decode.tree import Dynamic
+    from specbench.model.nets import gpt2
 
     from exactness import TARGET
 
@@ -418,7 +424,7 @@ def test_a_dynamic_tree_keeps_the_candidates_of_highest_cumulative_probability()
 def dynamic_without_residual(key, tree, node_tokens, p, q):
     """Negative control: the dynamic tree's certain proposals tried against q itself, a rejected
     token never removed from the residual."""
-    from specbench.model.verify_trees import tree_verdict
+    from specbench.model.decode.verify_trees import tree_verdict
 
     return tree_verdict(key, tree, node_tokens, p, q, certain=True, update_residual=False)
 
@@ -427,10 +433,10 @@ def test_every_role_of_a_dynamic_tree_round_follows_the_target_and_the_broken_co
     import dataclasses
     import functools
 
-    from specbench.model import drafters
-    from specbench.model.sampling import Warp
-    from specbench.model.tree import Dynamic
-    from specbench.model.verify_trees import tree_verdict
+    from specbench.model.decode import drafters
+    from specbench.model.decode.sampling import Warp
+    from specbench.model.decode.tree import Dynamic
+    from specbench.model.decode.verify_trees import tree_verdict
 
     from exactness import P_THRESHOLD, SMALL_T, noisy_copy, role_p_values, round_samples
 

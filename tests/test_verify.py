@@ -10,9 +10,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from specbench.model import decoding, drafters, verify
-from specbench.model.generate import autoregressive, speculative
-from specbench.model.sampling import (
+from specbench.model import generate
+from specbench.model.decode import drafters, verify
+from specbench.model.decode.sampling import (
     Warp,
     accept_reject,
     all_rows_accept_reject,
@@ -23,7 +23,7 @@ from specbench.model.sampling import (
     sample,
     with_zero_row,
 )
-from specbench.model.verify import (
+from specbench.model.decode.verify import (
     all_rows_block_verdict,
     all_rows_gbv_verdict,
     all_rows_multi_draft_verdict,
@@ -32,6 +32,7 @@ from specbench.model.verify import (
     gbv_verdict,
     multi_draft_verdict,
 )
+from specbench.model.generate import autoregressive, speculative
 
 from conftest import random_model
 from exactness import P_THRESHOLD, SMALL_T, TARGET, noisy_copy, role_p_values, round_samples
@@ -207,7 +208,7 @@ def test_the_dial_needs_its_reference_and_runs_one_greedy_sequence(target):
     from specbench.errors import DecodeError
 
     with pytest.raises(DecodeError, match="greedy tokens"):
-        decoding.draft_params_for(drafters.dial_drafter(0.5), None, target)
+        generate.draft_params_for(drafters.dial_drafter(0.5), None, target)
     with pytest.raises(DecodeError, match="temperature 0"):
         speculative(None, target, PROMPTS[0], 10, 4, Warp(1.0), drafter=drafters.dial_drafter(0.5))
     with pytest.raises(ValueError, match="acceptance"):

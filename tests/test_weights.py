@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
 
-from specbench.model import hf_layout, weights
-from specbench.model.gpt2 import GPT2Config, gpt2
-from specbench.model.hub import download
-from specbench.model.weights import WeightsError
+from specbench.model.checkpoints import hf_layout, weights
+from specbench.model.checkpoints.hub import download
+from specbench.model.checkpoints.weights import WeightsError
+from specbench.model.nets.gpt2 import GPT2Config, gpt2
 
 from conftest import random_model
 
@@ -236,7 +236,8 @@ def test_download_from_hf_endpoint(tiny_hub, monkeypatch):
 def test_a_t5_downloads_in_shards_with_its_tokenizer_and_decodes_its_text(tmp_path, monkeypatch):
     """flan-t5-xl's checkpoint is an index and shards, and every T5 carries tokenizer.json: a tiny
     stand-in served so, downloaded under the registry's name, then loaded with the tokenizer."""
-    from specbench.model import t5, t5_layout, tokenizer
+    from specbench.model.checkpoints import t5_layout, tokenizer
+    from specbench.model.nets import t5
 
     monkeypatch.setenv("SPECBENCH_WEIGHTS_DIR", str(tmp_path / "gpt2_weights"))
     (tmp_path / "gpt2_weights").mkdir()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 from specbench import prompts
-from specbench.model.sampling import Warp
+from specbench.model.decode.sampling import Warp
 
 TREE_SHAPE = (2, 2, 1)  # the trees section: 10 drafts of depth 3, beside chains of K = 3
 

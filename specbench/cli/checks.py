@@ -18,14 +18,14 @@ from specbench.errors import DecodeError
 
 def kinds_that(trait: str) -> tuple[str, ...]:
     """drafters.kinds_that, imported when a plan is checked (not for --help)."""
-    from specbench.model import drafters
+    from specbench.model.decode import drafters
 
     return drafters.kinds_that(trait)
 
 
 def check_drafter_flags(kinds: list[str], f: dict) -> None:
     """The drafter flags, checked before any model is loaded."""
-    from specbench.model.drafters import KINDS
+    from specbench.model.decode.drafters import KINDS
 
     for kind in kinds:
         if kind not in KINDS:
@@ -148,7 +148,8 @@ def drafts_for(kind: str, target) -> bool:
     """Whether a drafter of this kind drafts for this target: any for a GPT-2; for a T5 not yet
     layer-skip (the target's first layers) nor a kind that reads the target's features (EAGLE)
     (docs/encoder-decoders.md)."""
-    from specbench.model import drafters, network
+    from specbench.model.decode import drafters
+    from specbench.model.nets import network
 
     spec = drafters.KINDS[kind]
     return not network.encoder_decoder(target.config) or not ("draft_layers" in spec.flags or spec.features)
@@ -158,7 +159,8 @@ def network_drafter(kind: str, draft, target, f: dict):
     """(Drafter, its name): what drafts, before the verify method and the draft count."""
     import dataclasses
 
-    from specbench.model import drafters, network
+    from specbench.model.decode import drafters
+    from specbench.model.nets import network
 
     spec = drafters.KINDS[kind]
     conf = f["draft_confidence"] if f["dynamic_K"] and spec.network else None
@@ -188,7 +190,7 @@ def network_drafter(kind: str, draft, target, f: dict):
     network = draft if spec.draft_model or spec.features else target
     drafter = dataclasses.replace(drafter, vocab=draft_vocabulary(f, network))
     if f.get("tree"):
-        from specbench.model.tree import Dynamic, Tree
+        from specbench.model.decode.tree import Dynamic, Tree
 
         shape = f["tree"]
         tree = Dynamic(*shape) if isinstance(shape, DynamicTree) else Tree.branching(shape)
@@ -201,11 +203,11 @@ def draft_vocabulary(f: dict, network) -> int | None:
     """--draft-vocab for this drafting network: the tokens its head covers (None: all of them).
     A peer drafts over the whole vocabulary whatever this says (docs/peers.md)."""
     from specbench.errors import SpecbenchError
-    from specbench.model import draft_vocab, eagle
+    from specbench.model.checkpoints import draft_vocab, eagle_files
 
     choice = f.get("draft_vocab", "auto")
     # a folder's own drafting.json is the folder's fault, not --draft-vocab's
-    head = network.source is not None and eagle.is_head_dir(Path(network.source))
+    head = network.source is not None and eagle_files.is_head_dir(Path(network.source))
     folder = "--eagle-head" if head else "--draft/--target"
     try:
         n = draft_vocab.declared(network.source) if choice == "auto" else choice
@@ -246,7 +248,7 @@ def resolve_prompt(prompt: str, prompt_id: str | None) -> tuple[str, str]:
 def check_decodable(prompt_ids, n_tokens: int, K: int, models: list, reach: str = "K") -> None:
     """The prompt, N and K (what a round writes: `reach` names its setting, K or tree) fit every
     model; else BadInput blaming the setting the DecodeError names."""
-    from specbench.model.sizing import validate
+    from specbench.model.decode.sizing import validate
 
     try:
         validate(prompt_ids, n_tokens, K, models, None, reach)
@@ -260,8 +262,10 @@ def check_batch(
     """A batch runs on the device loop, and its caches must fit the device. `encoded` are the
     batch's distinct prompts (the longest sets the cache length)."""
     from specbench.measure import device
-    from specbench.model import batched, generate, network
-    from specbench.model.layouts import resident_bytes
+    from specbench.model import generate
+    from specbench.model.decode import batched
+    from specbench.model.nets import network
+    from specbench.model.nets.layouts import resident_bytes
 
     if batch == 1:
         return
@@ -298,7 +302,7 @@ def check_no_effect(f: dict, given: set[str], kinds: list[str], temperatures: li
             raise BadInput(
                 flag, "has no effect at temperature 0 (greedy decoding): set -t > 0, or leave it out"
             )
-    from specbench.model.drafters import KINDS
+    from specbench.model.decode.drafters import KINDS
 
     for name in dict.fromkeys(flag for kind in KINDS.values() for flag in kind.flags):
         owner = next(k for k in KINDS.values() if name in k.flags).name

@@ -7,7 +7,7 @@ import dataclasses
 from collections.abc import Callable
 
 from specbench.measure.bench import RunConfig
-from specbench.model import tokenizer
+from specbench.model.checkpoints import tokenizer
 from specbench.results import export
 from specbench.results.rows import peer_row, result_row
 

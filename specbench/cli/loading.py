@@ -28,7 +28,8 @@ def load_model(name: str, flag: str, dtype: str, kernels: str = "auto", cache: d
     import jax.numpy as jnp
 
     from specbench.errors import SpecbenchError
-    from specbench.model import network, weights
+    from specbench.model.checkpoints import weights
+    from specbench.model.nets import network
 
     check_backend()
     cache = {} if cache is None else cache
@@ -55,7 +56,7 @@ def load_pair(
 ):
     """(draft, target) models; the draft is None when the drafter needs no draft model. The two
     must share the vocabulary and the tokenizer (model/tokenizer.for_model)."""
-    from specbench.model import tokenizer, weights
+    from specbench.model.checkpoints import tokenizer, weights
 
     named = target and (draft or not need_draft)  # a named pair runs without the bundled one
     try:
@@ -82,7 +83,8 @@ def load_pair(
 def load_head(f: dict, target):
     """The EAGLE head that --eagle-head names, as a Model (eagle.load), for this target: by default
     the folder <target's name>-eagle in gpt2_weights/ (the bundled tiny-target-eagle)."""
-    from specbench.model import eagle, network, weights
+    from specbench.model.checkpoints import eagle_files, weights
+    from specbench.model.nets import network
 
     if network.encoder_decoder(target.config):
         raise BadInput(
@@ -98,10 +100,12 @@ def load_head(f: dict, target):
         )
     if not path.is_dir():
         raise BadInput("--eagle-head", f"{path} does not exist: name an EAGLE head's folder")
-    if not eagle.is_head_dir(path):
-        raise BadInput("--eagle-head", f"{path} is not an EAGLE head (its config.json names {eagle.MARKER})")
+    if not eagle_files.is_head_dir(path):
+        raise BadInput(
+            "--eagle-head", f"{path} is not an EAGLE head (its config.json names {eagle_files.MARKER})"
+        )
     try:
-        config, params, trained_on = eagle.load(path, target.params["wte"].dtype)
+        config, params, trained_on = eagle_files.load(path, target.params["wte"].dtype)
     except WeightsError as e:
         raise BadInput("--eagle-head", str(e)) from None
     if config.n_embd != target.config.n_embd or config.n_vocab != target.config.n_vocab:
@@ -121,16 +125,16 @@ def load_head(f: dict, target):
 
 def default_head(target):
     """The target's EAGLE head in gpt2_weights/<name>-eagle, or None where it has none."""
-    from specbench.model import eagle, weights
+    from specbench.model.checkpoints import eagle_files, weights
 
-    if not eagle.is_head_dir(weights.weights_dir() / f"{target.name}-eagle"):
+    if not eagle_files.is_head_dir(weights.weights_dir() / f"{target.name}-eagle"):
         return None
     return load_head({}, target)
 
 
 def drafting_model(kind: str, draft, head):
     """The model a drafter of this kind brings of its own: the draft model, the EAGLE head, or None."""
-    from specbench.model.drafters import KINDS
+    from specbench.model.decode.drafters import KINDS
 
     spec = KINDS[kind]
     return draft if spec.draft_model else head if spec.features else None
@@ -141,8 +145,8 @@ def random_model(name: str, dtype: str, kernels: str = "auto"):
     import jax.numpy as jnp
 
     from specbench.errors import SpecbenchError
-    from specbench.model import weights
-    from specbench.model.gpt2 import init_params
+    from specbench.model.checkpoints import weights
+    from specbench.model.nets.gpt2 import init_params
 
     check_backend()
     try:

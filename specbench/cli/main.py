@@ -141,7 +141,8 @@ def trace(**flags):
     """One generation shown round by round: accepted drafts, the rejected draft (struck
     through), and the resampled or bonus token."""
     from specbench.cli import plan
-    from specbench.model import generate, tokenizer
+    from specbench.model import generate
+    from specbench.model.checkpoints import tokenizer
 
     p = plan.trace_plan(flags, given())
     if flags["dry_run"]:
@@ -187,7 +188,7 @@ def models(ctx):
 @models.command("list")
 def models_list():
     """Every model specbench knows, whether it is here, and its size."""
-    from specbench.model import weights
+    from specbench.model.checkpoints import weights
 
     tables.models_table(weights.list_models(), weights.weights_dir(), make_console())
 
@@ -197,7 +198,7 @@ def models_list():
 def models_download(name):
     """Download an HF GPT-2 checkpoint into gpt2_weights/NAME (honours HF_ENDPOINT)."""
     from specbench.errors import WeightsError
-    from specbench.model import hub
+    from specbench.model.checkpoints import hub
 
     try:
         path = hub.download(name)
@@ -263,7 +264,7 @@ def roofline_cmd(**flags):
     """
     from specbench.cli import plan
     from specbench.measure import roofline
-    from specbench.model.kernels import used_by
+    from specbench.model.kernels.cpu import used_by
     from specbench.results.schema import ROOFLINE_COLUMNS
 
     kernels_name = lambda model: used_by(model.params)

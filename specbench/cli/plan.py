@@ -41,8 +41,8 @@ from specbench.cli.paths import (
 )
 from specbench.errors import ExportError, WeightsError
 from specbench.measure.bench import RunConfig
-from specbench.model import tokenizer
-from specbench.model.sampling import Warp
+from specbench.model.checkpoints import tokenizer
+from specbench.model.decode.sampling import Warp
 from specbench.results import export
 from specbench.results import schema as results
 from specbench.results.rows import drafter_settings
@@ -196,10 +196,10 @@ def sweep_plan(f: dict, given: set[str]) -> SweepPlan:
     loop = "host" if f["host_loop"] else "device"
     import jax
 
-    from specbench.model import network
-    from specbench.model.kernels import used_by
-    from specbench.model.sampling import sampler_for
-    from specbench.model.verify import kind_for
+    from specbench.model.decode.sampling import sampler_for
+    from specbench.model.decode.verify import kind_for
+    from specbench.model.kernels.cpu import used_by
+    from specbench.model.nets import network
 
     fixed = {k: f[k] for k in ("dtype", "top_k", "n_tokens", "seed")} | {"target": t.name, "loop": loop}
     fixed |= {"kernels": used_by(t.params), "verdict": kind_for(jax.default_backend())}
@@ -290,7 +290,7 @@ def trace_plan(f: dict, given: set[str]) -> TracePlan:
 def roofline_plan(f: dict) -> tuple[list[tuple], dict[str, str | None]]:
     """`roofline`: ([(model, dtype)], {format: path}), every check before any timing."""
     from specbench.measure import device
-    from specbench.model import weights
+    from specbench.model.checkpoints import weights
 
     exports = check_exports(f)
     check_backend()

@@ -43,7 +43,8 @@ def kernel_lines(models, choice: str = "auto") -> list[str]:
     was not ruled out by --kernels xla: what runs instead of specbench's kernel, and why."""
     import jax
 
-    from specbench.model import kernels, network
+    from specbench.model.kernels import cpu
+    from specbench.model.nets import network
 
     if choice == "xla" or jax.default_backend() != "cpu":
         return []
@@ -51,9 +52,9 @@ def kernel_lines(models, choice: str = "auto") -> list[str]:
     for m in models:
         if m is not None and network.encoder_decoder(m.config):
             lines.append(f"{m.name}: XLA's matrix products (specbench's kernels serve GPT-2s)")
-        elif m is not None and kernels.used_by(m.params) == "xla":
+        elif m is not None and cpu.used_by(m.params) == "xla":
             dtype = m.params["wte"].dtype
-            why = kernels.unavailable() or f"it multiplies float32 weights, and {m.name} is {dtype}"
+            why = cpu.unavailable() or f"it multiplies float32 weights, and {m.name} is {dtype}"
             lines.append(
                 f"[yellow]{m.name}: XLA's matrix products, not specbench's CPU kernel ({why}): a step of "
                 f"several tokens costs 2-3x a 1-token step[/yellow]"
@@ -67,7 +68,7 @@ def kernel_lines(models, choice: str = "auto") -> list[str]:
 
 def run_header(job, d, t) -> str:
     """'draft NAME (LxE) · target NAME (LxE) · K=4 · T=0 ...', or what drafts instead of a draft model."""
-    from specbench.model import network
+    from specbench.model.nets import network
 
     c, spec = job.config, job.config.drafter
     target = f"target [bold]{t.name}[/bold] ({network.shape(t.config)})"

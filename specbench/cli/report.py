@@ -29,8 +29,8 @@ from specbench.cli.render import plural
 from specbench.cli.report_files import STATE_FILE, check_directory, save_state
 from specbench.measure import load
 from specbench.measure.bench import RunConfig
-from specbench.model import tokenizer
-from specbench.model.sampling import Warp
+from specbench.model.checkpoints import tokenizer
+from specbench.model.decode.sampling import Warp
 from specbench.results.sections import BY_ID, SECTIONS
 
 # what a report made before a setting existed was measured with
@@ -75,7 +75,7 @@ def report_plan(f: dict) -> ReportPlan:
     }
     done = check_directory(directory, settings, f["resume"], f["force"])
     d, t = load_pair(f["draft"], f["target"], f["dtype"], kernels=f["kernels"])
-    from specbench.model import network
+    from specbench.model.nets import network
 
     chains_only = network.encoder_decoder(t.config)  # a T5 verifies chains so far: no trees section
     head = default_head(t)  # the target's EAGLE head where it has one: eagle joins the drafters
@@ -252,7 +252,7 @@ def page_info(plan: ReportPlan, sections: dict) -> dict:
     import jax
 
     from specbench.measure import device
-    from specbench.model import network
+    from specbench.model.nets import network
 
     describe = lambda m: f"{m.name} ({network.shape(m.config)}, {m.config.n_params / 1e6:.1f}M)"
     memory = device.memory_bytes()

@@ -11,7 +11,7 @@ def trace_text(plan, tokens, st, decode, console: Console) -> None:
     resampled or bonus token; without colour (a pipe, a file) the roles are marked in the text. An
     encoder-decoder's prompt is its source, shown on a line of its own above what the decoder wrote
     (the seed's example: a source sentence, then the rounds)."""
-    from specbench.model import network
+    from specbench.model.nets import network
 
     piece = lambda i: decode([i])
     plain = not console.is_terminal or console.no_color

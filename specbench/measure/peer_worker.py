@@ -18,7 +18,7 @@ import warnings
 
 import numpy as np
 
-from specbench.model import reference
+from specbench.model.nets import reference
 
 PEERS_EXTRA = "pip install torch==2.13.0 && pip install -e '.[peers]'"  # the CPU build of torch first
 

@@ -36,8 +36,9 @@ import numpy as np
 from specbench.errors import SpecbenchError
 from specbench.measure import peer_worker
 from specbench.measure.load import process_cpu_seconds
-from specbench.model import hf_layout, layouts, network, reference
-from specbench.model.weights import Model
+from specbench.model.checkpoints import hf_layout
+from specbench.model.nets import layouts, network, reference
+from specbench.model.nets.network import Model
 
 NAMES = ("transformers", "numpy", "warfield")
 PEERS_EXTRA = peer_worker.PEERS_EXTRA

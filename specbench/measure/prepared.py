@@ -10,9 +10,9 @@ from __future__ import annotations
 import dataclasses
 
 from specbench.model import generate
-from specbench.model.drafters import Drafter
-from specbench.model.sampling import Warp
-from specbench.model.weights import Model
+from specbench.model.decode.drafters import Drafter
+from specbench.model.decode.sampling import Warp
+from specbench.model.nets.network import Model
 
 
 @dataclasses.dataclass(frozen=True)

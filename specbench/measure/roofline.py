@@ -22,9 +22,10 @@ from jax import lax
 
 from specbench.measure import device, timing
 from specbench.measure.timing import SOURCE_TOKENS
-from specbench.model import gpt2, gpu_kernels, kernels, network
-from specbench.model.layouts import layout, param_bytes, resident_bytes
-from specbench.model.weights import Model
+from specbench.model.kernels import cpu, pallas
+from specbench.model.nets import gpt2, network
+from specbench.model.nets.layouts import layout, param_bytes, resident_bytes
+from specbench.model.nets.network import Model
 
 
 def step_bytes(model: Model, max_len: int) -> int:
@@ -86,12 +87,12 @@ class Reads(NamedTuple):
 
 def read_gbps(megabytes: int = 512, repeats: int = 7) -> Reads:
     """The device's achievable read bandwidth, GB/s, over a float32 buffer of `megabytes` (far
-    beyond the caches), by XLA's sum and by the CPU kernel's reader (kernels.stream_read, where it
+    beyond the caches), by XLA's sum and by the CPU kernel's reader (cpu.stream_read, where it
     runs), alternated; medians of `repeats` timed runs after a compile."""
     buf = jnp.ones(megabytes * 2**20 // 4, jnp.float32)
     readers = {"xla": jax.jit(jnp.sum)}
-    if kernels.unavailable() is None:
-        readers["kernel"] = jax.jit(kernels.stream_read)
+    if cpu.unavailable() is None:
+        readers["kernel"] = jax.jit(cpu.stream_read)
     seconds = {name: [] for name in readers}
     for f in readers.values():
         jax.block_until_ready(f(buf))  # compile
@@ -163,7 +164,7 @@ def roofline(
                 {
                     "model": model.name,
                     "part": "step",
-                    "kernels": kernels.used_by(model.params),
+                    "kernels": cpu.used_by(model.params),
                     "layout": layout(model.params),
                     "layout_extra_bytes": layout_extra_bytes(model),
                     "n_tokens_per_step": n,
@@ -194,7 +195,7 @@ def roofline(
 
 
 PARTS = ("ln+qkv", "attention", "proj+residual", "ln+fc+gelu", "fc proj+residual")
-"""The fused Pallas kernels of a layer (gpu_layers.block), as roofline rows name them."""
+"""The fused Pallas kernels of a layer (pallas_layers.block), as roofline rows name them."""
 
 
 def loop_seconds(fn, x, weights, iters: int, layers: int = 1, repeats: int = 5) -> float:
@@ -221,13 +222,13 @@ LAYERS_A_TURN = 8  # 8 of 1558M's layers hold 490 MB in bfloat16: ten times an H
 
 def kernel_parts(model: Model, max_len: int, iters: int, bound_gbps: float) -> list[dict]:
     """For a model in the Pallas layout, each of its five kernels a layer (PARTS) timed alone, over
-    its first LAYERS_A_TURN layers in turn, for steps of 1 and 5 tokens (padded to gpu_kernels.ROWS:
+    its first LAYERS_A_TURN layers in turn, for steps of 1 and 5 tokens (padded to pallas.ROWS:
     the same work, as a memory-bound step should be), with the bytes a call must read and write:
     its layer's weights, its rows, and for attention the cache before pos = max_len - n. Rows in
     the roofline's schema, with `part` naming the kernel."""
     c, p = model.config, model.params
     layers = min(c.n_layer, LAYERS_A_TURN)
-    blocks, dtype, rows = p["blocks"], p["wte"].dtype, gpu_kernels.ROWS
+    blocks, dtype, rows = p["blocks"], p["wte"].dtype, pallas.ROWS
     item, e = jnp.dtype(dtype).itemsize, c.n_embd
     rng = np.random.default_rng(0)
     normal = lambda n: jnp.asarray(rng.standard_normal((rows, n)), dtype)
@@ -236,31 +237,29 @@ def kernel_parts(model: Model, max_len: int, iters: int, bound_gbps: float) -> l
     product_bytes = lambda w, extra=0: (w["weight"][0].size + w["bias"][0].size + extra) * item
     out = []
     for n in (1, 5):
-        pos, sees = max_len - n, jnp.asarray(gpu_kernels.padded_sees(np.tril(np.ones((n, n), bool))))
+        pos, sees = max_len - n, jnp.asarray(pallas.padded_sees(np.tril(np.ones((n, n), bool))))
         eps = c.layer_norm_epsilon
         parts = {  # name: (kernel of its input and weights, its input, its weights, bytes it must move)
             "ln+qkv": (
-                lambda x, w, i: gpu_kernels.linear(x, **w["c_attn"], layer=i, norm=w["ln_1"], eps=eps),
+                lambda x, w, i: pallas.linear(x, **w["c_attn"], layer=i, norm=w["ln_1"], eps=eps),
                 normal(e),
                 {"c_attn": attn["c_attn"], "ln_1": blocks["ln_1"]},
                 product_bytes(attn["c_attn"], 2 * e + rows * 4 * e),
             ),
             "attention": (
-                lambda qkv, w, i: gpu_kernels.attention(
-                    qkv, w["k"], w["v"], i, jnp.int32(pos), sees, c.n_head
-                ),
+                lambda qkv, w, i: pallas.attention(qkv, w["k"], w["v"], i, jnp.int32(pos), sees, c.n_head),
                 normal(3 * e),
                 {"k": cache["k"], "v": cache["v"]},
                 (2 * pos * e + rows * 4 * e) * item,
             ),
             "proj+residual": (
-                lambda a, w, i: gpu_kernels.linear(a, **w, layer=i, residual=a),
+                lambda a, w, i: pallas.linear(a, **w, layer=i, residual=a),
                 normal(e),
                 attn["c_proj"],
                 product_bytes(attn["c_proj"], rows * 3 * e),
             ),
             "ln+fc+gelu": (
-                lambda x, w, i: gpu_kernels.linear(
+                lambda x, w, i: pallas.linear(
                     x, **w["c_fc"], layer=i, norm=w["ln_2"], activation=gpt2.gelu, eps=eps
                 ),
                 normal(e),
@@ -268,7 +267,7 @@ def kernel_parts(model: Model, max_len: int, iters: int, bound_gbps: float) -> l
                 product_bytes(mlp["c_fc"], 2 * e + rows * 5 * e),
             ),
             "fc proj+residual": (
-                lambda h, w, i: gpu_kernels.linear(h, **w, layer=i, residual=h[:, :e]),
+                lambda h, w, i: pallas.linear(h, **w, layer=i, residual=h[:, :e]),
                 normal(4 * e),
                 mlp["c_proj"],
                 product_bytes(mlp["c_proj"], rows * 6 * e),
@@ -307,7 +306,7 @@ def measure_runs(
         groups.setdefault((model.name, dtype), []).append(model)
     rows = []
     for (name, dtype), models in groups.items():
-        progress(what=f"timing {name} {dtype} ({', '.join(kernels.used_by(m.params) for m in models)})")
+        progress(what=f"timing {name} {dtype} ({', '.join(cpu.used_by(m.params) for m in models)})")
         if dtype not in gflops:
             gflops[dtype] = matmul_gflops(dtype=network.dtype_of(models[0].params))
         tick = lambda: progress(advance=1)  # roofline() calls it once per model and step shape
@@ -315,7 +314,7 @@ def measure_runs(
             models, K + 1, context, iters, on_timing=tick, measured_gbps=gbps, measured_gflops=gflops[dtype]
         )
         for model in models:  # each fused kernel of a Pallas layout alone, after the steps
-            if kernels.used_by(model.params) == "pallas":
+            if cpu.used_by(model.params) == "pallas":
                 progress(what=f"timing {name} {dtype}: each Pallas kernel of a layer, 1 and 5 tokens")
                 bound = measured[0]["bound_gbps"]
                 measured += kernel_parts(model, context, iters, bound)

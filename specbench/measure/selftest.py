@@ -16,10 +16,12 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from specbench.model import decoding, drafters, loops, network
-from specbench.model.gpt2 import GPT2Config, init_params
-from specbench.model.sampling import Warp, accept_reject, probs, sample
-from specbench.model.weights import Model
+from specbench.model import generate
+from specbench.model.decode import drafters, loops
+from specbench.model.decode.sampling import Warp, accept_reject, probs, sample
+from specbench.model.nets import network
+from specbench.model.nets.gpt2 import GPT2Config, init_params
+from specbench.model.nets.network import Model
 
 SMALL_T = GPT2Config(n_layer=2, n_head=2, n_embd=16, n_ctx=16, n_vocab=12)
 SMALL_D = GPT2Config(n_layer=1, n_head=1, n_embd=8, n_ctx=16, n_vocab=12)
@@ -112,7 +114,7 @@ def sampled_tokens(
 
     draw = jax.jit(jax.vmap(tokens, in_axes=(None, None, 0, None)), compiler_options=compiler_options)
     keys = jax.random.split(jax.random.PRNGKey(2024), n_samples)
-    params = decoding.draft_params_for(drafter, draft, target), target.params
+    params = generate.draft_params_for(drafter, draft, target), target.params
     first = network.decoder_prompt_length(target.config, len(prompt))  # the first new token's place
     return [
         np.asarray(draw(*params, keys, jnp.int32(i)))[:, first : first + n_tokens]

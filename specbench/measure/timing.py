@@ -18,11 +18,14 @@ import numpy as np
 from jax import lax
 
 from specbench.measure.prepared import Prepared
-from specbench.model import drafters, eagle, generate, loops, network, programs
-from specbench.model.gpt2 import GPT2Config, init_cache
-from specbench.model.layouts import batch_layout
-from specbench.model.sampling import Warp, argmax
-from specbench.model.weights import Model
+from specbench.model import generate
+from specbench.model.decode import drafters, loops
+from specbench.model.decode.sampling import Warp, argmax
+from specbench.model.kernels import programs
+from specbench.model.nets import eagle, network
+from specbench.model.nets.gpt2 import GPT2Config, init_cache
+from specbench.model.nets.layouts import batch_layout
+from specbench.model.nets.network import Model
 
 
 class CompileCounter:

@@ -1,10 +1,14 @@
-"""The model layer: GPT-2 in pure JAX and what decodes with it.
+"""The model layer: the networks in pure JAX and what decodes with them, in four wings and a front
+door. Imports run one way (pyproject.toml's import-linter contract):
 
-Weights and tokenizer (weights, hf_layout, hub, tokenizer), the forward pass with its KV cache
-and CPU kernels (gpt2, kernels), sampling and verification (sampling, drafters, decoding,
-batched, generate), the counts a generation leaves (stats), and an independent NumPy reference
-(reference). Nothing here imports measure, results or cli.
-"""
+    generate.py     the front door: autoregressive and speculative generation
+    decode/         sampling, drafters, verdicts, trees, the round, batches, loops
+    checkpoints/    what is on disk: the registry, HF layouts, the Hub, tokenizers, EAGLE folders
+    nets/           GPT-2, T5, attention, the EAGLE step, the step interface, weight layouts
+    kernels/        the CPU kernel, the Pallas kernels, how programs compile per backend
+
+generate -> decode | checkpoints -> nets -> kernels; decode reads no file. Nothing here imports
+measure, results or cli."""
 
 import jax
 

@@ -19,12 +19,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from specbench.errors import DecodeError
-from specbench.model import batched, decoding, drafters, loops, network
-from specbench.model.drafters import Drafter
-from specbench.model.sampling import Warp
-from specbench.model.sizing import plan_max_len, prompt_buffer, validate
-from specbench.model.stats import DecodeStats
-from specbench.model.weights import Model
+from specbench.model.checkpoints import draft_vocab
+from specbench.model.decode import batched, decoding, drafters, loops
+from specbench.model.decode.drafters import Drafter
+from specbench.model.decode.sampling import Warp
+from specbench.model.decode.sizing import plan_max_len, prompt_buffer, validate
+from specbench.model.decode.stats import DecodeStats
+from specbench.model.nets import layouts, network
+from specbench.model.nets.network import Model
 
 
 def as_batch(prompts) -> tuple[list[list[int]], bool]:
@@ -208,11 +210,11 @@ def speculative(
 
 
 def prepare_drafter(drafter: Drafter, draft, target: Model, prompts, n_tokens, K, warp, seed, max_len):
-    """What the drafter drafts with (decoding.draft_params_for): for the dial, the target's own
+    """What the drafter drafts with (draft_params_for): for the dial, the target's own
     tokens [max_len] of an AR generation of N + K tokens, so that every draft position of the
     last round has its true token. The dial drives one sequence, at T = 0."""
     if not drafter.spec.acceptance:
-        return decoding.draft_params_for(drafter, draft, target)
+        return draft_params_for(drafter, draft, target)
     batch, _ = as_batch(prompts)
     if len(batch) > 1:
         raise DecodeError(f"drives one sequence; the dial has no batch (--batch {len(batch)})", "batch")
@@ -223,4 +225,14 @@ def prepare_drafter(drafter: Drafter, draft, target: Model, prompts, n_tokens, K
     x, static = inputs(batch, max_len, seed), dict(config=target.config, warp=warp)
     state = decoding.start_jit(target.params, *x, max_len=max_len, **static)
     state = loops.ar_loop_jit(target.params, state, jnp.int32(n_tokens + K - 1), jnp.bool_(False), **static)
-    return decoding.draft_params_for(drafter, draft, target, state.tokens)
+    return draft_params_for(drafter, draft, target, state.tokens)
+
+
+def draft_params_for(drafter: Drafter, draft: Model | None, target: Model, reference=None):
+    """The weights a drafter runs (its kind's Kind.weights: the draft model's, the target's own,
+    none, an EAGLE head's joined to the target's, or the dial's reference tokens), with a network
+    drafter's head restricted to its vocabulary where it has one (draft_vocab.py, FR-Spec)."""
+    params = drafter.spec.weights(drafter, draft, target, reference)
+    if drafter.vocab is None:
+        return params
+    return layouts.restrict_head(params, draft_vocab.frequent_ids(drafter.vocab, drafter.config.n_vocab))

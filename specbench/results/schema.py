@@ -41,7 +41,7 @@ FIELDS = [
     F("kernels", str, key=True, old="xla"),
     F("verdict", str, key=True, old="lazy"),  # how a T > 0 verdict was computed (verify.KINDS)
     F("sampler", str, key=True, old="cdf"),  # how a T > 0 draw picked its token (sampling.SAMPLERS)
-    F("xla_loops", str),  # how the device loops were compiled (model/programs.py)
+    F("xla_loops", str),  # how the device loops were compiled (model/kernels/programs.py)
     F("architecture", str, key=True, old="gpt2"),  # the target's: gpt2 or t5 (network.architecture)
     F("draft", str, md=3, table=2, header="drafter", key=True),
     F("target", str, md=4, key=True),

@@ -21,8 +21,9 @@ import numpy as np
 
 from specbench.cli.console import BadInput, SpecbenchGroup
 from specbench.cli.params import SEED_MAX, Count, Finite
-from specbench.model import network, tokenizer, weights
-from specbench.model.gpt2 import GPT2Config
+from specbench.model.checkpoints import tokenizer, weights
+from specbench.model.nets import network
+from specbench.model.nets.gpt2 import GPT2Config
 from specbench.train.data import compress, greedy_continuations, load_tokens, prepare
 from specbench.train.loop import TrainConfig, require_optax, save_model
 from specbench.train.options import (
@@ -159,10 +160,11 @@ def draft_cmd(teacher, **kw):
     ]
 )
 def eagle_cmd(target, vocab, cls_weight, noise, **flags):
-    """Train an EAGLE draft head on a frozen target's features (specbench/model/eagle.py)."""
+    """Train an EAGLE draft head on a frozen target's features (specbench/model/nets/eagle.py)."""
     require_optax()
     from specbench.errors import SpecbenchError
-    from specbench.model import draft_vocab, eagle
+    from specbench.model.checkpoints import draft_vocab, eagle_files
+    from specbench.model.nets import eagle
     from specbench.train.eagle import EagleLoss, eagle_task, validate
 
     check_run(flags)
@@ -194,7 +196,7 @@ def eagle_cmd(target, vocab, cls_weight, noise, **flags):
         "cross-entropy {ce:.4f}".format(**record["validation"])
     )
     out = flags["out"]
-    eagle.save(out, params, config, t.name, record)
+    eagle_files.save(out, params, config, t.name, record)
     if vocab:
         (out / draft_vocab.DECLARED_FILE).write_text(json.dumps({"vocab": vocab}) + "\n")
     click.echo(f"saved {out}")
@@ -204,7 +206,7 @@ def train_t5(flags: dict, teacher=None):
     """Train one T5 of the bundled pair as the flags say (t5_options) and save it to --out with the
     data's tokenizer.json; a draft is distilled from `teacher` (a T5 Model)."""
     require_optax()
-    from specbench.model.t5 import T5Config
+    from specbench.model.nets.t5 import T5Config
     from specbench.train import seq2seq
 
     check_run(flags)

@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 
 from specbench.errors import TrainError
-from specbench.model import tokenizer
-from specbench.model.gpt2 import GPT2Config
-from specbench.model.sampling import Warp
-from specbench.model.weights import Model
+from specbench.model.checkpoints import tokenizer
+from specbench.model.decode.sampling import Warp
+from specbench.model.nets.gpt2 import GPT2Config
+from specbench.model.nets.network import Model
 
 
 def gpt2_encoder(train_texts: list[str]):

@@ -1,4 +1,4 @@
-"""Training an EAGLE head (model/eagle.py) against a frozen target, on corpus windows.
+"""Training an EAGLE head (model/nets/eagle.py) against a frozen target, on corpus windows.
 
 The target runs over each window once, in bfloat16 and without gradients, and gives its
 features F (gpt2.transformer(features=True)) and its distribution q over the head's vocabulary.
@@ -20,9 +20,9 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from specbench.model import eagle, gpt2
-from specbench.model.layouts import as_loaded
-from specbench.model.weights import Model
+from specbench.model.nets import eagle, gpt2
+from specbench.model.nets.layouts import as_loaded
+from specbench.model.nets.network import Model
 from specbench.train.data import sample_batch
 from specbench.train.loop import Task, TrainConfig
 

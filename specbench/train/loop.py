@@ -23,8 +23,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from specbench.errors import TrainError
-from specbench.model import hf_layout, weights
-from specbench.model.gpt2 import GPT2Config, init_params, transformer
+from specbench.model.checkpoints import hf_layout, weights
+from specbench.model.nets.gpt2 import GPT2Config, init_params, transformer
 from specbench.train.data import frequent_tokens, sample_batch, sample_vocab
 
 SHARD_BYTES = 15 * 1024 * 1024

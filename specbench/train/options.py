@@ -10,7 +10,7 @@ import click
 
 from specbench.cli.console import BadInput, interrupt_note
 from specbench.cli.params import SEED_MAX, Count, Finite
-from specbench.model import tokenizer
+from specbench.model.checkpoints import tokenizer
 from specbench.train.loop import TrainConfig, train
 
 

@@ -1,4 +1,4 @@
-"""Training the bundled T5 pair (model/t5.py) on the corpus: the encoder reads a passage, the
+"""Training the bundled T5 pair (model/nets/t5.py) on the corpus: the encoder reads a passage, the
 decoder writes what follows it.
 
 The pair has its own tokenizer, as every T5 does: a byte-level BPE of VOCAB tokens trained on the
@@ -24,7 +24,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from specbench.model import t5, t5_layout
+from specbench.model.checkpoints import t5_layout
+from specbench.model.nets import t5
 from specbench.train.loop import Task, TrainConfig
 
 VOCAB = 4096

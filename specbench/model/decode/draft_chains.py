@@ -10,11 +10,13 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from specbench.model import eagle, network, sampling
-from specbench.model.sampling import Warp, draw
+from specbench.model.decode import sampling
+from specbench.model.decode.draft_states import NetworkState
+from specbench.model.decode.sampling import Warp, draw
+from specbench.model.nets import eagle, network
 
 if TYPE_CHECKING:
-    from specbench.model.drafters import Drafter
+    from specbench.model.decode.drafters import Drafter
 
 
 def network_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: Warp, K: int, n_vocab: int):
@@ -27,11 +29,11 @@ def network_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: Warp
     """
     config = drafter.config
     logits, cache = network.step(
-        params, dstate["cache"], lax.dynamic_slice(tokens, (n - 2,), (2,)), n - 2, config, logits_at=1
+        params, dstate.cache, lax.dynamic_slice(tokens, (n - 2,), (2,)), n - 2, config, logits_at=1
     )
     after = lambda cache, x, pos: network.step(params, cache, x[None], pos, config)
     cache, drafts, p, n_drafted = chain(drafter, params, logits, cache, after, n, key, warp, K, n_vocab)
-    return {"cache": cache}, drafts, p, n_drafted
+    return NetworkState(cache), drafts, p, n_drafted
 
 
 def eagle_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: Warp, K: int, n_vocab: int):
@@ -39,8 +41,8 @@ def eagle_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: Warp, 
     with the target's true features (eagle.window; that rewrites what the last round drafted on
     its own predictions), then each draft reads the feature the head predicted before it."""
     config = drafter.config
-    s, window, before, row = eagle.window(dstate["feats"], tokens, n, K + 1)
-    logits, h, cache = eagle.step(params, dstate["cache"], before, window, s, config, logits_at=row)
+    s, window, before, row = eagle.window(dstate.feats, tokens, n, K + 1)
+    logits, h, cache = eagle.step(params, dstate.cache, before, window, s, config, logits_at=row)
     h = lax.dynamic_slice_in_dim(h, row, 1)  # h_{n-1}: what the first draft's successor reads
 
     def after(state, x, pos):
@@ -51,7 +53,7 @@ def eagle_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: Warp, 
     (cache, _), drafts, p, n_drafted = chain(
         drafter, params, logits, (cache, h), after, n, key, warp, K, n_vocab
     )
-    return {**dstate, "cache": cache}, drafts, p, n_drafted
+    return dstate._replace(cache=cache), drafts, p, n_drafted
 
 
 def chain(drafter: Drafter, params, logits, state, after, n, key, warp: Warp, K: int, n_vocab: int):

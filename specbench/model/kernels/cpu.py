@@ -28,18 +28,18 @@ import jax.numpy as jnp
 import numpy as np
 
 from specbench.errors import SpecbenchError
-from specbench.model import gpu_kernels
+from specbench.model.kernels import pallas
 
 CHOICES = ("auto", "cpu", "pallas", "xla")
 """--kernels: auto (the CPU kernel where it can run, else the fused Pallas kernels where they can,
-else XLA), cpu (the CPU kernel, or an error saying why it cannot run), pallas (gpu_kernels.py's
+else XLA), cpu (the CPU kernel, or an error saying why it cannot run), pallas (pallas.py's
 fused kernels on a Hopper GPU that passes their self-check, or an error saying why not), xla (XLA's
 own products everywhere: the pure-JAX path)."""
 TARGET = "specbench_matmul"
 READ_TARGET = "specbench_stream_read"
 READ_TASK = 1 << 20
 """Floats each task of stream_read sums (cpu_kernels.cc's kReadTask): 4 MB."""
-LIBRARY = "_cpu_kernels"  # setup.py's extension: specbench/model/_cpu_kernels<suffix>
+LIBRARY = "_cpu_kernels"  # setup.py's extension: specbench/model/kernels/_cpu_kernels<suffix>
 ROWS_MAX = 256
 """Steps of up to this many rows (per sequence) use the kernel: every decode and verify step, and
 the prefill of a prompt of up to 256 tokens. A longer prefill uses XLA's GEMM on the weights as
@@ -145,9 +145,7 @@ def choose(params, n_head: int, choice: str = "auto") -> str:
         "cpu": lambda: (
             unavailable() or (None if dtype == jnp.float32 else f"it multiplies float32 weights, not {dtype}")
         ),
-        "pallas": lambda: (
-            gpu_kernels.unsupported(params["wte"].shape[1], n_head) or gpu_kernels.unavailable()
-        ),
+        "pallas": lambda: pallas.unsupported(params["wte"].shape[1], n_head) or pallas.unavailable(),
     }
     name = {"cpu": "specbench's CPU kernel", "pallas": "the fused Pallas kernels"}
     if choice in why:

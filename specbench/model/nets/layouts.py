@@ -4,8 +4,8 @@
             the tests' oracle (gpt2.gpt2)
     decode  hf plus a [n_out, n_in] copy of every block matrix for XLA's 1-token products
     kernel  hf plus a packed copy of every block matrix and of the output head (wte.T) for the
-            CPU kernel (kernels.pack)
-    pallas  hf as it is, marked for the fused Pallas kernels of a GPU step (gpu_kernels.py), which
+            CPU kernel (cpu.pack)
+    pallas  hf as it is, marked for the fused Pallas kernels of a GPU step (pallas.py), which
             read the stacked weights in place: no second copy
 
 gpt2.linear and gpt2.head read whichever is there; what each costs in memory is in
@@ -17,7 +17,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from specbench.model import kernels
+from specbench.model.kernels import cpu
 
 MATRICES = (("attn", "c_attn"), ("attn", "c_proj"), ("mlp", "c_fc"), ("mlp", "c_proj"))
 
@@ -53,7 +53,7 @@ def decode_layout(params):
 
 
 def kernel_layout(params):
-    """The same weights for the CPU kernel (kernels.py): beside every block matrix (stacked, HF
+    """The same weights for the CPU kernel (kernels/cpu.py): beside every block matrix (stacked, HF
     orientation, which a prefill's XLA products read) its copy packed in panels (`packed`, every
     layer's stacked: [n_layer, n_panels, n_in, WIDTH]), and the output head packed from wte.T
     (head.packed, [n_panels, n_embd, WIDTH]). Made once at load. It costs the block matrices' and
@@ -62,8 +62,8 @@ def kernel_layout(params):
         return params
     blocks = jax.tree_util.tree_map(lambda x: x, params["blocks"])  # a copy of the dict structure
     for part, name in MATRICES:
-        blocks[part][name]["packed"] = kernels.pack(blocks[part][name]["weight"])
-    return {**params, "blocks": blocks, "head": {"packed": kernels.pack(params["wte"].T)}}
+        blocks[part][name]["packed"] = cpu.pack(blocks[part][name]["weight"])
+    return {**params, "blocks": blocks, "head": {"packed": cpu.pack(params["wte"].T)}}
 
 
 def pallas_layout(params):
@@ -73,7 +73,7 @@ def pallas_layout(params):
 
 
 def for_decoding(params, kernel: str):
-    """The layout decoding reads with `kernel` (kernels.choose): kernel_layout for "cpu",
+    """The layout decoding reads with `kernel` (cpu.choose): kernel_layout for "cpu",
     pallas_layout for "pallas", else decode_layout."""
     return {"cpu": kernel_layout, "pallas": pallas_layout}.get(kernel, decode_layout)(params)
 
@@ -122,3 +122,15 @@ def param_bytes(params) -> int:
 def resident_bytes(params) -> int:
     """Bytes the weights hold in memory, a layout's second copies included."""
     return sum(x.size * x.dtype.itemsize for x in jax.tree_util.tree_leaves(params))
+
+
+def restrict_head(params, ids):
+    """Draft weights whose head covers only `ids` [V']: head_tokens (the ids), head_wte (their rows
+    of wte, for XLA's product) and, in kernel_layout, the head packed from them.
+    gpt2.head then gives [n_seq, V'] logits; drafters.py maps them back to token ids."""
+    ids = jnp.asarray(ids, jnp.int32)
+    head_wte = params["wte"][ids]  # [V', n_embd]
+    out = {**params, "head_tokens": ids, "head_wte": head_wte}
+    if "head" in params:  # kernel_layout: the kernel reads a packed copy
+        out["head"] = {"packed": cpu.pack(head_wte.T)}
+    return out

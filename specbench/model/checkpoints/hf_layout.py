@@ -31,7 +31,7 @@ import numpy as np
 
 from specbench import files
 from specbench.errors import WeightsError
-from specbench.model.gpt2 import GPT2Config
+from specbench.model.nets.gpt2 import GPT2Config
 
 CONFIG_FILE = "config.json"
 SAFETENSORS_FILE = "model.safetensors"

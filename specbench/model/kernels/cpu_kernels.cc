@@ -1,5 +1,5 @@
 // specbench's CPU matrix product for decode steps of a few rows, registered with XLA through
-// jax.ffi (model/kernels.py packs the weights and loads it; setup.py builds it at `pip install`).
+// jax.ffi (model/kernels/cpu.py packs the weights and loads it; setup.py builds it at `pip install`).
 //
 //   y[m, :] = x[m, :] w + b      x [rows, n_in], w [n_in, n_out] packed in panels, b [n_out]
 //

@@ -24,7 +24,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from specbench.errors import SpecbenchError
-from specbench.model import kernels, tokenizer
+from specbench.model.kernels import cpu
+from specbench.model.checkpoints import tokenizer
 
 RANKING_FILE = "frequent.json"
 DECLARED_FILE = "drafting.json"  # in a model's directory: {"vocab": N}, what it drafts over by default
@@ -62,15 +63,3 @@ def declared(directory: str) -> int | None:
         return int(json.loads(path.read_text())["vocab"])
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise SpecbenchError(f"{path} does not say a draft vocabulary ({e})") from e
-
-
-def restrict(params, ids: np.ndarray):
-    """Draft weights whose head covers only `ids` [V']: head_tokens (the ids), head_wte (their rows
-    of wte, for XLA's product) and, in kernel_layout, the head packed from them (layouts.py).
-    gpt2.head then gives [n_seq, V'] logits; drafters.py maps them back to token ids."""
-    ids = jnp.asarray(ids, jnp.int32)
-    head_wte = params["wte"][ids]  # [V', n_embd]
-    out = {**params, "head_tokens": ids, "head_wte": head_wte}
-    if "head" in params:  # kernel_layout: the kernel reads a packed copy
-        out["head"] = {"packed": kernels.pack(head_wte.T)}
-    return out

@@ -12,14 +12,15 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from specbench.model import eagle, network, sampling
-from specbench.model.sampling import Warp, probs, sample
-from specbench.model.sampling import argmax as first_argmax
-from specbench.model.tree import Dynamic, Tree
-from specbench.model.tree import shape_of as tree_shape_of
+from specbench.model.decode import sampling
+from specbench.model.decode.sampling import Warp, probs, sample
+from specbench.model.decode.sampling import argmax as first_argmax
+from specbench.model.decode.tree import Dynamic, Tree
+from specbench.model.decode.tree import shape_of as tree_shape_of
+from specbench.model.nets import eagle, network
 
 if TYPE_CHECKING:
-    from specbench.model.drafters import Drafter
+    from specbench.model.decode.drafters import Drafter
 
 
 def tree_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: Warp, n_vocab: int):
@@ -46,8 +47,8 @@ def dynamic_propose(drafter: Drafter, params, dstate, tokens, n, warp: Warp, n_v
     score = jnp.full(C, -jnp.inf, jnp.float32).at[0].set(0.0)
     frontier = jnp.zeros(1, jnp.int32)
     if net:  # the head's window, as eagle_tree_propose reads it
-        s, window, before, row = eagle.window(dstate["feats"], tokens, n, spec.depth + 1)
-        _, _, cache = eagle.step(params, dstate["cache"], before, window, s, drafter.config, logits_at=row)
+        s, window, before, row = eagle.window(dstate.feats, tokens, n, spec.depth + 1)
+        _, _, cache = eagle.step(params, dstate.cache, before, window, s, drafter.config, logits_at=row)
         reads = jnp.zeros((C, drafter.config.n_embd), before.dtype).at[0].set(before[row])
     start = 1
     for _ in range(spec.depth):  # each level expands the frontier of the one before
@@ -61,7 +62,7 @@ def dynamic_propose(drafter: Drafter, params, dstate, tokens, n, warp: Warp, n_v
                 top,
             )
             x = jnp.concatenate([lax.dynamic_slice(tokens, (n - 2,), (1,)), cand])
-            logits, cache = network.step(params, dstate["cache"], x, n - 2, drafter.config, tree=above)
+            logits, cache = network.step(params, dstate.cache, x, n - 2, drafter.config, tree=above)
             logits = logits[1:]
         width = frontier.shape[0] * top
         for f in range(frontier.shape[0]):
@@ -93,8 +94,8 @@ def dynamic_propose(drafter: Drafter, params, dstate, tokens, n, warp: Warp, n_v
     if not net:  # the cache in node order, for decoding.compact: one more step over the kept tree
         above = tree_shape_of(jnp.concatenate([jnp.full(1, -1), node_parents + 1]), spec.depth + 1, top)
         x = jnp.concatenate([lax.dynamic_slice(tokens, (n - 2,), (1,)), nodes])
-        _, cache = network.step(params, dstate["cache"], x, n - 2, drafter.config, tree=above)
-    return {**dstate, "cache": cache}, nodes, p, shape
+        _, cache = network.step(params, dstate.cache, x, n - 2, drafter.config, tree=above)
+    return dstate._replace(cache=cache), nodes, p, shape
 
 
 def network_tree_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: Warp, n_vocab: int):
@@ -116,12 +117,12 @@ def network_tree_propose(drafter: Drafter, params, dstate, tokens, n, key, warp:
     nodes = jnp.zeros(tree.size, jnp.int32).at[0].set(tokens[n - 1])
     p = jnp.zeros((tree.size, sampling.p_width(warp, n_vocab)), jnp.float32)
     keys = jax.random.split(key, max(tree.depth, 1))
-    cache = dstate["cache"]
+    cache = dstate.cache
     for d in range(tree.depth):  # static: the tree's shape is known when traced
         x = jnp.concatenate([lax.dynamic_slice(tokens, (n - 2,), (1,)), nodes])
-        logits, cache = network.step(params, dstate["cache"], x, n - 2, config, tree=above)
+        logits, cache = network.step(params, dstate.cache, x, n - 2, config, tree=above)
         nodes, p = grow(tree, d, logits[1:], nodes, p, keys[d], warp, params.get("head_tokens"))
-    return {"cache": cache}, nodes, p
+    return dstate._replace(cache=cache), nodes, p
 
 
 def eagle_tree_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: Warp, n_vocab: int):
@@ -132,8 +133,8 @@ def eagle_tree_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: W
     from the target's features whatever the path accepted, so the head's cache needs no compacting;
     decoding compacts the features the verify step returns instead."""
     tree, config = drafter.tree, drafter.config
-    s, window, before, row = eagle.window(dstate["feats"], tokens, n, tree.depth + 1)
-    _, _, cache = eagle.step(params, dstate["cache"], before, window, s, config, logits_at=row)
+    s, window, before, row = eagle.window(dstate.feats, tokens, n, tree.depth + 1)
+    _, _, cache = eagle.step(params, dstate.cache, before, window, s, config, logits_at=row)
     nodes = jnp.zeros(tree.size, jnp.int32).at[0].set(tokens[n - 1])
     reads = jnp.zeros((tree.size, config.n_embd), before.dtype).at[0].set(before[row])  # f_{n-2}
     p = jnp.zeros((tree.size, sampling.p_width(warp, n_vocab)), jnp.float32)
@@ -144,7 +145,7 @@ def eagle_tree_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: W
         for u in np.flatnonzero(tree.depths == d):
             if tree.children[u]:
                 reads = reads.at[np.asarray(tree.children[u])].set(h[u].astype(reads.dtype))
-    return {**dstate, "cache": cache}, nodes, p
+    return dstate._replace(cache=cache), nodes, p
 
 
 def grow(tree: Tree, d: int, logits, nodes, p, key, warp: Warp, head_tokens=None):

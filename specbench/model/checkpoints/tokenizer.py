@@ -30,10 +30,10 @@ N_VOCAB = 50257
 
 def default_dir() -> Path:
     """gpt2_weights/tokenizer/ of the checkout this package lives in, else of weights_dir()."""
-    beside_package = Path(__file__).resolve().parents[2] / "gpt2_weights" / "tokenizer"
+    beside_package = Path(__file__).resolve().parents[3] / "gpt2_weights" / "tokenizer"
     if beside_package.is_dir():
         return beside_package
-    from specbench.model.weights import weights_dir
+    from specbench.model.checkpoints.weights import weights_dir
 
     return weights_dir() / "tokenizer"
 

@@ -20,7 +20,7 @@ How:
   computed per chunk from the row statistics (two passes over x, which is [16, n_in], tiny).
 - The weights stay stacked [n_layer, ...] as loaded, and the layer's index is an input each kernel
   reads: nothing is sliced or copied, and every layer runs the same five kernels (compiled once
-  per step shape). The layers are unrolled, or scanned (gpu_layers.py).
+  per step shape). The layers are unrolled, or scanned (pallas_layers.py).
 - Attention runs a program per head over the cache in blocks of `tile(max_len)` keys, only those
   before pos (an online softmax, Milakov and Gimelshein 2018), then over the step's own keys under
   `sees` (causal, or a token tree's ancestors).
@@ -45,7 +45,7 @@ from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as pltriton
 
-from specbench.model.gpu_tiles import column_block, tile, tiles
+from specbench.model.kernels.pallas_tiles import column_block, tile, tiles
 
 ROWS = 16
 """Rows of every kernel's step: a step of n <= ROWS tokens is padded to ROWS (Triton's dot needs at

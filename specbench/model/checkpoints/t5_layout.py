@@ -27,8 +27,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from specbench.errors import WeightsError
-from specbench.model import hf_layout
-from specbench.model.t5 import T5Config
+from specbench.model.checkpoints import hf_layout
+from specbench.model.nets.t5 import T5Config
 
 IGNORED = re.compile(r"^(encoder|decoder)\.embed_tokens\.weight$")
 

@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from specbench.errors import DecodeError
-from specbench.model.weights import Model
+from specbench.model.nets.network import Model
 
 
 def bucket(n: int, smallest: int = 16) -> int:

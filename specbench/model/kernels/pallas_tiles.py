@@ -1,4 +1,4 @@
-"""How the fused Pallas kernels (gpu_kernels.py) cut their work: the tiling (rows of a weight panel
+"""How the fused Pallas kernels (pallas.py) cut their work: the tiling (rows of a weight panel
 or keys of the cache a program loads at once, column blocks, Triton's warps and stages), chosen by
 scripts/pallas_tiles.py's sweep on a GPU and overridable by SPECBENCH_PALLAS_TILES."""
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 import jax.numpy as jnp
 from jax import lax
 
-from specbench.model import network, programs
-from specbench.model.decoding import ARState, SpecState, ar_step, spec_round, spec_start, start
+from specbench.model.decode.decoding import ARState, SpecState, ar_step, spec_round, spec_start, start
+from specbench.model.kernels import programs
+from specbench.model.nets import network
 
 NEVER = jnp.iinfo(jnp.int32).max
 """An end no sequence reaches, and a bound no loop reaches: the loops' "no limit"."""

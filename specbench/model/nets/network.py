@@ -10,11 +10,24 @@ runs tokens at positions pos.. and returns (logits, cache), whichever the model.
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax.numpy as jnp
 
-from specbench.model import gpt2, t5
-from specbench.model.gpt2 import GPT2Config
-from specbench.model.t5 import T5Config
+from specbench.model.nets import gpt2, t5
+from specbench.model.nets.gpt2 import GPT2Config
+from specbench.model.nets.t5 import T5Config
+
+
+@dataclasses.dataclass(frozen=True)
+class Model:
+    """A network with its weights: its name, config (GPT2Config or T5Config), weights and where
+    they came from (a directory, or "random")."""
+
+    name: str
+    config: GPT2Config | T5Config
+    params: dict
+    source: str
 
 
 def architecture(config) -> str:

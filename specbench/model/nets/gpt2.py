@@ -20,7 +20,7 @@ entries are masked until they are overwritten.
 
 The layers are stacked on a leading axis and run with `lax.scan`, so compile time does not grow
 with depth. In the Pallas layout (layouts.pallas_layout, a GPU's `--kernels pallas`) a step of up to
-16 tokens runs each layer as five fused kernels instead, the layers unrolled (gpu_kernels.py).
+16 tokens runs each layer as five fused kernels instead, the layers unrolled (pallas.py).
 """
 
 from __future__ import annotations
@@ -33,8 +33,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from specbench.model import attention, gpu_kernels, gpu_layers, kernels, programs
-from specbench.model.layouts import as_loaded
+from specbench.model.kernels import cpu, pallas, pallas_layers, programs
+from specbench.model.nets import attention
+from specbench.model.nets.layouts import as_loaded
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,13 +89,13 @@ def layer_norm(x, weight, bias, eps: float = 1e-5):
 def linear(x, bias, weight, weight_t=None, packed=None, layer=None):
     """[n_seq, n_in] -> [n_seq, n_out]: x @ weight + bias, weight [n_in, n_out] in HF's Conv1D
     orientation. In kernel_layout the weight, its packed copy and the bias are every layer's,
-    stacked, and `layer` says which: a step of up to kernels.ROWS_MAX rows runs the CPU kernel on
+    stacked, and `layer` says which: a step of up to cpu.ROWS_MAX rows runs the CPU kernel on
     the packed copy, a longer one XLA's product on the weight. In decode_layout a 1-row step uses
     weight_t: weight.T [n_out, n_in] cut along n_in into [n_pieces, n_out, n_in / n_pieces], one
     product per piece, which XLA streams at the memory bound (docs/performance.md)."""
     if layer is not None:
-        if x.shape[0] <= kernels.ROWS_MAX and packed.dtype == jnp.float32:
-            return kernels.matmul(x, packed, weight.shape[-1], bias, layer)
+        if x.shape[0] <= cpu.ROWS_MAX and packed.dtype == jnp.float32:
+            return cpu.matmul(x, packed, weight.shape[-1], bias, layer)
         return x @ weight[layer] + bias[layer]
     if weight_t is None or x.shape[0] != 1:
         return x @ weight + bias
@@ -153,18 +154,18 @@ def step(params, cache, tokens, pos, config: GPT2Config, logits_at=None, tree=No
     their keys and values are written at pos.. in node order, and the accepted path is moved to
     consecutive positions afterwards.
 
-    In the Pallas layout a step of up to gpu_kernels.ROWS tokens runs its blocks through the fused
-    kernels (gpu_layers.blocks); the embedding, the cache write, the final norm and the head stay
+    In the Pallas layout a step of up to pallas.ROWS tokens runs its blocks through the fused
+    kernels (pallas_layers.blocks); the embedding, the cache write, the final norm and the head stay
     as here.
     """
     n_seq = tokens.shape[0]
     offsets = jnp.arange(n_seq) if tree is None else jnp.asarray(tree.depths)
     positions = jnp.minimum(pos + offsets, config.n_ctx - 1)  # pads past n_ctx are junk
     x = params["wte"][tokens] + params["wpe"][positions]  # [n_seq, n_embd]
-    if "pallas" in params and gpu_kernels.fits(n_seq, cache["v"].shape[1]):  # layouts.pallas_layout
+    if "pallas" in params and pallas.fits(n_seq, cache["v"].shape[1]):  # layouts.pallas_layout
         sees = np.tril(np.ones((n_seq, n_seq), bool)) if tree is None else tree.ancestors
         eps = config.layer_norm_epsilon
-        x, (k_new, v_new) = gpu_layers.blocks(params, x, cache, pos, sees, config.n_head, eps, gelu)
+        x, (k_new, v_new) = pallas_layers.blocks(params, x, cache, pos, sees, config.n_head, eps, gelu)
     else:
         x, (k_new, v_new) = blocks(params, x, cache, pos, config, tree)
     # the scan only reads the cache; every layer's new entries [L, n_seq, n_head, hd] are written
@@ -179,12 +180,12 @@ def step(params, cache, tokens, pos, config: GPT2Config, logits_at=None, tree=No
 
 def head(params, x):
     """The output head, tied to the embedding: [n_seq, n_embd] -> [n_seq, n_vocab] float32 logits.
-    In kernel_layout a step of up to kernels.ROWS_MAX rows reads the head's packed copy (of wte.T)
+    In kernel_layout a step of up to cpu.ROWS_MAX rows reads the head's packed copy (of wte.T)
     with the CPU kernel. A draft's head may cover only some tokens (params["head_tokens"], V' ids:
-    draft_vocab.restrict); its logits are then [n_seq, V'], column j for token head_tokens[j]."""
+    layouts.restrict_head); its logits are then [n_seq, V'], column j for token head_tokens[j]."""
     wte = params["head_wte"] if "head_tokens" in params else params["wte"]
-    if "head" in params and x.shape[0] <= kernels.ROWS_MAX and params["head"]["packed"].dtype == jnp.float32:
-        return kernels.matmul(x, params["head"]["packed"], wte.shape[0])
+    if "head" in params and x.shape[0] <= cpu.ROWS_MAX and params["head"]["packed"].dtype == jnp.float32:
+        return cpu.matmul(x, params["head"]["packed"], wte.shape[0])
     return (x @ wte.T).astype(jnp.float32)
 
 

@@ -14,11 +14,15 @@ import jax
 import jax.numpy as jnp
 
 from specbench.errors import WeightsError
-from specbench.model import eagle, kernels, network, t5_layout
-from specbench.model.gpt2 import GPT2Config, init_params
-from specbench.model.hf_layout import is_model_dir, load_dir, read_config
-from specbench.model.layouts import for_decoding
-from specbench.model.t5 import T5Config
+from specbench.model.nets import eagle, network
+from specbench.model.checkpoints import eagle_files
+from specbench.model.kernels import cpu
+from specbench.model.checkpoints import t5_layout
+from specbench.model.nets.gpt2 import GPT2Config, init_params
+from specbench.model.checkpoints.hf_layout import is_model_dir, load_dir, read_config
+from specbench.model.nets.layouts import for_decoding
+from specbench.model.nets.network import Model
+from specbench.model.nets.t5 import T5Config
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,20 +111,12 @@ def weights_dir() -> Path:
                 f"SPECBENCH_WEIGHTS_DIR={named} {what}: name a folder of models", "weights_dir"
             )
         return Path(named)
-    beside_package = Path(__file__).resolve().parents[2] / "gpt2_weights"
+    beside_package = Path(__file__).resolve().parents[3] / "gpt2_weights"
     return beside_package if beside_package.is_dir() else Path.cwd() / "gpt2_weights"
 
 
 # ---------------------------------------------------------------------------------------------
 # Registry
-
-
-@dataclasses.dataclass(frozen=True)
-class Model:
-    name: str
-    config: GPT2Config
-    params: dict
-    source: str  # a directory, or "random"
 
 
 def resolve(name: str) -> ModelSpec | Path:
@@ -164,7 +160,7 @@ def for_decoding_model(model: Model, kernels_choice: str = "auto") -> Model:
     stay as loaded (XLA's products)."""
     if network.encoder_decoder(model.config):
         return model
-    kernel = kernels.choose(model.params, model.config.n_head, kernels_choice)
+    kernel = cpu.choose(model.params, model.config.n_head, kernels_choice)
     return dataclasses.replace(model, params=for_decoding(model.params, kernel))
 
 
@@ -210,7 +206,7 @@ def list_models() -> list[dict]:
         raise WeightsError(f"cannot read {root} ({e.strerror})", "weights_dir") from None
     for d in entries:
         if d.name not in registered and not d.name.startswith(".") and is_model_dir(d):
-            if eagle.is_head_dir(d):
+            if eagle_files.is_head_dir(d):
                 rows.append(head_row(d))
                 continue
             if t5_layout.is_t5_dir(d):
@@ -240,7 +236,7 @@ def list_models() -> list[dict]:
 def head_row(d: Path) -> dict:
     """models' row for an EAGLE head (eagle.py): what it drafts for, its shape and size."""
     try:
-        config, params, trained_on = eagle.load(d)
+        config, params, trained_on = eagle_files.load(d)
     except WeightsError as e:
         return unreadable_row(d, str(e))
     n_params = sum(x.size for x in jax.tree_util.tree_leaves(params))

@@ -31,7 +31,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from specbench import environment
-from specbench.model.sampling import (
+from specbench.model.decode.sampling import (
     TargetRows,
     accept_reject,
     all_rows,
@@ -44,7 +44,7 @@ from specbench.model.sampling import (
     sample_residual,
     with_zero_row,
 )
-from specbench.model.verify_trees import traversal_verdict, tree_verdict
+from specbench.model.decode.verify_trees import traversal_verdict, tree_verdict
 
 METHODS = ("token", "block", "traversal", "gbv")
 SHAPES = {

@@ -1,4 +1,4 @@
-"""A GPT-2 layer, and the layers, through the fused Pallas kernels (gpu_kernels.py): five kernels a
+"""A GPT-2 layer, and the layers, through the fused Pallas kernels (pallas.py): five kernels a
 layer over a step of up to ROWS tokens, the layers unrolled or scanned (layer_loop). gpt2.py runs
 a Pallas-layout step's blocks through `blocks`."""
 
@@ -8,7 +8,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from specbench import environment
-from specbench.model.gpu_kernels import ROWS, attention, linear, padded_sees
+from specbench.model.kernels.pallas import ROWS, attention, linear, padded_sees
 
 
 def block(x, blocks, layer, cache, pos, sees, n_head: int, eps: float, activation):

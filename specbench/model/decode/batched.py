@@ -27,11 +27,13 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from specbench.model import decoding, network, programs
-from specbench.model.decoding import ARState, SpecState
-from specbench.model.layouts import batch_layout
-from specbench.model.loops import NEVER
-from specbench.model.sizing import bucket
+from specbench.model.decode import decoding
+from specbench.model.decode.decoding import ARState, SpecState
+from specbench.model.decode.loops import NEVER
+from specbench.model.decode.sizing import bucket
+from specbench.model.kernels import programs
+from specbench.model.nets import network
+from specbench.model.nets.layouts import batch_layout
 
 # ---------------------------------------------------------------------------------------------
 # Sizes

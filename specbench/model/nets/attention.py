@@ -16,11 +16,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from specbench.model import kernels
+from specbench.model.kernels import cpu
 
 FEW_TOKENS = 16
 """A cached step of up to this many new tokens (a verify step, a draft's 2-token step) attends by
-few_token_attention, and on the CPU so does a prefill of up to kernels.ROWS_MAX tokens; a longer
+few_token_attention, and on the CPU so does a prefill of up to cpu.ROWS_MAX tokens; a longer
 one by batched products over the heads (docs/performance.md, "Prefill")."""
 
 
@@ -43,7 +43,7 @@ def cached_attention(q, k, v, k_cache, v_cache, pos, tree=None):
         k_cache, v_cache = k_cache[..., :0], v_cache[:0]
     if cached and n_seq == 1:
         return one_token_attention(q, k, v, k_cache, v_cache, pos, scale)
-    if cached and n_seq <= (kernels.ROWS_MAX if jax.default_backend() == "cpu" else FEW_TOKENS):
+    if cached and n_seq <= (cpu.ROWS_MAX if jax.default_backend() == "cpu" else FEW_TOKENS):
         return few_token_attention(q, k, v, k_cache, v_cache, pos, scale, sees)
     # a long prefill, or the uncached forward: batched products over heads (the keys are cached head-major)
     max_len = v_cache.shape[0]

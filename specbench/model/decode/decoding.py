@@ -37,13 +37,12 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from specbench.errors import DecodeError
-from specbench.model import draft_trees, draft_vocab, drafters, eagle, network, programs
-from specbench.model.drafters import Drafter
-from specbench.model.sampling import TargetRows, Warp, argmax, draw, greedy_verdict, probs
-from specbench.model.verify import verdict_of
-from specbench.model.verify_trees import greedy_tree_verdict
-from specbench.model.weights import Model
+from specbench.model.decode import draft_trees, drafters
+from specbench.model.decode.sampling import TargetRows, Warp, argmax, draw, greedy_verdict, probs
+from specbench.model.decode.verify import verdict_of
+from specbench.model.decode.verify_trees import greedy_tree_verdict
+from specbench.model.kernels import programs
+from specbench.model.nets import network
 
 # ---------------------------------------------------------------------------------------------
 # State: typed pytrees. Shapes are for one sequence; a batch (batched.py) adds a leading [B].
@@ -71,7 +70,7 @@ class SpecState(NamedTuple):
     n: jax.Array  # [] int32
     key: jax.Array  # [2] uint32
     target_cache: dict  # gpt2 cache, as in ARState
-    draft: dict  # the drafter's own state (drafters.start): {"cache": ...}, or {} for lookup
+    draft: tuple  # the drafter's own state (drafters.start): its kind's draft_states type
     counts: RoundCounts
 
 
@@ -82,48 +81,6 @@ class Round(NamedTuple):
     n_accepted: jax.Array  # [] int32: accepted before the first rejection
     emitted: jax.Array  # [] int32: the resampled or bonus token
     n_drafted: jax.Array  # [] int32: drafts proposed (< K with dynamic K or no lookup match)
-
-
-# ---------------------------------------------------------------------------------------------
-# What the drafter drafts with
-
-
-def draft_params_for(drafter: Drafter, draft: Model | None, target: Model, reference=None):
-    """The weights a drafter runs: the draft model's, the target's own (layer-skip), none (lookup),
-    or for the dial the target's greedy tokens `reference` [max_len] (generate.prepare_drafter);
-    for an EAGLE head (`draft`, eagle.load) its own weights joined to the target's (eagle.attach).
-    A drafter with a vocabulary gets its head restricted to it (draft_vocab.py)."""
-    if drafter.spec.acceptance:
-        if reference is None:
-            raise DecodeError(
-                "the dial needs the target's greedy tokens (generate.prepare_drafter)", "drafter"
-            )
-        return {"reference": reference}
-    if drafter.spec.features:
-        if draft is None or draft.config.n_embd != target.config.n_embd:
-            raise DecodeError(
-                f"the eagle drafter needs a head of the target's width {target.config.n_embd}", "draft"
-            )
-        return restricted(drafter, eagle.attach(draft.params, target.params))
-    if drafter.spec.draft_model:
-        if draft is None:
-            raise DecodeError("the model drafter needs a draft model", "draft")
-        if draft.config.n_vocab != target.config.n_vocab:
-            raise DecodeError(
-                f"draft and target must share the vocabulary (vocab sizes "
-                f"{sorted({draft.config.n_vocab, target.config.n_vocab})})",
-                "draft",
-            )
-        return restricted(drafter, draft.params)
-    return restricted(drafter, target.params) if drafter.spec.network else {}
-
-
-def restricted(drafter: Drafter, params):
-    """A network drafter's weights, with its head restricted to its vocabulary where it has one
-    (draft_vocab.py)."""
-    if drafter.vocab is None:
-        return params
-    return draft_vocab.restrict(params, draft_vocab.frequent_ids(drafter.vocab, drafter.config.n_vocab))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -304,9 +261,9 @@ def _tree_round(
         n_accepted, emitted, last = judge(k_verdict, tree, nodes, p, probs(logits, warp))
     path = jnp.asarray(tree.on_path)[last]  # [K + 1]: the root, then the accepted nodes (then last again)
     if drafter.spec.features:  # the path's features; the head's cache is rewritten by its next window
-        dstate = {**dstate, "feats": compact_rows(dstate["feats"], n - 1, path)}
+        dstate = dstate._replace(feats=compact_rows(dstate.feats, n - 1, path))
     else:
-        dstate = {"cache": compact(dstate["cache"], n - 1, path)}
+        dstate = dstate._replace(cache=compact(dstate.cache, n - 1, path))
     K = path.shape[0] - 1
     # the drafts as a chain shows them: the accepted path, then (trace's rejected draft) the first
     # child tried at the node where the walk stopped

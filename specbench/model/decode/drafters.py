@@ -50,16 +50,19 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-import jax
 import jax.numpy as jnp
 from jax import lax
 
-from specbench.model import draft_chains, draft_trees, eagle, lookup, network, sampling
-from specbench.model.gpt2 import GPT2Config, init_cache
-from specbench.model.sampling import Warp
-from specbench.model.tree import Tree
-from specbench.model.verify import METHODS as VERIFY_METHODS
-from specbench.model.verify import SHAPES as VERIFY_SHAPES
+from specbench.errors import DecodeError
+from specbench.model.decode import draft_chains, draft_trees, lookup
+from specbench.model.decode.draft_states import EagleState, NetworkState
+from specbench.model.decode.sampling import Warp
+from specbench.model.decode.tree import Tree
+from specbench.model.decode.verify import METHODS as VERIFY_METHODS
+from specbench.model.decode.verify import SHAPES as VERIFY_SHAPES
+from specbench.model.nets import eagle, network
+from specbench.model.nets.gpt2 import GPT2Config, init_cache
+from specbench.model.nets.network import Model
 
 
 @dataclasses.dataclass(frozen=True)
@@ -181,19 +184,8 @@ def observe(drafter: Drafter, dstate, features, pos):
     rewritten by a later step before they are read); any other is unchanged."""
     if not drafter.spec.features:
         return dstate
-    feats = lax.dynamic_update_slice_in_dim(dstate["feats"], features.astype(dstate["feats"].dtype), pos, 0)
-    return {**dstate, "feats": feats}
-
-
-def no_state(drafter: Drafter, params, prompt_buf, n_prompt, max_len: int, features=None, source=False):
-    """The dial keeps no state of its own between rounds."""
-    return {}
-
-
-def lookup_start(drafter: Drafter, params, prompt_buf, n_prompt, max_len: int, features=None, source=False):
-    """Prompt lookup keeps nothing over a decoder-only target, whose tokens hold the prompt; over
-    an encoder-decoder's, the source, so that its drafts can copy from it (lookup_propose)."""
-    return {"source": prompt_buf, "n_source": jnp.int32(n_prompt)} if source else {}
+    feats = lax.dynamic_update_slice_in_dim(dstate.feats, features.astype(dstate.feats.dtype), pos, 0)
+    return dstate._replace(feats=feats)
 
 
 def eagle_start(drafter: Drafter, params, prompt_buf, n_prompt, max_len: int, features=None, source=False):
@@ -205,7 +197,7 @@ def eagle_start(drafter: Drafter, params, prompt_buf, n_prompt, max_len: int, fe
         params, cache, eagle.shifted(features), prompt_buf, 0, drafter.config, logits_at=0
     )
     feats = jnp.zeros((max_len, drafter.config.n_embd), features.dtype)
-    return {"cache": cache, "feats": lax.dynamic_update_slice_in_dim(feats, features, 0, 0)}
+    return EagleState(cache, lax.dynamic_update_slice_in_dim(feats, features, 0, 0))
 
 
 def network_start(drafter: Drafter, params, prompt_buf, n_prompt, max_len: int, features=None, source=False):
@@ -216,7 +208,7 @@ def network_start(drafter: Drafter, params, prompt_buf, n_prompt, max_len: int, 
     cache = network.start_cache(params, prompt_buf, n_prompt, config, max_len)
     # runs as many layers as the cache has
     _, cache = network.step(params, cache, network.decoder_prompt(prompt_buf, config), 0, config)
-    return {"cache": cache}
+    return NetworkState(cache)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -229,28 +221,35 @@ def propose(drafter: Drafter, params, dstate, tokens, n, key, warp: Warp, K: int
     return drafter.spec.propose(drafter, params, dstate, tokens, n, key, warp, K, n_vocab)
 
 
-def lookup_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: Warp, K: int, n_vocab: int):
-    """Prompt lookup's drafts (lookup), proposed with certainty: one-hot p. Over an
-    encoder-decoder's decoder it searches the source followed by the decoder's tokens (with_source)."""
-    if "source" in dstate:
-        haystack, n_seen = lookup.with_source(dstate["source"], dstate["n_source"], tokens, n)
-        drafts, n_drafted = lookup.lookup(haystack, n_seen, K, drafter.ngram)
-    else:
-        drafts, n_drafted = lookup.lookup(tokens, n, K, drafter.ngram)
-    p = jax.nn.one_hot(drafts, sampling.p_width(warp, n_vocab), dtype=jnp.float32)
-    return dstate, drafts, sampling.zero_after(p, n_drafted), n_drafted
+# ---------------------------------------------------------------------------------------------
+# weights: what the drafter drafts with, from the draft model, the target, or the dial's reference
 
 
-def dial_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: Warp, K: int, n_vocab: int):
-    """The dial's drafts (dial), proposed with certainty as lookup's: one-hot p (no columns at
-    T = 0, its only use)."""
-    drafts = lookup.dial(params["reference"], n, key, K, n_vocab, drafter.acceptance)
-    return (
-        dstate,
-        drafts,
-        jax.nn.one_hot(drafts, sampling.p_width(warp, n_vocab), dtype=jnp.float32),
-        jnp.int32(K),
-    )
+def model_weights(drafter: Drafter, draft: Model | None, target: Model, reference=None):
+    """A draft model's own weights; DecodeError when there is none or its vocabulary differs."""
+    if draft is None:
+        raise DecodeError("the model drafter needs a draft model", "draft")
+    if draft.config.n_vocab != target.config.n_vocab:
+        raise DecodeError(
+            f"draft and target must share the vocabulary (vocab sizes "
+            f"{sorted({draft.config.n_vocab, target.config.n_vocab})})",
+            "draft",
+        )
+    return draft.params
+
+
+def target_weights(drafter: Drafter, draft: Model | None, target: Model, reference=None):
+    """Layer-skip drafts with the target's own weights (its first layers)."""
+    return target.params
+
+
+def eagle_weights(drafter: Drafter, draft: Model | None, target: Model, reference=None):
+    """An EAGLE head (`draft`) joined to the target's embeddings, final norm and head (eagle.attach)."""
+    if draft is None or draft.config.n_embd != target.config.n_embd:
+        raise DecodeError(
+            f"the eagle drafter needs a head of the target's width {target.config.n_embd}", "draft"
+        )
+    return eagle.attach(draft.params, target.params)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -265,6 +264,7 @@ class Kind:
 
     name: str
     title: str  # how a header names it
+    weights: Callable  # weights(drafter, draft, target, reference) -> the params it drafts with
     start: Callable  # start(drafter, params, prompt_buf, max_len, features) -> dstate
     propose: Callable  # propose(drafter, params, dstate, tokens, n, key, warp, K, n_vocab)
     draft_model: bool = False  # drafts with a separate draft model (--draft)
@@ -300,26 +300,44 @@ KINDS: dict[str, Kind] = {
         Kind(
             "model",
             "draft model",
+            model_weights,
             network_start,
             draft_chains.network_propose,
             draft_model=True,
             network=True,
             propose_tree=draft_trees.network_tree_propose,
         ),
-        Kind("lookup", "prompt lookup", lookup_start, lookup_propose, flags=("ngram",), fewer=True),
+        Kind(
+            "lookup",
+            "prompt lookup",
+            lookup.no_weights,
+            lookup.lookup_start,
+            lookup.lookup_propose,
+            flags=("ngram",),
+            fewer=True,
+        ),
         Kind(
             "layerskip",
             "layer-skip",
+            target_weights,
             network_start,
             draft_chains.network_propose,
             network=True,
             flags=("draft_layers",),
             propose_tree=draft_trees.network_tree_propose,
         ),
-        Kind("dial", "acceptance dial", no_state, dial_propose, acceptance=True),
+        Kind(
+            "dial",
+            "acceptance dial",
+            lookup.dial_weights,
+            lookup.no_state,
+            lookup.dial_propose,
+            acceptance=True,
+        ),
         Kind(
             "eagle",
             "EAGLE head",
+            eagle_weights,
             eagle_start,
             draft_chains.eagle_propose,
             network=True,

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from specbench.model.sampling import race, residual
+from specbench.model.decode.sampling import race, residual
 
 
 def tree_verdict(

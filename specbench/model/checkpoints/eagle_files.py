@@ -1,0 +1,74 @@
+"""An EAGLE head on disk (its step is nets/eagle.py): a folder with config.json (MARKER, the
+target it reads, the shape) and model.safetensors (its parameters by their path in the tree,
+"fc.weight", "blocks.attn.c_attn.bias")."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from specbench import files
+from specbench.errors import WeightsError
+from specbench.model.nets.eagle import init_params
+from specbench.model.nets.gpt2 import GPT2Config
+
+MARKER = "specbench-eagle"  # config.json's "architecture" for a head
+WEIGHTS_FILE = "model.safetensors"
+
+
+def is_head_dir(directory: Path) -> bool:
+    """Whether `directory` holds an EAGLE head (its config.json says MARKER)."""
+    try:
+        return json.loads((Path(directory) / "config.json").read_text()).get("architecture") == MARKER
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def save(out: Path, params: dict, config: GPT2Config, target: str, record: dict | None = None) -> None:
+    """Write a head: its parameters as float16 safetensors, keyed by path, and config.json."""
+    from safetensors.numpy import save_file
+
+    out.mkdir(parents=True, exist_ok=True)
+    flat = {
+        ".".join(k.key for k in path): np.asarray(x, np.float16)
+        for path, x in jax.tree_util.tree_leaves_with_path(params)
+    }
+    save_file(flat, str(out / WEIGHTS_FILE))
+    files.share(out / WEIGHTS_FILE)  # safetensors writes 0600
+    shape = {k: getattr(config, k) for k in ("n_head", "n_embd", "n_ctx", "n_vocab", "layer_norm_epsilon")}
+    (out / "config.json").write_text(
+        json.dumps({"architecture": MARKER, "target": target, **shape}, indent=1)
+    )
+    if record is not None:
+        (out / "train_record.json").write_text(json.dumps(record, indent=1) + "\n")
+
+
+def load(directory: Path, dtype=jnp.float32) -> tuple[GPT2Config, dict, str]:
+    """(config, params, the target it was trained on) of a head folder; WeightsError naming the
+    file and the key when something is missing or misshapen."""
+    from safetensors import SafetensorError
+    from safetensors.numpy import load_file
+
+    directory = Path(directory)
+    try:
+        meta = json.loads((directory / "config.json").read_text())
+        config = GPT2Config(n_layer=1, **{k: meta[k] for k in ("n_head", "n_embd", "n_ctx", "n_vocab")})
+        flat = load_file(str(directory / WEIGHTS_FILE))
+    except (OSError, ValueError, KeyError, TypeError, SafetensorError) as e:
+        raise WeightsError(f"{directory} is not a readable EAGLE head ({e})", "draft") from None
+    expected = init_params(config)
+    params = {}
+    for path, x in jax.tree_util.tree_leaves_with_path(expected):
+        key = ".".join(k.key for k in path)
+        if key not in flat or flat[key].shape != x.shape:
+            got = "missing" if key not in flat else f"shaped {flat[key].shape}"
+            raise WeightsError(f"{directory / WEIGHTS_FILE}: {key} is {got}, expected {x.shape}", "draft")
+        node = params
+        for k in path[:-1]:
+            node = node.setdefault(k.key, {})
+        node[path[-1].key] = jnp.asarray(flat[key], dtype)
+    return config, params, meta.get("target", "")
