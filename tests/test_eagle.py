@@ -249,13 +249,13 @@ def test_a_head_saved_loads_the_same_and_damage_is_named(tmp_path, target, head)
 
     from specbench.errors import WeightsError
 
-    flat = load_file(str(tmp_path / "h" / eagle.WEIGHTS_FILE))
+    flat = load_file(str(tmp_path / "h" / eagle_files.WEIGHTS_FILE))
     flat["fc.weight"] = flat["fc.weight"][:-1]
-    save_file(flat, str(tmp_path / "h" / eagle.WEIGHTS_FILE))
+    save_file(flat, str(tmp_path / "h" / eagle_files.WEIGHTS_FILE))
     with pytest.raises(WeightsError, match=r"fc.weight is shaped \(63, 32\), expected \(64, 32\)"):
         eagle_files.load(tmp_path / "h")
     del flat["blocks.attn.c_attn.bias"]
-    save_file(flat, str(tmp_path / "h" / eagle.WEIGHTS_FILE))
+    save_file(flat, str(tmp_path / "h" / eagle_files.WEIGHTS_FILE))
     with pytest.raises(WeightsError, match="blocks.attn.c_attn.bias is missing"):
         eagle_files.load(tmp_path / "h")
 

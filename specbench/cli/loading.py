@@ -81,7 +81,7 @@ def load_pair(
 
 
 def load_head(f: dict, target):
-    """The EAGLE head that --eagle-head names, as a Model (eagle.load), for this target: by default
+    """The EAGLE head that --eagle-head names, as a Model (eagle_files.load), for this target: by default
     the folder <target's name>-eagle in gpt2_weights/ (the bundled tiny-target-eagle)."""
     from specbench.model.checkpoints import eagle_files, weights
     from specbench.model.nets import network

@@ -96,10 +96,10 @@ def lookup_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: Warp,
     """Prompt lookup's drafts (lookup), proposed with certainty: one-hot p. Over an
     encoder-decoder's decoder it searches the source followed by the decoder's tokens (with_source)."""
     if isinstance(dstate, SourceState):
-        haystack, n_seen = lookup.with_source(dstate.source, dstate.n_source, tokens, n)
-        drafts, n_drafted = lookup.lookup(haystack, n_seen, K, drafter.ngram)
+        haystack, n_seen = with_source(dstate.source, dstate.n_source, tokens, n)
+        drafts, n_drafted = lookup(haystack, n_seen, K, drafter.ngram)
     else:
-        drafts, n_drafted = lookup.lookup(tokens, n, K, drafter.ngram)
+        drafts, n_drafted = lookup(tokens, n, K, drafter.ngram)
     p = jax.nn.one_hot(drafts, sampling.p_width(warp, n_vocab), dtype=jnp.float32)
     return dstate, drafts, sampling.zero_after(p, n_drafted), n_drafted
 
@@ -107,7 +107,7 @@ def lookup_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: Warp,
 def dial_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: Warp, K: int, n_vocab: int):
     """The dial's drafts (dial), proposed with certainty as lookup's: one-hot p (no columns at
     T = 0, its only use)."""
-    drafts = lookup.dial(params["reference"], n, key, K, n_vocab, drafter.acceptance)
+    drafts = dial(params["reference"], n, key, K, n_vocab, drafter.acceptance)
     return (
         dstate,
         drafts,
