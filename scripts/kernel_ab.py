@@ -2,10 +2,13 @@
 in one process, so that the host's drift hits both alike (between processes it moved step times
 by 20-40% on this project's CPU).
 
+It patches gpt2.linear and gpt2.head as they were while the layouts were dicts told apart by their
+keys: run it from a checkout of commit 3d9e5f7 (`git worktree add /tmp/ab 3d9e5f7`).
+
 The earlier kernel read the weights as loaded (stacked, HF orientation) and the output head as
 wte.T; build its library from that commit and pass its path:
 
-    git show bb10b9c:specbench/model/kernels/cpu_kernels.cc > /tmp/old.cc
+    git show bb10b9c:specbench/model/cpu_kernels.cc > /tmp/old.cc
     FFI="$(python -c 'import jax; print(jax.ffi.include_dir())')"
     g++ -O3 -std=c++17 -Wno-psabi -shared -fPIC -isystem "$FFI" /tmp/old.cc -o /tmp/old_kernel.so
     python scripts/kernel_ab.py /tmp/old_kernel.so tiny-target --rows 1,2,5

@@ -12,7 +12,7 @@ runs the same program twice, a control for the noise:
 An earlier gpt2.py's cached_attention against today's (up to commit d292ec3 a prefill at position
 0 scored every entry of its empty cache, and over 256 rows XLA constant-folded their mask):
 
-    git show d292ec3:specbench/model/nets/gpt2.py > /tmp/gpt2_before.py
+    git show d292ec3:specbench/model/gpt2.py > /tmp/gpt2_before.py
     python scripts/prefill_ab.py --attention /tmp/gpt2_before.py --tokens 19,100,250 --max-len 512
 
 Each way gets its own jitted program, traced with its setting in place; the programs alternate, the

@@ -160,12 +160,14 @@ def test_a_head_over_some_tokens_gives_the_full_heads_columns_for_them(layout):
 
 
 def test_the_decode_layout_reads_as_many_bytes_and_batches_use_the_hf_layout():
-    from specbench.model.nets.layouts import batch_layout, param_bytes, resident_bytes
+    from specbench.model.nets.layouts import Layout, batch_layout, param_bytes, resident_bytes
 
     params = random_model(CONFIGS[1], seed=1).params
     both = decode_layout(params)
     assert param_bytes(both) == param_bytes(params) < resident_bytes(both)
-    assert jax.tree_util.tree_structure(batch_layout(both)) == jax.tree_util.tree_structure(params)
+    batch = batch_layout(both)
+    assert batch.layout is Layout.HF and both.layout is Layout.DECODE
+    assert jax.tree_util.tree_structure(batch.arrays) == jax.tree_util.tree_structure(params)
 
 
 def test_decode_pieces_are_the_fewest_that_divide_n_in_under_the_fusion_threshold():

@@ -88,7 +88,7 @@ def test_the_kernel_layout_adds_packed_copies_of_every_matrix(kernel):
     matrices = L * e * (n_panels(3 * e) + n_panels(e) + n_panels(4 * e)) + L * 4 * e * n_panels(e)
     extra = (matrices + e * n_panels(TINY.n_vocab)) * 4
     assert layouts.resident_bytes(kernel_params) - layouts.resident_bytes(params) == extra
-    assert layouts.layout(kernel_params) == "kernel" and cpu.used_by(kernel_params) == "cpu"
+    assert kernel_params.layout is layouts.Layout.KERNEL and layouts.kernels_used(kernel_params) == "cpu"
     assert jax.tree_util.tree_structure(layouts.as_loaded(kernel_params)) == jax.tree_util.tree_structure(
         params
     )
@@ -132,7 +132,7 @@ def test_no_step_of_a_model_beyond_the_last_level_cache_reads_faster_than_the_me
     config = GPT2Config(n_layer=2, n_head=8, n_embd=512, n_ctx=64, n_vocab=60_000)
     base = random_model(config, 3)
     model = dataclasses.replace(base, params=layouts.kernel_layout(base.params))
-    assert isinstance(model, Model) and cpu.used_by(model.params) == "cpu"
+    assert isinstance(model, Model) and layouts.kernels_used(model.params) == "cpu"
     reads = roofline.read_gbps(megabytes=256, repeats=5)
     assert reads.kernel is not None and reads.best == max(reads.xla, reads.kernel)
     rows = roofline.roofline([model], 2, 32, iters=5, repeats=3, measured_gbps=reads, measured_gflops=1e3)

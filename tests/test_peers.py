@@ -14,7 +14,7 @@ from specbench.measure import peers
 from specbench.model import generate
 from specbench.model.decode import drafters
 from specbench.model.decode.sampling import Warp
-from specbench.model.nets import reference
+from specbench.model.nets import layouts, reference
 
 from conftest import TARGET as CLI_TARGET
 from conftest import assert_one_line_error, invoke, random_model
@@ -28,8 +28,8 @@ def pair():
 
 
 def numpy_models(draft, target):
-    return (reference.as_numpy(draft.params), draft.config), (
-        reference.as_numpy(target.params),
+    return (reference.as_numpy(layouts.as_loaded(draft.params)), draft.config), (
+        reference.as_numpy(layouts.as_loaded(target.params)),
         target.config,
     )
 

@@ -216,7 +216,7 @@ def test_a_tree_drafted_over_a_restricted_head_is_exact_too():
     drafter = dataclasses.replace(drafters.model_drafter(draft.config), tree=tree, vocab=vocab)
     params = generate.draft_params_for(drafter, draft, target)
     assert (
-        params["head_tokens"].shape == (vocab,)
+        params.head.tokens.shape == (vocab,)
         and draft_vocab.frequent_ids(vocab, SMALL_T.n_vocab).size == vocab
     )
     ((tokens, accepted, drafted),) = round_samples(params, target, prompt, warp, 3, drafter, (tree_verdict,))

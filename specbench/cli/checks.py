@@ -275,7 +275,7 @@ def check_batch(
         )
     configs = [t.config] + ([drafter.config] if drafter.config is not None else [])  # lookup runs no network
     max_len = generate.plan(encoded, n_tokens, drafter.reach(K), [m for m in (d, t) if m is not None])
-    itemsize = network.dtype_of(t.params).itemsize
+    itemsize = network.dtype_of(t.params, t.config).itemsize
     weights = resident_bytes(t.params) + (
         resident_bytes(d.params) if d is not None and drafter.spec.draft_model else 0
     )

@@ -264,10 +264,10 @@ def roofline_cmd(**flags):
     """
     from specbench.cli import plan
     from specbench.measure import roofline
-    from specbench.model.kernels.cpu import used_by
+    from specbench.model.nets.layouts import kernels_used
     from specbench.results.schema import ROOFLINE_COLUMNS
 
-    kernels_name = lambda model: used_by(model.params)
+    kernels_name = lambda model: kernels_used(model.params)
     runs, exports = plan.roofline_plan(flags)
     console = make_console(*exports.values())
     # a line for a network no variant runs on the kernel (with --kernels cpu,xla, XLA is asked for)

@@ -198,11 +198,11 @@ def sweep_plan(f: dict, given: set[str]) -> SweepPlan:
 
     from specbench.model.decode.sampling import sampler_for
     from specbench.model.decode.verify import kind_for
-    from specbench.model.kernels.cpu import used_by
     from specbench.model.nets import network
+    from specbench.model.nets.layouts import kernels_used
 
     fixed = {k: f[k] for k in ("dtype", "top_k", "n_tokens", "seed")} | {"target": t.name, "loop": loop}
-    fixed |= {"kernels": used_by(t.params), "verdict": kind_for(jax.default_backend())}
+    fixed |= {"kernels": kernels_used(t.params), "verdict": kind_for(jax.default_backend())}
     fixed["sampler"] = sampler_for(jax.default_backend())
     fixed["architecture"] = network.architecture(t.config)
     check_resume_settings(rows, {**fixed, "repeats": f["repeats"], "warmup": f["warmup"]}, output)

@@ -44,7 +44,7 @@ def kernel_lines(models, choice: str = "auto") -> list[str]:
     import jax
 
     from specbench.model.kernels import cpu
-    from specbench.model.nets import network
+    from specbench.model.nets import layouts, network
 
     if choice == "xla" or jax.default_backend() != "cpu":
         return []
@@ -52,7 +52,7 @@ def kernel_lines(models, choice: str = "auto") -> list[str]:
     for m in models:
         if m is not None and network.encoder_decoder(m.config):
             lines.append(f"{m.name}: XLA's matrix products (specbench's kernels serve GPT-2s)")
-        elif m is not None and cpu.used_by(m.params) == "xla":
+        elif m is not None and layouts.kernels_used(m.params) == "xla":
             dtype = m.params["wte"].dtype
             why = cpu.unavailable() or f"it multiplies float32 weights, and {m.name} is {dtype}"
             lines.append(

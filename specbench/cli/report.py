@@ -263,7 +263,7 @@ def page_info(plan: ReportPlan, sections: dict) -> dict:
     return {
         "pair": f"draft {plan.draft.name} · target {plan.target.name}",
         "battery": f"{'quick' if b.quick else 'full'} battery, {plural(b.repeats, 'repeat')}, N = {N_TOKENS}",
-        "quick_left_out": b.left_out(eagle=any(j.config.drafter.kind == "eagle" for j in plan.jobs.values())),
+        "quick_left_out": b.left_out(eagle=any(j.config.drafter.spec.features for j in plan.jobs.values())),
         "K": K_DEFAULT,
         "device": {
             **(sections.get("roofline", {}).get("context") or device.context()),  # when it was measured

@@ -20,8 +20,8 @@ from specbench.measure.peers import PeerResult
 from specbench.measure.prepared import Prepared, RunConfig
 from specbench.model.decode import sampling, verify
 from specbench.model.decode.stats import DecodeStats
-from specbench.model.kernels import cpu, programs
-from specbench.model.nets import network
+from specbench.model.kernels import programs
+from specbench.model.nets import layouts, network
 
 __all__ = ["BenchmarkResult", "PARTS", "Prepared", "RunConfig", "STEP_TIMERS", "run_benchmark"]
 
@@ -49,7 +49,7 @@ class BenchmarkResult:
     load: dict = dataclasses.field(default_factory=dict)  # load.others() over the whole measurement
     # the budget's parts as sampled in each repeat: {"ar_start", "ar_token", "sd_start", "round": [repeats]}
     part_samples: dict = dataclasses.field(default_factory=dict)
-    kernels: str = "xla"  # what multiplied the weights: "cpu" (specbench's kernel) or "xla" (cpu.used_by)
+    kernels: str = "xla"  # what multiplied the weights: cpu, pallas or xla (layouts.kernels_used)
     verdict: str = "lazy"  # how a T > 0 verdict was computed (verify.KINDS), chosen by verify.kind_for
     sampler: str = "cdf"  # how a T > 0 draw picked its token (sampling.SAMPLERS), by sampling.sampler_for
     xla_loops: str = "xla default"  # how the device loops were compiled (programs.loops_setting)
@@ -189,7 +189,7 @@ def benchmark_result(
         peers=peers,
         load=machine,
         part_samples={name: steps[name].tolist() for names in PARTS.values() for name in names},
-        kernels=cpu.used_by(c.target.params),
+        kernels=layouts.kernels_used(c.target.params),
         verdict=verify.kind_for(jax.default_backend()),
         sampler=sampling.sampler_for(jax.default_backend()),
         xla_loops=programs.loops_setting(),

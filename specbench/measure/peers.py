@@ -208,7 +208,7 @@ def make_peers(
         raise PeerError("peers decode one sequence at a time: use --batch 1", "peer")
     drafting = draft_model(drafter, draft, target)
     dynamic = drafter.confidence is not None
-    dtype = str(network.dtype_of(target.params))
+    dtype = str(network.dtype_of(target.params, target.config))
     t5 = network.encoder_decoder(target.config)
     specs, scratch = {}, {}
     for name in names:

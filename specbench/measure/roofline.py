@@ -23,8 +23,8 @@ from jax import lax
 from specbench.measure import device, timing
 from specbench.measure.timing import SOURCE_TOKENS
 from specbench.model.kernels import cpu, pallas
-from specbench.model.nets import gpt2, network
-from specbench.model.nets.layouts import layout, param_bytes, resident_bytes
+from specbench.model.nets import gpt2, layouts, network
+from specbench.model.nets.layouts import param_bytes, resident_bytes
 from specbench.model.nets.network import Model
 
 
@@ -33,7 +33,8 @@ def step_bytes(model: Model, max_len: int) -> int:
     For an encoder-decoder, the decoder's step: its decoder's weights and head (the encoder ran
     once, before), its cache, and the source's cross-attention keys and values (a source of
     timing.SOURCE_TOKENS, as the step timers encode)."""
-    c, itemsize = model.config, network.dtype_of(model.params).itemsize
+    c = model.config
+    itemsize = network.dtype_of(model.params, c).itemsize
     if network.encoder_decoder(c):
         head = model.params.get("lm_head", model.params["shared"])  # an untied head, else the embedding
         cache = 2 * c.n_decoder_layer * (max_len + SOURCE_TOKENS) * c.inner * itemsize
@@ -132,7 +133,7 @@ def roofline(
     peak = device.peak_gbps()
     reads = measured_gbps if measured_gbps is not None else read_gbps()
     measured = reads.best
-    gflops = measured_gflops or matmul_gflops(dtype=network.dtype_of(models[0].params))
+    gflops = measured_gflops or matmul_gflops(dtype=network.dtype_of(models[0].params, models[0].config))
     bound_gbps, source = (peak, "datasheet") if peak else (measured, "measured")
     done = on_timing or (lambda: None)
     shapes = ["plain", *range(1, n_max + 1)]
@@ -164,8 +165,8 @@ def roofline(
                 {
                     "model": model.name,
                     "part": "step",
-                    "kernels": cpu.used_by(model.params),
-                    "layout": layout(model.params),
+                    "kernels": layouts.kernels_used(model.params),
+                    "layout": layouts.as_weights(model.params).layout.value,
                     "layout_extra_bytes": layout_extra_bytes(model),
                     "n_tokens_per_step": n,
                     "t_step_s": t,
@@ -275,7 +276,12 @@ def kernel_parts(model: Model, max_len: int, iters: int, bound_gbps: float) -> l
         }
         for name, (fn, x, weights, moved) in parts.items():
             t, bound = loop_seconds(fn, x, weights, iters, layers), moved / (bound_gbps * 1e9)
-            row = {"model": model.name, "kernels": "pallas", "layout": layout(p), "part": name}
+            row = {
+                "model": model.name,
+                "kernels": "pallas",
+                "layout": layouts.as_weights(p).layout.value,
+                "part": name,
+            }
             row |= {
                 "n_tokens_per_step": n,
                 "t_step_s": t,
@@ -306,15 +312,15 @@ def measure_runs(
         groups.setdefault((model.name, dtype), []).append(model)
     rows = []
     for (name, dtype), models in groups.items():
-        progress(what=f"timing {name} {dtype} ({', '.join(cpu.used_by(m.params) for m in models)})")
+        progress(what=f"timing {name} {dtype} ({', '.join(layouts.kernels_used(m.params) for m in models)})")
         if dtype not in gflops:
-            gflops[dtype] = matmul_gflops(dtype=network.dtype_of(models[0].params))
+            gflops[dtype] = matmul_gflops(dtype=network.dtype_of(models[0].params, models[0].config))
         tick = lambda: progress(advance=1)  # roofline() calls it once per model and step shape
         measured = roofline(
             models, K + 1, context, iters, on_timing=tick, measured_gbps=gbps, measured_gflops=gflops[dtype]
         )
         for model in models:  # each fused kernel of a Pallas layout alone, after the steps
-            if cpu.used_by(model.params) == "pallas":
+            if layouts.kernels_used(model.params) == "pallas":
                 progress(what=f"timing {name} {dtype}: each Pallas kernel of a layer, 1 and 5 tokens")
                 bound = measured[0]["bound_gbps"]
                 measured += kernel_parts(model, context, iters, bound)

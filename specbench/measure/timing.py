@@ -214,7 +214,8 @@ def draft_seconds(prep: Prepared, iters: int = 20, repeats: int = 5, warm: bool 
     buf = x.prompt_bufs
     tokens = jnp.zeros(buf.shape[:-1] + (max_len,), jnp.int32).at[..., : buf.shape[-1]].set(buf)
     n = jnp.full(buf.shape[:-1], max_len // 2, jnp.int32)  # a search over half the buffer: mid-generation
-    params = {"reference": tokens[0] if tokens.ndim == 2 else tokens} if drafter.spec.acceptance else {}
+    reference = tokens[0] if tokens.ndim == 2 else tokens  # the dial's, as any tokens serve a timer
+    params = drafter.spec.weights(drafter, None, c.target, reference)
     source = network.encoder_decoder(c.target.config)  # lookup then searches the source too
     start = lambda b, n_b: drafters.start(drafter, params, b, n_b, max_len, source=source)
     dstate = jax.vmap(start)(buf, x.n_prompts) if buf.ndim == 2 else start(buf, x.n_prompts)

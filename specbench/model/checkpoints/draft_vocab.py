@@ -20,11 +20,9 @@ import functools
 import json
 from pathlib import Path
 
-import jax.numpy as jnp
 import numpy as np
 
 from specbench.errors import SpecbenchError
-from specbench.model.kernels import cpu
 from specbench.model.checkpoints import tokenizer
 
 RANKING_FILE = "frequent.json"

@@ -12,10 +12,16 @@ from pathlib import Path
 
 from specbench.errors import WeightsError
 from specbench.model.checkpoints import t5_layout
-from specbench.model.checkpoints.hf_layout import CONFIG_FILE, INDEX_FILE, SAFETENSORS_FILE, is_model_dir, load_dir
-from specbench.model.nets.t5 import T5Config
+from specbench.model.checkpoints.hf_layout import (
+    CONFIG_FILE,
+    INDEX_FILE,
+    SAFETENSORS_FILE,
+    is_model_dir,
+    load_dir,
+)
 from specbench.model.checkpoints.tokenizer import JSON_FILE
 from specbench.model.checkpoints.weights import REGISTRY, ModelSpec, local_path, resolve, weights_dir
+from specbench.model.nets.t5 import T5Config
 
 
 def download(name: str, endpoint: str | None = None, progress: bool = True) -> Path:

@@ -14,12 +14,11 @@ import jax
 import jax.numpy as jnp
 
 from specbench.errors import WeightsError
-from specbench.model.nets import eagle, network
-from specbench.model.checkpoints import eagle_files
-from specbench.model.kernels import cpu
-from specbench.model.checkpoints import t5_layout
-from specbench.model.nets.gpt2 import GPT2Config, init_params
+from specbench.model.checkpoints import eagle_files, t5_layout
 from specbench.model.checkpoints.hf_layout import is_model_dir, load_dir, read_config
+from specbench.model.kernels import cpu
+from specbench.model.nets import network
+from specbench.model.nets.gpt2 import GPT2Config, init_params
 from specbench.model.nets.layouts import for_decoding
 from specbench.model.nets.network import Model
 from specbench.model.nets.t5 import T5Config

@@ -13,7 +13,7 @@ from jax import lax
 from specbench.model.decode import sampling
 from specbench.model.decode.draft_states import NetworkState
 from specbench.model.decode.sampling import Warp, draw
-from specbench.model.nets import eagle, network
+from specbench.model.nets import eagle, layouts, network
 
 if TYPE_CHECKING:
     from specbench.model.decode.drafters import Drafter
@@ -62,7 +62,7 @@ def chain(drafter: Drafter, params, logits, state, after, n, key, warp: Warp, K:
     Returns (state, drafts [K], p [K, V], n_drafted)."""
     keys = jax.random.split(key, K)
     V = sampling.p_width(warp, n_vocab)
-    head_tokens = params.get("head_tokens")
+    head_tokens = layouts.head_tokens(params)
     # p is kept in the head's own columns while drafting, and spread over the vocabulary once
     columns = V if head_tokens is None or V == 0 else head_tokens.shape[0]
 

@@ -17,7 +17,7 @@ from specbench.model.decode.sampling import Warp, probs, sample
 from specbench.model.decode.sampling import argmax as first_argmax
 from specbench.model.decode.tree import Dynamic, Tree
 from specbench.model.decode.tree import shape_of as tree_shape_of
-from specbench.model.nets import eagle, network
+from specbench.model.nets import eagle, layouts, network
 
 if TYPE_CHECKING:
     from specbench.model.decode.drafters import Drafter
@@ -41,7 +41,7 @@ def dynamic_propose(drafter: Drafter, params, dstate, tokens, n, warp: Warp, n_v
     spec = drafter.tree
     C, top = spec.candidates, spec.top
     net = drafter.spec.features
-    head_tokens = params.get("head_tokens")
+    head_tokens = layouts.head_tokens(params)
     cand = jnp.zeros(C, jnp.int32).at[0].set(tokens[n - 1])
     parents = jnp.full(C, -1, jnp.int32)
     score = jnp.full(C, -jnp.inf, jnp.float32).at[0].set(0.0)
@@ -121,7 +121,7 @@ def network_tree_propose(drafter: Drafter, params, dstate, tokens, n, key, warp:
     for d in range(tree.depth):  # static: the tree's shape is known when traced
         x = jnp.concatenate([lax.dynamic_slice(tokens, (n - 2,), (1,)), nodes])
         logits, cache = network.step(params, dstate.cache, x, n - 2, config, tree=above)
-        nodes, p = grow(tree, d, logits[1:], nodes, p, keys[d], warp, params.get("head_tokens"))
+        nodes, p = grow(tree, d, logits[1:], nodes, p, keys[d], warp, layouts.head_tokens(params))
     return dstate._replace(cache=cache), nodes, p
 
 
@@ -141,7 +141,7 @@ def eagle_tree_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: W
     keys = jax.random.split(key, max(tree.depth, 1))
     for d in range(tree.depth):
         logits, h, _ = eagle.step(params, cache, reads, nodes, n - 1, config, tree=tree)
-        nodes, p = grow(tree, d, logits, nodes, p, keys[d], warp, params.get("head_tokens"))
+        nodes, p = grow(tree, d, logits, nodes, p, keys[d], warp, layouts.head_tokens(params))
         for u in np.flatnonzero(tree.depths == d):
             if tree.children[u]:
                 reads = reads.at[np.asarray(tree.children[u])].set(h[u].astype(reads.dtype))

@@ -155,9 +155,3 @@ def choose(params, n_head: int, choice: str = "auto") -> str:
     if choice == "auto":
         return next((kind for kind in ("cpu", "pallas") if not why[kind]()), "xla")
     return "xla"
-
-
-def used_by(params) -> str:
-    """What multiplies these weights in a decode step: "cpu" (the kernel's layout,
-    layouts.kernel_layout), "pallas" (layouts.pallas_layout) or "xla"."""
-    return "cpu" if "head" in params else "pallas" if "pallas" in params else "xla"

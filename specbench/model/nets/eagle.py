@@ -48,16 +48,13 @@ def init_params(config: GPT2Config, seed: int = 0) -> dict:
     return {"fc": {"weight": jnp.asarray(fc, jnp.float32), "bias": jnp.zeros(e)}, "blocks": block}
 
 
-def attach(head_params: dict, target_params: dict) -> dict:
+def attach(head_params: dict, target_params) -> layouts.Weights:
     """The weights a head drafts with: its own fc and block, the target's wte, wpe and ln_f, in
     the layout the target's are in (layouts.py: the CPU kernel's packed copies of the block and
     of the output head where the target has them)."""
-    target = layouts.as_loaded(target_params)
+    target = layouts.as_weights(target_params)
     merged = {**{k: target[k] for k in TARGET_KEYS}, **head_params}
-    kind = layouts.layout(target_params)
-    if kind == "kernel":
-        return layouts.kernel_layout(merged)
-    return layouts.decode_layout(merged) if kind == "decode" else merged
+    return layouts.to_layout(merged, target.layout)
 
 
 def embed(params, feats_in, tokens, positions):

@@ -35,7 +35,7 @@ from jax import lax
 
 from specbench.model.kernels import cpu, pallas, pallas_layers, programs
 from specbench.model.nets import attention
-from specbench.model.nets.layouts import as_loaded
+from specbench.model.nets.layouts import Layout, Weights, as_loaded, as_weights
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,19 +86,21 @@ def layer_norm(x, weight, bias, eps: float = 1e-5):
     return ((x32 - mean) * lax.rsqrt(var + eps)).astype(x.dtype) * weight + bias
 
 
-def linear(x, bias, weight, weight_t=None, packed=None, layer=None):
-    """[n_seq, n_in] -> [n_seq, n_out]: x @ weight + bias, weight [n_in, n_out] in HF's Conv1D
-    orientation. In kernel_layout the weight, its packed copy and the bias are every layer's,
-    stacked, and `layer` says which: a step of up to cpu.ROWS_MAX rows runs the CPU kernel on
-    the packed copy, a longer one XLA's product on the weight. In decode_layout a 1-row step uses
+def linear(x, m, layout: Layout = Layout.HF, layer=None):
+    """[n_seq, n_in] -> [n_seq, n_out]: x @ weight + bias, m's weight [n_in, n_out] in HF's Conv1D
+    orientation. In the KERNEL layout m's weight, packed copy and bias are every layer's, stacked,
+    and `layer` says which: a step of up to cpu.ROWS_MAX rows runs the CPU kernel on the packed
+    copy, a longer one XLA's product on the weight. In the DECODE layout a 1-row step uses
     weight_t: weight.T [n_out, n_in] cut along n_in into [n_pieces, n_out, n_in / n_pieces], one
     product per piece, which XLA streams at the memory bound (docs/performance.md)."""
-    if layer is not None:
-        if x.shape[0] <= cpu.ROWS_MAX and packed.dtype == jnp.float32:
-            return cpu.matmul(x, packed, weight.shape[-1], bias, layer)
+    weight, bias = m["weight"], m["bias"]
+    if layout is Layout.KERNEL:
+        if x.shape[0] <= cpu.ROWS_MAX and m["packed"].dtype == jnp.float32:
+            return cpu.matmul(x, m["packed"], weight.shape[-1], bias, layer)
         return x @ weight[layer] + bias[layer]
-    if weight_t is None or x.shape[0] != 1:
+    if layout is not Layout.DECODE or x.shape[0] != 1:
         return x @ weight + bias
+    weight_t = m["weight_t"]
     if weight_t.shape[0] == 1:
         return x @ weight_t[0].T + bias
     pieces = x.reshape(weight_t.shape[0], 1, weight_t.shape[2])  # [n_pieces, 1, n_in / n_pieces]
@@ -107,34 +109,39 @@ def linear(x, bias, weight, weight_t=None, packed=None, layer=None):
     return sum(products) + bias
 
 
-def mlp(x, c_fc, c_proj):  # [n_seq, n_embd] -> [n_seq, n_embd]
-    return linear(gelu(linear(x, **c_fc)), **c_proj)  # via [n_seq, 4*n_embd]
+def mlp(x, c_fc, c_proj, layout: Layout = Layout.HF, layer=None):  # [n_seq, n_embd] -> [n_seq, n_embd]
+    return linear(gelu(linear(x, c_fc, layout, layer)), c_proj, layout, layer)  # via [n_seq, 4*n_embd]
 
 
-def mha(x, c_attn, c_proj, k_cache, v_cache, pos, n_head, tree=None):
+def mha(x, c_attn, c_proj, k_cache, v_cache, pos, n_head, tree=None, layout: Layout = Layout.HF, layer=None):
     # x [n_seq, n_embd]; k_cache [n_head, hd, max_len], v_cache [max_len, n_head, hd]; pos: traced int32.
     # Returns the output and this step's keys and values, [n_seq, n_head, hd] each.
     n_seq, n_embd = x.shape
-    qkv = linear(x, **c_attn).reshape(n_seq, 3, n_head, n_embd // n_head)  # [n_seq, 3, n_head, hd]
+    qkv = linear(x, c_attn, layout, layer).reshape(n_seq, 3, n_head, n_embd // n_head)  # [n_seq, 3, h, hd]
     # as they will be stored: a later step reads them from the cache in its dtype
     k, v = qkv[:, 1].astype(k_cache.dtype), qkv[:, 2].astype(v_cache.dtype)
     out = attention.cached_attention(qkv[:, 0], k, v, k_cache, v_cache, pos, tree).reshape(n_seq, n_embd)
-    return linear(out, **c_proj), k, v
+    return linear(out, c_proj, layout, layer), k, v
 
 
-def block(x, ln_1, attn, ln_2, mlp_params, k_cache, v_cache, pos, config: GPT2Config, tree=None):
+def block(x, p, k_cache, v_cache, pos, config: GPT2Config, tree=None, layout: Layout = Layout.HF, layer=None):
+    """One transformer block over x [n_seq, n_embd]: p is its ln_1, attn, ln_2 and mlp (layer_params)."""
     eps = config.layer_norm_epsilon
+    attn = p["attn"]
     a, k, v = mha(
-        layer_norm(x, **ln_1, eps=eps),
-        **attn,
-        k_cache=k_cache,
-        v_cache=v_cache,
-        pos=pos,
-        n_head=config.n_head,
-        tree=tree,
+        layer_norm(x, **p["ln_1"], eps=eps),
+        attn["c_attn"],
+        attn["c_proj"],
+        k_cache,
+        v_cache,
+        pos,
+        config.n_head,
+        tree,
+        layout,
+        layer,
     )
     x = x + a
-    x = x + mlp(layer_norm(x, **ln_2, eps=eps), **mlp_params)
+    x = x + mlp(layer_norm(x, **p["ln_2"], eps=eps), p["mlp"]["c_fc"], p["mlp"]["c_proj"], layout, layer)
     return x, k, v
 
 
@@ -162,7 +169,7 @@ def step(params, cache, tokens, pos, config: GPT2Config, logits_at=None, tree=No
     offsets = jnp.arange(n_seq) if tree is None else jnp.asarray(tree.depths)
     positions = jnp.minimum(pos + offsets, config.n_ctx - 1)  # pads past n_ctx are junk
     x = params["wte"][tokens] + params["wpe"][positions]  # [n_seq, n_embd]
-    if "pallas" in params and pallas.fits(n_seq, cache["v"].shape[1]):  # layouts.pallas_layout
+    if as_weights(params).layout is Layout.PALLAS and pallas.fits(n_seq, cache["v"].shape[1]):
         sees = np.tril(np.ones((n_seq, n_seq), bool)) if tree is None else tree.ancestors
         eps = config.layer_norm_epsilon
         x, (k_new, v_new) = pallas_layers.blocks(params, x, cache, pos, sees, config.n_head, eps, gelu)
@@ -180,12 +187,14 @@ def step(params, cache, tokens, pos, config: GPT2Config, logits_at=None, tree=No
 
 def head(params, x):
     """The output head, tied to the embedding: [n_seq, n_embd] -> [n_seq, n_vocab] float32 logits.
-    In kernel_layout a step of up to cpu.ROWS_MAX rows reads the head's packed copy (of wte.T)
-    with the CPU kernel. A draft's head may cover only some tokens (params["head_tokens"], V' ids:
-    layouts.restrict_head); its logits are then [n_seq, V'], column j for token head_tokens[j]."""
-    wte = params["head_wte"] if "head_tokens" in params else params["wte"]
-    if "head" in params and x.shape[0] <= cpu.ROWS_MAX and params["head"]["packed"].dtype == jnp.float32:
-        return cpu.matmul(x, params["head"]["packed"], wte.shape[0])
+    In the KERNEL layout a step of up to cpu.ROWS_MAX rows reads the head's packed copy (of wte.T)
+    with the CPU kernel. A draft's head may cover only some tokens (its RestrictedHead, V' ids:
+    layouts.restrict_head); its logits are then [n_seq, V'], column j for token head.tokens[j]."""
+    w = as_weights(params)
+    wte = w["wte"] if w.head is None else w.head.wte
+    if w.layout is Layout.KERNEL and x.shape[0] <= cpu.ROWS_MAX and wte.dtype == jnp.float32:
+        packed = w["head"]["packed"] if w.head is None else w.head.packed
+        return cpu.matmul(x, packed, wte.shape[0])
     return (x @ wte.T).astype(jnp.float32)
 
 
@@ -219,30 +228,32 @@ def blocks(params, x, cache, pos, config: GPT2Config, tree=None):
     with `tree`): as many as the cache has layers. Returns (x, (k, v)), the new keys and values
     [L, n_seq, n_head, hd] of every layer."""
 
+    w = as_weights(params)
+    kernel = w.layout is Layout.KERNEL  # the kernel reads every layer's stacked matrices in place
+
     def layer(x, i):
-        p = layer_params(params, i)
+        p = layer_params(w, i)
         # layer i's cache, sliced here rather than scanned over: under vmap the cache is [B, L, ...],
         # and scanning its second axis copied the whole cache every step (docs/performance.md)
         k_cache, v_cache = cache["k"][i], cache["v"][i]
-        x, k, v = block(x, p["ln_1"], p["attn"], p["ln_2"], p["mlp"], k_cache, v_cache, pos, config, tree)
+        x, k, v = block(x, p, k_cache, v_cache, pos, config, tree, w.layout, i if kernel else None)
         return x, (k, v)
 
     return lax.scan(layer, x, jnp.arange(cache["k"].shape[0]))
 
 
-def layer_params(params, i):
-    """Block i's parameters, sliced out of the stacked ones. In kernel_layout the four matrices stay
-    stacked and carry their layer index instead, for the kernel to read in place."""
+def layer_params(w: Weights, i):
+    """Block i's parameters, sliced out of the stacked ones. In the KERNEL layout the four matrices
+    stay stacked, for the kernel to read layer i in place (linear's `layer`)."""
     take = lambda tree: jax.tree_util.tree_map(lambda a: a[i], tree)
-    blocks = params["blocks"]
-    if "head" not in params:
+    blocks = w["blocks"]
+    if w.layout is not Layout.KERNEL:
         return take(blocks)
-    stacked = lambda group: {name: {**m, "layer": i} for name, m in group.items()}
     return {
         "ln_1": take(blocks["ln_1"]),
-        "attn": stacked(blocks["attn"]),
+        "attn": blocks["attn"],
         "ln_2": take(blocks["ln_2"]),
-        "mlp": stacked(blocks["mlp"]),
+        "mlp": blocks["mlp"],
     }
 
 

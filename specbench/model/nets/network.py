@@ -56,9 +56,9 @@ def cache_elements(config, max_len: int) -> int:
     return 2 * config.n_layer * max_len * config.n_embd
 
 
-def dtype_of(params):
-    """The dtype of a model's weights (its embedding's)."""
-    return (params["shared"] if "shared" in params else params["wte"]).dtype
+def dtype_of(params, config):
+    """The dtype of a model's weights (its embedding's: T5's shared, GPT-2's wte)."""
+    return params["shared" if encoder_decoder(config) else "wte"].dtype
 
 
 def decoder_prompt_length(config, n_prompt):
@@ -72,7 +72,7 @@ def start_cache(params, prompt_buf, n_prompt, config, max_len: int):
     (prompt_buf, its first n_prompt real) encoded into the cross-attention entries."""
     if encoder_decoder(config):
         return t5.start_cache(params, prompt_buf, n_prompt, config, max_len)
-    return gpt2.init_cache(config, max_len, dtype_of(params))
+    return gpt2.init_cache(config, max_len, dtype_of(params, config))
 
 
 def decoder_prompt(prompt_buf, config):

@@ -15,10 +15,10 @@ import numpy as np
 
 
 def as_numpy(params, dtype=np.float32):
-    """A nested dict of arrays (JAX or NumPy) as NumPy arrays of `dtype`; the layouts' second
-    copies (`weight_t`, `packed`, `head`) are left out (the reference reads the HF orientation only)."""
+    """A nested dict of arrays (JAX or NumPy) as NumPy arrays of `dtype`: weights as loaded (the HF
+    layout, layouts.as_loaded), which the reference reads."""
     if isinstance(params, dict):
-        return {k: as_numpy(v, dtype) for k, v in params.items() if k not in ("weight_t", "packed", "head")}
+        return {k: as_numpy(v, dtype) for k, v in params.items()}
     return np.asarray(params, dtype)
 
 
