@@ -171,22 +171,14 @@ def network_drafter(kind: str, draft, target, f: dict):
             )
         if f.get("tree"):
             raise BadInput("--tree", f"{target.name} is a T5: it verifies chains so far")
-    if spec.acceptance:
-        return drafters.dial_drafter(0.0), kind
-    if "ngram" in spec.flags:
-        return drafters.lookup_drafter(f["ngram"]), f"lookup(n={f['ngram']})"
-    if "draft_layers" in spec.flags:
-        n_layer = target.config.n_layer
-        L = f["draft_layers"] or max(1, n_layer // 3)
-        if not 1 <= L < n_layer:
-            raise BadInput(
-                "--draft-layers", f"must be in 1..{n_layer - 1}: {target.name} has {n_layer} layers (got {L})"
-            )
-        drafter, name = drafters.layerskip_drafter(target.config, L, conf), f"{target.name}[:{L}]"
-    elif spec.features:
-        drafter, name = drafters.eagle_drafter(target.config, conf), draft.name
-    else:
-        drafter, name = drafters.model_drafter(draft.config, conf), draft.name
+    setup = drafters.Setup(f["ngram"], f["draft_layers"], conf)
+    try:  # its kind's own settings (drafters.KINDS): n-gram, layers, dynamic K
+        drafter = spec.make(setup, draft.config if draft is not None else None, target.config)
+    except ValueError as e:
+        raise BadInput("--" + (spec.flags or ("drafter",))[0].replace("_", "-"), str(e)) from None
+    name = spec.label(drafter, draft.name if draft is not None else None, target.name)
+    if not spec.network:  # lookup and the dial: no head to restrict, no tree
+        return drafter, name
     network = draft if spec.draft_model or spec.features else target
     drafter = dataclasses.replace(drafter, vocab=draft_vocabulary(f, network))
     if f.get("tree"):

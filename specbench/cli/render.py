@@ -72,24 +72,11 @@ def run_header(job, d, t) -> str:
 
     c, spec = job.config, job.config.drafter
     target = f"target [bold]{t.name}[/bold] ({network.shape(t.config)})"
-    title = spec.spec.title
-    if "ngram" in spec.spec.flags:
-        pair = f"drafter [bold]{title}[/bold] (n-gram ≤ {spec.ngram}) · {target}"
-    elif spec.spec.acceptance:
-        pair = (
-            f"drafter [bold]{title}[/bold] (a = {spec.acceptance:g}: an instrument, not a drafter "
-            f"to deploy) · {target}"
-        )
-    elif spec.spec.features:
-        pair = (
-            f"drafter [bold]{title}[/bold] ({job.draft_name}: one block over the target's features"
-            f"{head_of(spec)}) · {target}"
-        )
-    elif not spec.spec.draft_model:
-        layers = f"{job.draft_name}: its first {spec.config.n_layer} blocks{head_of(spec)}"
-        pair = f"drafter [bold]{title}[/bold] ({layers}) · {target}"
+    words = spec.spec.words(spec, job.draft_name)  # drafters.KINDS: what its kind says of it
+    if spec.spec.draft_model:
+        pair = f"draft [bold]{d.name}[/bold] ({words}) · {target}"
     else:
-        pair = f"draft [bold]{d.name}[/bold] ({network.shape(d.config)}{head_of(spec)}) · {target}"
+        pair = f"drafter [bold]{spec.spec.title}[/bold] ({words}) · {target}"
     w, B = c.warp, len(job.ids)
     return (
         pair
@@ -108,11 +95,6 @@ def run_header(job, d, t) -> str:
         + (f" · batch {B}" if B > 1 else "")
         + (" · random weights: timing only" if "random" in (t.source, d.source if d else "") else "")
     )
-
-
-def head_of(spec) -> str:
-    """How much of the vocabulary a network drafter's head covers, where not all of it."""
-    return f", head over the {spec.vocab:,} most frequent tokens" if spec.vocab else ""
 
 
 def batch_line(row: dict) -> str:

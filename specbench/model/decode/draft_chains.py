@@ -1,6 +1,7 @@
-"""Drafting a chain with a network (a model, layer-skip or EAGLE drafter's propose; drafters.py
-has the registry): up to K cached steps, each drawing its draft from the draft's warped
-distribution, stopping early under dynamic K (the draft's own confidence)."""
+"""The network drafters (model, layer-skip, EAGLE; drafters.py has the registry): the weights each
+drafts with, its state after the prompt, and its chain of drafts: up to K cached steps, each
+drawing its draft from the draft's warped distribution, stopping early under dynamic K (the
+draft's own confidence)."""
 
 from __future__ import annotations
 
@@ -10,13 +11,74 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from specbench.errors import DecodeError
 from specbench.model.decode import sampling
-from specbench.model.decode.draft_states import NetworkState
+from specbench.model.decode.draft_states import EagleState, NetworkState
 from specbench.model.decode.sampling import Warp, draw
 from specbench.model.nets import eagle, layouts, network
+from specbench.model.nets.gpt2 import init_cache
+from specbench.model.nets.network import Model
 
 if TYPE_CHECKING:
     from specbench.model.decode.drafters import Drafter
+
+
+def model_weights(drafter: Drafter, draft: Model | None, target: Model, reference=None):
+    """A draft model's own weights; DecodeError when there is none or its vocabulary differs."""
+    if draft is None:
+        raise DecodeError("the model drafter needs a draft model", "draft")
+    if draft.config.n_vocab != target.config.n_vocab:
+        raise DecodeError(
+            f"draft and target must share the vocabulary (vocab sizes "
+            f"{sorted({draft.config.n_vocab, target.config.n_vocab})})",
+            "draft",
+        )
+    return draft.params
+
+
+def target_weights(drafter: Drafter, draft: Model | None, target: Model, reference=None):
+    """Layer-skip drafts with the target's own weights (its first layers)."""
+    return target.params
+
+
+def eagle_weights(drafter: Drafter, draft: Model | None, target: Model, reference=None):
+    """An EAGLE head (`draft`) joined to the target's embeddings, final norm and head (eagle.attach)."""
+    if draft is None or draft.config.n_embd != target.config.n_embd:
+        raise DecodeError(
+            f"the eagle drafter needs a head of the target's width {target.config.n_embd}", "draft"
+        )
+    return eagle.attach(draft.params, target.params)
+
+
+# ---------------------------------------------------------------------------------------------
+# start
+
+
+def eagle_start(drafter: Drafter, params, prompt_buf, n_prompt, max_len: int, features=None, source=False):
+    """The head's state after the prompt: its cache over the prompt's rows, each reading the
+    target's feature of the row before (eagle.shifted), and those features in a [max_len, n_embd]
+    buffer (rows past the prompt are padding's, rewritten before they are read)."""
+    cache = init_cache(drafter.config, max_len, params["wte"].dtype)
+    _, _, cache = eagle.step(
+        params, cache, eagle.shifted(features), prompt_buf, 0, drafter.config, logits_at=0
+    )
+    feats = jnp.zeros((max_len, drafter.config.n_embd), features.dtype)
+    return EagleState(cache, lax.dynamic_update_slice_in_dim(feats, features, 0, 0))
+
+
+def network_start(drafter: Drafter, params, prompt_buf, n_prompt, max_len: int, features=None, source=False):
+    """A network drafter's cache after the prompt: as many layers as its config has. An
+    encoder-decoder draft encodes the prompt as its source and reads its decoder's start token
+    (network.py)."""
+    config = drafter.config
+    cache = network.start_cache(params, prompt_buf, n_prompt, config, max_len)
+    # runs as many layers as the cache has
+    _, cache = network.step(params, cache, network.decoder_prompt(prompt_buf, config), 0, config)
+    return NetworkState(cache)
+
+
+# ---------------------------------------------------------------------------------------------
+# propose
 
 
 def network_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: Warp, K: int, n_vocab: int):

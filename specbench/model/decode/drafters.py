@@ -49,20 +49,17 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from typing import NamedTuple
 
-import jax.numpy as jnp
 from jax import lax
 
-from specbench.errors import DecodeError
 from specbench.model.decode import draft_chains, draft_trees, lookup
-from specbench.model.decode.draft_states import EagleState, NetworkState
 from specbench.model.decode.sampling import Warp
 from specbench.model.decode.tree import Tree
 from specbench.model.decode.verify import METHODS as VERIFY_METHODS
 from specbench.model.decode.verify import SHAPES as VERIFY_SHAPES
 from specbench.model.nets import eagle, network
-from specbench.model.nets.gpt2 import GPT2Config, init_cache
-from specbench.model.nets.network import Model
+from specbench.model.nets.gpt2 import GPT2Config
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,6 +94,11 @@ class Drafter:
     def reach_setting(self) -> str:
         """The setting that sets reach: "K", or "tree" (sizing.validate blames it)."""
         return "K" if self.tree is None else "tree"
+
+    @property
+    def head_words(self) -> str:
+        """How much of the vocabulary a network drafter's head covers, where not all of it."""
+        return f", head over the {self.vocab:,} most frequent tokens" if self.vocab else ""
 
     @property
     def spec(self) -> Kind:
@@ -148,10 +150,14 @@ def model_drafter(config: GPT2Config, confidence: float | None = None) -> Drafte
 
 def layerskip_drafter(target_config: GPT2Config, layers: int, confidence: float | None = None) -> Drafter:
     if not 1 <= layers < target_config.n_layer:
-        raise ValueError(
-            f"draft layers must be in 1..{target_config.n_layer - 1} (the target has {target_config.n_layer})"
-        )
+        n = target_config.n_layer
+        raise ValueError(f"must be in 1..{n - 1}: the target has {n} layers (got {layers})")
     return Drafter("layerskip", dataclasses.replace(target_config, n_layer=layers), confidence=confidence)
+
+
+def default_layers(target_config: GPT2Config) -> int:
+    """Layer-skip's depth where none is set: a third of the target's layers, at least one."""
+    return max(1, target_config.n_layer // 3)
 
 
 def eagle_drafter(target_config: GPT2Config, confidence: float | None = None) -> Drafter:
@@ -164,6 +170,16 @@ def lookup_drafter(ngram: int = 3) -> Drafter:
 
 def dial_drafter(acceptance: float) -> Drafter:
     return Drafter("dial", acceptance=acceptance)
+
+
+class Setup(NamedTuple):
+    """What the command line sets of a drafter before its verify method and draft count; each
+    kind's Kind.make reads its own."""
+
+    ngram: int = 3  # lookup's
+    layers: int | None = None  # layer-skip's; None: a third of the target's, at least one
+    confidence: float | None = None  # a network drafter's dynamic K
+    acceptance: float = 0.0  # the dial's
 
 
 # ---------------------------------------------------------------------------------------------
@@ -188,29 +204,6 @@ def observe(drafter: Drafter, dstate, features, pos):
     return dstate._replace(feats=feats)
 
 
-def eagle_start(drafter: Drafter, params, prompt_buf, n_prompt, max_len: int, features=None, source=False):
-    """The head's state after the prompt: its cache over the prompt's rows, each reading the
-    target's feature of the row before (eagle.shifted), and those features in a [max_len, n_embd]
-    buffer (rows past the prompt are padding's, rewritten before they are read)."""
-    cache = init_cache(drafter.config, max_len, params["wte"].dtype)
-    _, _, cache = eagle.step(
-        params, cache, eagle.shifted(features), prompt_buf, 0, drafter.config, logits_at=0
-    )
-    feats = jnp.zeros((max_len, drafter.config.n_embd), features.dtype)
-    return EagleState(cache, lax.dynamic_update_slice_in_dim(feats, features, 0, 0))
-
-
-def network_start(drafter: Drafter, params, prompt_buf, n_prompt, max_len: int, features=None, source=False):
-    """A network drafter's cache after the prompt: as many layers as its config has. An
-    encoder-decoder draft encodes the prompt as its source and reads its decoder's start token
-    (network.py)."""
-    config = drafter.config
-    cache = network.start_cache(params, prompt_buf, n_prompt, config, max_len)
-    # runs as many layers as the cache has
-    _, cache = network.step(params, cache, network.decoder_prompt(prompt_buf, config), 0, config)
-    return NetworkState(cache)
-
-
 # ---------------------------------------------------------------------------------------------
 # propose
 
@@ -219,37 +212,6 @@ def propose(drafter: Drafter, params, dstate, tokens, n, key, warp: Warp, K: int
     """Up to K draft tokens for positions n .. n+K-1, with the distributions they came from (its
     kind's propose)."""
     return drafter.spec.propose(drafter, params, dstate, tokens, n, key, warp, K, n_vocab)
-
-
-# ---------------------------------------------------------------------------------------------
-# weights: what the drafter drafts with, from the draft model, the target, or the dial's reference
-
-
-def model_weights(drafter: Drafter, draft: Model | None, target: Model, reference=None):
-    """A draft model's own weights; DecodeError when there is none or its vocabulary differs."""
-    if draft is None:
-        raise DecodeError("the model drafter needs a draft model", "draft")
-    if draft.config.n_vocab != target.config.n_vocab:
-        raise DecodeError(
-            f"draft and target must share the vocabulary (vocab sizes "
-            f"{sorted({draft.config.n_vocab, target.config.n_vocab})})",
-            "draft",
-        )
-    return draft.params
-
-
-def target_weights(drafter: Drafter, draft: Model | None, target: Model, reference=None):
-    """Layer-skip drafts with the target's own weights (its first layers)."""
-    return target.params
-
-
-def eagle_weights(drafter: Drafter, draft: Model | None, target: Model, reference=None):
-    """An EAGLE head (`draft`) joined to the target's embeddings, final norm and head (eagle.attach)."""
-    if draft is None or draft.config.n_embd != target.config.n_embd:
-        raise DecodeError(
-            f"the eagle drafter needs a head of the target's width {target.config.n_embd}", "draft"
-        )
-    return eagle.attach(draft.params, target.params)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -265,6 +227,9 @@ class Kind:
     name: str
     title: str  # how a header names it
     weights: Callable  # weights(drafter, draft, target, reference) -> the params it drafts with
+    words: Callable  # words(drafter, name) -> what a header says of it, name being what drafts
+    make: Callable  # make(setup, draft config, target config) -> Drafter (ValueError naming its flag's range)
+    label: Callable  # label(drafter, draft name, target name) -> what drafts, as rows name it
     start: Callable  # start(drafter, params, prompt_buf, max_len, features) -> dstate
     propose: Callable  # propose(drafter, params, dstate, tokens, n, key, warp, K, n_vocab)
     draft_model: bool = False  # drafts with a separate draft model (--draft)
@@ -300,8 +265,11 @@ KINDS: dict[str, Kind] = {
         Kind(
             "model",
             "draft model",
-            model_weights,
-            network_start,
+            draft_chains.model_weights,
+            lambda d, name: f"{network.shape(d.config)}{d.head_words}",
+            lambda s, draft, target: model_drafter(draft, s.confidence),
+            lambda d, draft, target: draft,
+            draft_chains.network_start,
             draft_chains.network_propose,
             draft_model=True,
             network=True,
@@ -311,6 +279,9 @@ KINDS: dict[str, Kind] = {
             "lookup",
             "prompt lookup",
             lookup.no_weights,
+            lambda d, name: f"n-gram ≤ {d.ngram}",
+            lambda s, draft, target: lookup_drafter(s.ngram),
+            lambda d, draft, target: f"lookup(n={d.ngram})",
             lookup.lookup_start,
             lookup.lookup_propose,
             flags=("ngram",),
@@ -319,8 +290,13 @@ KINDS: dict[str, Kind] = {
         Kind(
             "layerskip",
             "layer-skip",
-            target_weights,
-            network_start,
+            draft_chains.target_weights,
+            lambda d, name: f"{name}: its first {d.config.n_layer} blocks{d.head_words}",
+            lambda s, draft, target: layerskip_drafter(
+                target, s.layers or default_layers(target), s.confidence
+            ),
+            lambda d, draft, target: f"{target}[:{d.config.n_layer}]",
+            draft_chains.network_start,
             draft_chains.network_propose,
             network=True,
             flags=("draft_layers",),
@@ -330,6 +306,9 @@ KINDS: dict[str, Kind] = {
             "dial",
             "acceptance dial",
             lookup.dial_weights,
+            lambda d, name: f"a = {d.acceptance:g}: an instrument, not a drafter to deploy",
+            lambda s, draft, target: dial_drafter(s.acceptance),
+            lambda d, draft, target: "dial",
             lookup.no_state,
             lookup.dial_propose,
             acceptance=True,
@@ -337,8 +316,11 @@ KINDS: dict[str, Kind] = {
         Kind(
             "eagle",
             "EAGLE head",
-            eagle_weights,
-            eagle_start,
+            draft_chains.eagle_weights,
+            lambda d, name: f"{name}: one block over the target's features{d.head_words}",
+            lambda s, draft, target: eagle_drafter(target, s.confidence),
+            lambda d, draft, target: draft,
+            draft_chains.eagle_start,
             draft_chains.eagle_propose,
             network=True,
             flags=("eagle_head",),
