@@ -9,6 +9,7 @@ drafts are easy.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 
 SEED_PROMPT = "Alan Turing theorized that computers would one day become"  # the seeds' worked example
@@ -54,53 +55,92 @@ DEFAULT_PROMPT_ID = "narrative-1"
 DEFAULT_PROMPT = PROMPTS["narrative"][DEFAULT_PROMPT_ID]  # what run and trace decode unless told
 
 
+@dataclasses.dataclass(frozen=True)
+class Prompt:
+    """One prompt of a suite: its id, category and text, and where it came from (the line of its
+    prompt file; 0 for a built-in one)."""
+
+    id: str
+    category: str
+    text: str
+    line: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Suite:
+    """The prompts a command may decode, in order: the built-in suite, or a prompt file's
+    (prompt_files.read). `source` names it: "built-in", or the file's path."""
+
+    prompts: tuple[Prompt, ...]
+    source: str = "built-in"
+
+    def texts(self) -> dict[str, str]:
+        """id -> text, in order."""
+        return {p.id: p.text for p in self.prompts}
+
+    def get(self, prompt_id: str) -> Prompt | None:
+        return next((p for p in self.prompts if p.id == prompt_id), None)
+
+    def category(self, prompt_id: str) -> str:
+        """A prompt's category; "custom" for a text of no suite."""
+        p = self.get(prompt_id)
+        return p.category if p is not None else "custom"
+
+    def categories(self) -> dict[str, list[str]]:
+        """category -> its prompt ids, categories in their first appearance's order."""
+        groups: dict[str, list[str]] = {}
+        for p in self.prompts:
+            groups.setdefault(p.category, []).append(p.id)
+        return groups
+
+    def firsts(self) -> list[str]:
+        """The first prompt of each category: the quick battery's suite."""
+        return [ids[0] for ids in self.categories().values()]
+
+    def select(self, spec: str) -> dict[str, str]:
+        """'all', a category, prompt ids, or a mix, comma-separated -> id -> text. Unknown -> ValueError."""
+        chosen: dict[str, str] = {}
+        everything, groups = self.texts(), self.categories()
+        items = [s.strip() for s in spec.split(",")]
+        for i, item in enumerate(items):
+            if item in items[:i]:
+                raise ValueError(f"{item!r} is listed twice")
+            if item == "all":
+                chosen.update(everything)
+            elif item in groups:
+                chosen.update({pid: everything[pid] for pid in groups[item]})
+            elif item in everything:
+                chosen[item] = everything[item]
+            else:
+                where = "see `specbench prompts`" if self.source == "built-in" else f"those of {self.source}"
+                raise ValueError(
+                    f"unknown prompt {item!r}: use all, a category ({', '.join(groups)}) or an id ({where})"
+                )
+        return chosen
+
+    def batch_ids(self, chosen: dict[str, str], batch: int) -> list[str]:
+        """The ids of a batch of `batch` sequences: the chosen prompts cycled, taken round-robin
+        over their categories (narrative-1, dialogue-1, fairy-1, ..., narrative-2, ...; the seed
+        prompt last), so that any first few mix the categories. One chosen prompt is repeated."""
+        groups = self.categories()
+        order, last = list(groups), len(self.prompts)
+        rank = {
+            pid: (last if c == "seed" else i, order.index(c))
+            for c, ids in groups.items()
+            for i, pid in enumerate(ids)
+        }
+        ids = sorted(
+            chosen, key=lambda pid: rank.get(pid, (last + 1, 0))
+        )  # custom ids keep their order, last
+        return [ids[i % len(ids)] for i in range(batch)]
+
+
+BUILTIN = Suite(tuple(Prompt(pid, c, text) for c, group in PROMPTS.items() for pid, text in group.items()))
+
+
 def all_prompts() -> dict[str, str]:
-    """id -> text, every category."""
-    return {pid: text for group in PROMPTS.values() for pid, text in group.items()}
-
-
-def category(prompt_id: str) -> str:
-    for name, group in PROMPTS.items():
-        if prompt_id in group:
-            return name
-    return "custom"
-
-
-def select(spec: str) -> dict[str, str]:
-    """'all', a category, prompt ids, or a mix, comma-separated -> id -> text. Unknown -> ValueError."""
-    chosen: dict[str, str] = {}
-    everything = all_prompts()
-    items = [s.strip() for s in spec.split(",")]
-    for i, item in enumerate(items):
-        if item in items[:i]:
-            raise ValueError(f"{item!r} is listed twice")
-        if item == "all":
-            chosen.update(everything)
-        elif item in PROMPTS:
-            chosen.update(PROMPTS[item])
-        elif item in everything:
-            chosen[item] = everything[item]
-        else:
-            raise ValueError(
-                f"unknown prompt {item!r}: use all, a category ({', '.join(PROMPTS)}) or an id "
-                f"(see `specbench prompts`)"
-            )
-    return chosen
-
-
-def batch_ids(chosen: dict[str, str], batch: int) -> list[str]:
-    """The ids of a batch of `batch` sequences: the chosen prompts cycled, taken round-robin over
-    their categories (narrative-1, dialogue-1, fairy-1, ..., narrative-2, ...; the seed prompt
-    last), so that any first few mix the categories. One chosen prompt is repeated."""
-    order = list(PROMPTS)
-    last = len(all_prompts())
-    rank = {
-        pid: (last if c == "seed" else i, order.index(c))
-        for c, group in PROMPTS.items()
-        for i, pid in enumerate(group)
-    }
-    ids = sorted(chosen, key=lambda pid: rank.get(pid, (last + 1, 0)))  # custom ids keep their order, last
-    return [ids[i % len(ids)] for i in range(batch)]
+    """id -> text of the built-in suite, every category."""
+    return BUILTIN.texts()
 
 
 def prompt_hash(text: str) -> str:

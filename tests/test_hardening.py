@@ -334,6 +334,15 @@ values |= {
         st.sampled_from([str(BUNDLED / "tiny-target-eagle")]), ["/nonexistent", str(BUNDLED / "tiny-target")]
     ),
 }
+WORKLOAD = BUNDLED.parent / "docs" / "workloads" / "victorian-40.jsonl"
+values |= {  # --prompts-file and its choosers (a config.json is JSON with no prompt: refused by line)
+    "--prompts-file": domain(
+        st.sampled_from([str(WORKLOAD)]), ["/nonexistent.jsonl", str(BUNDLED / "tiny-target" / "config.json")]
+    ),
+    "--per-category": domain(st.sampled_from(["1", "2"]), ["0"]),
+    "--sample": domain(st.sampled_from(["1", "3"]), ["0", "-2"]),
+    "--limit": domain(st.sampled_from(["1", "4"]), ["0"]),
+}
 ENVIRONMENT = {  # the variables that choose how specbench computes (specbench.environment)
     "SPECBENCH_SAMPLER": domain(st.sampled_from(["auto", "cdf", "race"]), ["bogus"]),
     "SPECBENCH_VERDICT": domain(st.sampled_from(["auto", "lazy", "all-rows"]), ["bogus"]),
@@ -346,21 +355,25 @@ DECODE = {"--K", "--temperature", "--top-p", "--top-k", "--n-tokens", "--seed", 
 DRAFTER = {"--drafter", "--ngram", "--draft-layers", "--draft-confidence", "--dynamic-K", "--draft-vocab"}
 DRAFTER |= {"--verify", "--drafts", "--tree", "--acceptance", "--eagle-head"}
 EXPORTS = {"--export-csv", "--export-json"}
+PROMPTS_FILE = {"--prompts-file", "--per-category", "--sample", "--limit"}
 # the flags each command takes (values or on/off), drawn from `values` and `flags`
 COMMANDS = {
     "run": DECODE
     | DRAFTER
     | EXPORTS
+    | PROMPTS_FILE
     | {"--prompt", "--prompt-id", "--repeats", "--warmup", "--batch", "--tree"}
     | {"--host-loop", "--no-save"},
     "sweep": DECODE
     | DRAFTER
     | EXPORTS
+    | PROMPTS_FILE
     | {"--prompts", "--output", "--repeats", "--warmup", "--batch"}
     | {"--host-loop", "--resume", "--force"},
-    "trace": DECODE | DRAFTER | {"--prompt", "--prompt-id", "--tree"},
+    "trace": DECODE | DRAFTER | PROMPTS_FILE | {"--prompt", "--prompt-id", "--tree"},
     "roofline": EXPORTS | {"--model", "--random-init", "--dtype", "--K", "--context", "--iters", "--kernels"},
-    "report": {"--dtype", "--kernels", "--output", "--quick", "--resume", "--force", "--draft-vocab"},
+    "report": PROMPTS_FILE
+    | {"--dtype", "--kernels", "--output", "--quick", "--resume", "--force", "--draft-vocab"},
     "theory": {"--K", "--t-draft", "--t-target", "--r", "--alpha", "--t-verify"},
 }
 DRY = {"run", "sweep", "trace", "roofline", "report"}  # theory only computes

@@ -17,6 +17,7 @@ class Battery:
     """What one report measures. `quick` trims every section, and keeps them all."""
 
     quick: bool
+    suite: prompts.Suite = prompts.BUILTIN  # the prompts: built in, or --prompts-file's
 
     @property
     def repeats(self) -> int:
@@ -24,10 +25,15 @@ class Battery:
 
     @property
     def categories(self) -> list[str]:
-        """The suite the headline rests on: every built-in prompt; quick, the first of each category."""
-        if self.quick:
-            return [next(iter(group)) for group in prompts.PROMPTS.values()]
-        return list(prompts.all_prompts())
+        """The suite the headline rests on: every prompt of it; quick, the first of each category."""
+        return self.suite.firsts() if self.quick else list(self.suite.texts())
+
+    @property
+    def default_prompt(self) -> str:
+        """The prompt of the sections that vary something else: the built-in default, or a file's first."""
+        if self.suite is prompts.BUILTIN:
+            return prompts.DEFAULT_PROMPT_ID
+        return self.suite.prompts[0].id
 
     @property
     def Ks(self) -> list[int]:
@@ -76,7 +82,7 @@ class Battery:
         """What the quick battery leaves out of the full one, for the page to say; "" for the full."""
         if not self.quick:
             return ""
-        full = Battery(False)
+        full = Battery(False, self.suite)
         trees = "the model drafter's and layer-skip's" if eagle else "layer-skip's"
         return (
             f"The quick battery left out: {len(full.categories) - len(self.categories)} of the "

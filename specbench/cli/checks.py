@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from specbench import prompts
 from specbench.cli.console import BadInput, bad_input
 from specbench.cli.params import NGRAM_MAX, VERIFY_SHAPES, DynamicTree, tree_depth, tree_label
 from specbench.cli.paths import FORMATS
@@ -217,34 +216,19 @@ def draft_vocabulary(f: dict, network) -> int | None:
 # Prompts, sizes and memory
 
 
-def resolve_prompt(prompt: str, prompt_id: str | None) -> tuple[str, str]:
-    """(text, id) for run and trace: --prompt-id names one built-in prompt; else the text's own id."""
-    try:
-        prompt.encode("utf-8")
-    except UnicodeEncodeError:  # bytes that are not UTF-8 reach Python as lone surrogates
-        raise BadInput("--prompt", "is not valid UTF-8 text") from None
-    everything = prompts.all_prompts()
-    if prompt_id is None:
-        return prompt, next((pid for pid, text in everything.items() if text == prompt), "custom")
-    if prompt_id not in everything:
-        several = prompt_id == "all" or prompt_id in prompts.PROMPTS or "," in prompt_id
-        hint = (
-            "this command decodes one prompt; `specbench sweep --prompts " + prompt_id + "` runs several"
-            if several
-            else "see `specbench prompts`"
-        )
-        raise BadInput("--prompt-id", f"{prompt_id!r} is not a prompt id ({', '.join(everything)}); {hint}")
-    return everything[prompt_id], prompt_id
-
-
-def check_decodable(prompt_ids, n_tokens: int, K: int, models: list, reach: str = "K") -> None:
+def check_decodable(
+    prompt_ids, n_tokens: int, K: int, models: list, reach: str = "K", origin: str | None = None
+) -> None:
     """The prompt, N and K (what a round writes: `reach` names its setting, K or tree) fit every
-    model; else BadInput blaming the setting the DecodeError names."""
+    model; else BadInput blaming the setting the DecodeError names. `origin`, FILE:LINE of a
+    prompt file's prompt, is blamed for the prompt (--prompts-file)."""
     from specbench.model.decode.sizing import validate
 
     try:
         validate(prompt_ids, n_tokens, K, models, None, reach)
     except DecodeError as e:
+        if origin is not None and e.setting == "prompt":
+            raise BadInput("--prompts-file", f"{origin}: prompt: {e}") from None
         raise bad_input(e, "--n-tokens") from None
 
 

@@ -22,6 +22,7 @@ class Job:
     ids: list[str]  # the batch's prompt ids (one for B = 1)
     texts: list[str]
     encoded: list[list[int]]
+    category: str | None = None  # the prompt's category in its suite; "all" for a batch of the suite
 
     def row(self, res, dtype: str) -> dict:
         from specbench.measure import device
@@ -32,6 +33,7 @@ class Job:
             draft=self.draft_name,
             dtype=dtype,
             prompt_id=self.prompt_id,
+            category=self.category,
             prompt=self.texts if B > 1 else self.texts[0],
             context=device.context(),
             decode=tokenizer.for_model(self.config.target.source).decode,

@@ -33,7 +33,15 @@ def cli():
 
 @cli.command(epilog=helptext.METRICS_HELP)
 @opt.apply(
-    opt.model + opt.one_prompt + opt.single + opt.decode + opt.run + opt.drafter + opt.peer + opt.exports
+    opt.model
+    + opt.one_prompt
+    + opt.prompts_file
+    + opt.single
+    + opt.decode
+    + opt.run
+    + opt.drafter
+    + opt.peer
+    + opt.exports
 )
 @opt.dry_run
 def run(**flags):
@@ -80,7 +88,7 @@ def run(**flags):
 
 
 @cli.command(epilog=helptext.METRICS_HELP)
-@opt.apply(opt.model + opt.sweep + opt.drafter + opt.peer + opt.exports)
+@opt.apply(opt.model + opt.sweep + opt.prompts_file + opt.drafter + opt.peer + opt.exports)
 @opt.dry_run
 def sweep(**flags):
     """A grid over drafters, K, temperature, top-p and prompts (or batch sizes); every finished row
@@ -135,7 +143,7 @@ def sweep(**flags):
 
 
 @cli.command(epilog=helptext.METRICS_HELP)
-@opt.apply(opt.model + opt.one_prompt + opt.single + opt.decode + opt.trace + opt.drafter)
+@opt.apply(opt.model + opt.one_prompt + opt.prompts_file + opt.single + opt.decode + opt.trace + opt.drafter)
 @opt.dry_run
 def trace(**flags):
     """One generation shown round by round: accepted drafts, the rejected draft (struck
@@ -208,9 +216,12 @@ def models_download(name):
 
 
 @cli.command("prompts")
-def prompts_cmd():
-    """The built-in prompt suite, by category."""
-    tables.prompts_table(make_console())
+@opt.apply(opt.prompts_file + [opt.seed])
+def prompts_cmd(**flags):
+    """The built-in prompt suite, by category; with --prompts-file, that file's prompts, checked."""
+    from specbench.cli.suites import suite_of
+
+    tables.prompts_table(make_console(), suite_of(flags))
 
 
 @cli.command()
@@ -294,7 +305,7 @@ def roofline_cmd(**flags):
 
 
 @cli.command()
-@opt.apply(opt.model + opt.report + opt.peer)
+@opt.apply(opt.model + opt.report + opt.prompts_file + opt.peer)
 @opt.dry_run
 def report(**flags):
     """The whole picture on this machine: a standard battery (roofline, prompt categories, K,

@@ -68,6 +68,9 @@ decode = [
     click.option("--top-k", type=Count(min=1), default=None, help="Keep the k most likely tokens."),
     click.option("--seed", type=Count(0, SEED_MAX), default=123, show_default=True),
 ]
+seed = click.option(  # report's and prompts', for --sample
+    "--seed", type=Count(0, SEED_MAX), default=123, show_default=True, help="The seed of --sample."
+)
 draft_vocab = click.option(  # run, sweep and trace's, and report's
     "--draft-vocab", type=DraftVocab(), default="auto", show_default=True, help=DRAFT_VOCAB_HELP
 )
@@ -121,6 +124,7 @@ report = [
     click.option("--resume", is_flag=True, help="Complete the report in --output (same settings)."),
     click.option("--force", is_flag=True, help="Write into an --output that holds something else."),
     draft_vocab,
+    seed,
 ]
 peer = [
     click.option(
@@ -141,9 +145,32 @@ exports = [
         "--export-markdown", type=str, default=None, metavar="PATH", help="Write Markdown ('-' = stdout)."
     ),
 ]
+prompts_file = [  # run, sweep, trace and report (prompt_files.py)
+    click.option(
+        "--prompts-file",
+        default=None,
+        metavar="FILE",
+        help='Your own prompts instead of the built-in suite: JSON Lines ({"prompt": ..., "id": ..., '
+        "\"category\": ...} a line), Spec-Bench's or MT-Bench's question file (the first turn), or plain "
+        "text, one prompt a line (docs/workloads.md).",
+    ),
+    click.option(
+        "--per-category", type=Count(1), default=None, help="--prompts-file: the first N of each category."
+    ),
+    click.option(
+        "--sample", type=Count(1), default=None, help="--prompts-file: N of them drawn with --seed."
+    ),
+    click.option(
+        "--limit", type=Count(1), default=None, help="--prompts-file: the first N (after the two above)."
+    ),
+]
 one_prompt = [
     click.option("--prompt", default=prompts.DEFAULT_PROMPT, show_default=True, help="Prompt text."),
-    click.option("--prompt-id", default=None, help="A built-in prompt id instead (see `specbench prompts`)."),
+    click.option(
+        "--prompt-id",
+        default=None,
+        help="A prompt id instead: built in (see `specbench prompts`) or the file's.",
+    ),
 ]
 single = [  # run and trace: one K, one warp
     click.option(
@@ -199,7 +226,8 @@ run = [
         type=Count(min=1),  # the memory check bounds it, naming what a batch needs
         default=1,
         show_default=True,
-        help="Sequences decoded together: the built-in prompts cycled, or --prompt/--prompt-id repeated.",
+        help="Sequences decoded together: the suite's prompts cycled (built in or --prompts-file's), "
+        "or --prompt/--prompt-id repeated.",
     ),
     click.option(
         "--drafter",

@@ -7,7 +7,6 @@ import dataclasses
 import itertools
 from pathlib import Path
 
-from specbench import prompts
 from specbench.cli.checks import (
     check_batch,
     check_decodable,
@@ -18,7 +17,6 @@ from specbench.cli.checks import (
     method_flags,
     method_variants,
     network_drafter,
-    resolve_prompt,
 )
 from specbench.cli.console import BadInput, bad_input
 from specbench.cli.jobs import Job
@@ -39,6 +37,7 @@ from specbench.cli.paths import (
     results_dir,
     stamp,
 )
+from specbench.cli.suites import category_of, origin, resolve_prompt, suite_of
 from specbench.errors import ExportError, WeightsError
 from specbench.measure.bench import RunConfig
 from specbench.model.checkpoints import tokenizer
@@ -74,15 +73,16 @@ def drafter_models(kinds: list[str], f: dict) -> tuple[dict, object]:
 def run_plan(f: dict, given: set[str]) -> RunPlan:
     """`run`: one configuration, checked. `given`: the flags the user set."""
     check_no_effect(f, given, [f["drafter"]], [f["temperature"]])
+    suite = suite_of(f)
     chose_prompt = bool({"prompt", "prompt_id"} & given)
     exports = check_exports(f)
     save_path = results_dir(create=False) / f"run-{stamp()}.json" if f["save"] else None
     if save_path:
         check_save_path(save_path)
-    prompt, prompt_id = resolve_prompt(f["prompt"], f["prompt_id"])
+    prompt, prompt_id = resolve_prompt(f, given, suite)
     batch = f["batch"]
-    # a batch: the built-in prompts cycled, unless a prompt was chosen, which is then repeated
-    chosen = {prompt_id: prompt} if chose_prompt or batch == 1 else prompts.all_prompts()
+    # a batch: the suite's prompts cycled, unless a prompt was chosen, which is then repeated
+    chosen = {prompt_id: prompt} if chose_prompt or batch == 1 else suite.texts()
     if batch > 1 and not chose_prompt:
         prompt_id = "all"
     check_drafter_flags([f["drafter"]], f)
@@ -90,21 +90,18 @@ def run_plan(f: dict, given: set[str]) -> RunPlan:
     d = own[f["drafter"]]
     drafter, draft_name = make_drafter(f["drafter"], d, t, f)
     by_id = {pid: tokenizer.for_model(t.source).encode(text) for pid, text in chosen.items()}
-    for ids in by_id.values():
-        check_decodable(
-            ids,
-            f["n_tokens"],
-            drafter.reach(f["K"]),
-            [m for m in (d, t) if m is not None],
-            drafter.reach_setting,
-        )
+    for pid, ids in by_id.items():
+        models = [m for m in (d, t) if m is not None]
+        where = origin(suite, pid)
+        check_decodable(ids, f["n_tokens"], drafter.reach(f["K"]), models, drafter.reach_setting, where)
     check_batch(batch, f["host_loop"], drafter, d, t, list(by_id.values()), f["n_tokens"], f["K"])
-    ids = prompts.batch_ids(chosen, batch)
+    ids = suite.batch_ids(chosen, batch)
     peers = load_peers(f["peers"], drafter, d, t, batch, not f["dry_run"], [f["temperature"]])
     config = RunConfig(
         d, t, drafter, f["K"], Warp(f["temperature"], f["top_k"], f["top_p"]), **run_settings(f), peers=peers
     )
-    job = Job(config, draft_name, prompt_id, ids, [chosen[i] for i in ids], [by_id[i] for i in ids])
+    texts, encoded = [chosen[i] for i in ids], [by_id[i] for i in ids]
+    job = Job(config, draft_name, prompt_id, ids, texts, encoded, category_of(suite, prompt_id))
     if save_path and not f["dry_run"]:
         results_dir(create=True)  # every check has passed: the folder the user named can be made
     return RunPlan(job, f["dtype"], exports, save_path)
@@ -129,9 +126,11 @@ def sweep_plan(f: dict, given: set[str]) -> SweepPlan:
     checked, less the rows --resume finds done."""
     check_no_effect(f, given, f["drafter_kinds"], f["temperature"])
     # a batch cycles the built-in suite unless --prompts chose; one chosen prompt is then repeated
+    suite = suite_of(f)
     mixed = bool(f["batches"]) and "prompt_spec" not in given
+    spec = "all" if f.get("prompts_file") and "prompt_spec" not in given else f["prompt_spec"]
     try:
-        chosen = prompts.all_prompts() if mixed else prompts.select(f["prompt_spec"])
+        chosen = suite.texts() if mixed else suite.select(spec)
     except ValueError as e:
         raise BadInput("--prompts", str(e)) from None
     if f["resume"] and not f["output"]:
@@ -174,8 +173,9 @@ def sweep_plan(f: dict, given: set[str]) -> SweepPlan:
     for kind in kinds:
         uses = [m for m in (own[kind], t) if m is not None]
         drafter = variants[kind][0][0]  # a tree's reach is the same for every variant: one tree
-        for ids in encoded.values():
-            check_decodable(ids, f["n_tokens"], drafter.reach(K_max), uses, drafter.reach_setting)
+        for pid, ids in encoded.items():
+            reach = drafter.reach(K_max)
+            check_decodable(ids, f["n_tokens"], reach, uses, drafter.reach_setting, origin(suite, pid))
         for b in sorted(batches or [], reverse=True)[:1]:  # the largest batch, with the largest K, must fit
             check_batch(
                 b,
@@ -189,7 +189,7 @@ def sweep_plan(f: dict, given: set[str]) -> SweepPlan:
             )
     # the prompt axis: each chosen prompt alone, or (with --batch) the batch of B cycling through them
     units = (
-        [("all" if mixed else f["prompt_spec"], prompts.batch_ids(chosen, b)) for b in batches]
+        [("all" if mixed else spec, suite.batch_ids(chosen, b)) for b in batches]
         if batches
         else [(pid, [pid]) for pid in chosen]
     )
@@ -222,7 +222,8 @@ def sweep_plan(f: dict, given: set[str]) -> SweepPlan:
             continue
         warp = Warp(temp, f["top_k"], p)
         config = RunConfig(own[kind], t, drafter, k, warp, **settings, peers=peers[kind])
-        todo.append(Job(config, name, pid, ids, [chosen[i] for i in ids], [encoded[i] for i in ids]))
+        texts, codes = [chosen[i] for i in ids], [encoded[i] for i in ids]
+        todo.append(Job(config, name, pid, ids, texts, codes, category_of(suite, pid)))
         top_p = f" top-p={p:g}" if p else ""
         method = f" verify={drafter.verify}" if drafter.verify != "token" else ""
         method += f" drafts={drafter.drafts}" if drafter.drafts > 1 else ""
@@ -264,15 +265,15 @@ class TracePlan:
 def trace_plan(f: dict, given: set[str]) -> TracePlan:
     """`trace`: one generation, checked."""
     check_no_effect(f, given, [f["drafter"]], [f["temperature"]])
-    prompt, _ = resolve_prompt(f["prompt"], f["prompt_id"])
+    suite = suite_of(f)
+    prompt, prompt_id = resolve_prompt(f, given, suite)
     check_drafter_flags([f["drafter"]], f)
     own, t = drafter_models([f["drafter"]], f)
     d = own[f["drafter"]]
     drafter, draft_name = make_drafter(f["drafter"], d, t, f)
     ids = tokenizer.for_model(t.source).encode(prompt)
-    check_decodable(
-        ids, f["n_tokens"], drafter.reach(f["K"]), [m for m in (d, t) if m is not None], drafter.reach_setting
-    )
+    models, where = [m for m in (d, t) if m is not None], origin(suite, prompt_id)
+    check_decodable(ids, f["n_tokens"], drafter.reach(f["K"]), models, drafter.reach_setting, where)
     return TracePlan(
         prompt,
         ids,

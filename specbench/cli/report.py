@@ -27,6 +27,7 @@ from specbench.cli.loading import default_head, drafting_model, load_pair, load_
 from specbench.cli.params import DRAFT_CONFIDENCE
 from specbench.cli.render import plural
 from specbench.cli.report_files import STATE_FILE, check_directory, save_state
+from specbench.cli.suites import category_of, origin, suite_of
 from specbench.measure import load
 from specbench.measure.bench import RunConfig
 from specbench.model.checkpoints import tokenizer
@@ -68,11 +69,15 @@ def report_plan(f: dict) -> ReportPlan:
     """Every check before anything is written: the directory, --resume's settings, the pair,
     that the largest batch fits."""
     directory = Path(f["output"])
-    battery = Battery(f["quick"])
+    suite = suite_of(f)
+    battery = Battery(f["quick"], suite)
     settings = {k: f[k] for k in ("quick", "draft", "target", "dtype", "kernels")} | {
         "peers": list(f["peers"]),
         "draft_vocab": "full" if f["draft_vocab"] is None else f["draft_vocab"],
     }
+    if suite is not prompts.BUILTIN:  # --resume must find the same prompts
+        listed = "\n".join(f"{p.id}\t{p.category}\t{p.text}" for p in suite.prompts)
+        settings |= {"prompts_file": suite.source, "prompts_sha": prompts.prompt_hash(listed)}
     done = check_directory(directory, settings, f["resume"], f["force"])
     d, t = load_pair(f["draft"], f["target"], f["dtype"], kernels=f["kernels"])
     from specbench.model.nets import network
@@ -81,7 +86,7 @@ def report_plan(f: dict) -> ReportPlan:
     head = default_head(t)  # the target's EAGLE head where it has one: eagle joins the drafters
     options = {"ngram": 3, "draft_layers": None, "draft_confidence": DRAFT_CONFIDENCE}
     options["draft_vocab"] = f["draft_vocab"]
-    everything = prompts.all_prompts()
+    everything = suite.texts()
     encoded = {pid: tokenizer.for_model(t.source).encode(text) for pid, text in everything.items()}
     jobs: dict[str, Job] = {}
     shows: dict[str, list[str]] = {s.id: [] for s in SECTIONS}
@@ -99,9 +104,9 @@ def report_plan(f: dict) -> ReportPlan:
         mixed=True,
         tree=None,
     ):
-        pid = pid or prompts.DEFAULT_PROMPT_ID
+        pid = pid or battery.default_prompt
         mixed = mixed and batch > 1  # a batch of the suite cycled, or of pid repeated
-        ids = prompts.batch_ids(everything, batch) if mixed else [pid] * batch
+        ids = suite.batch_ids(everything, batch) if mixed else [pid] * batch
         label = "all" if mixed else pid
         method = method or ("token", 1, None)
         name = job_id(kind, dynamic, K, warp, label, batch, method, tree)
@@ -122,7 +127,8 @@ def report_plan(f: dict) -> ReportPlan:
                 peers=peers,
             )
             texts = [everything[i] for i in ids]
-            jobs[name] = Job(config, draft_name, label, ids, texts, [encoded[i] for i in ids])
+            codes = [encoded[i] for i in ids]
+            jobs[name] = Job(config, draft_name, label, ids, texts, codes, category_of(suite, label))
         shows[section].append(name)
 
     options |= {"verify": "token", "drafts": 1, "acceptance": None}
@@ -148,9 +154,10 @@ def report_plan(f: dict) -> ReportPlan:
     for a in battery.acceptances:
         add("dial", kind="dial", method=("token", 1, a))
     for job in jobs.values():
-        for ids in job.encoded:
-            drafter = job.config.drafter
-            check_decodable(ids, N_TOKENS, drafter.reach(job.config.K), [d, t], drafter.reach_setting)
+        drafter = job.config.drafter
+        for pid, ids in zip(job.ids, job.encoded):
+            where = origin(suite, pid)
+            check_decodable(ids, N_TOKENS, drafter.reach(job.config.K), [d, t], drafter.reach_setting, where)
     jobs = one_cache_length(jobs, [d, t])
     biggest = max(battery.batches)
     check_batch(biggest, False, model_drafter, d, t, list(encoded.values()), N_TOKENS, max(battery.Ks))
@@ -261,7 +268,8 @@ def page_info(plan: ReportPlan, sections: dict) -> dict:
     measured = list(sections.values()) or [{}]
     first, last = measured[0], measured[-1]
     return {
-        "pair": f"draft {plan.draft.name} · target {plan.target.name}",
+        "pair": f"draft {plan.draft.name} · target {plan.target.name}"
+        + ("" if b.suite is prompts.BUILTIN else f" · prompts from {b.suite.source}"),
         "battery": f"{'quick' if b.quick else 'full'} battery, {plural(b.repeats, 'repeat')}, N = {N_TOKENS}",
         "quick_left_out": b.left_out(eagle=any(j.config.drafter.spec.features for j in plan.jobs.values())),
         "K": K_DEFAULT,

@@ -69,12 +69,14 @@ def models_table(rows: list[dict], weights_dir, console: Console) -> None:
             console.print(f"[yellow]{row['name']} cannot be used: {row['problem']}[/yellow]")
 
 
-def prompts_table(console: Console) -> None:
-    table = Table()
-    for col in ("id", "category", "prompt"):
+def prompts_table(console: Console, suite: prompts.Suite = prompts.BUILTIN) -> None:
+    """A suite's prompts: id, category and text (and a file's line numbers)."""
+    table = Table(title=None if suite is prompts.BUILTIN else f"{suite.source}: {len(suite.prompts)} prompts")
+    lines = suite is not prompts.BUILTIN
+    for col in ("line",) * lines + ("id", "category", "prompt"):
         table.add_column(col)
-    for pid, text in prompts.all_prompts().items():
-        table.add_row(pid, prompts.category(pid), text)
+    for p in suite.prompts:
+        table.add_row(*(str(p.line),) * lines, p.id, p.category, p.text)
     console.print(table)
 
 

@@ -60,7 +60,7 @@ def by_category(rows: list[dict]) -> list[dict]:
 
     groups: dict[str, list[dict]] = {}
     for r in rows:
-        groups.setdefault(prompts.category(r["prompt_id"]), []).append(r)
+        groups.setdefault(r.get("category") or prompts.BUILTIN.category(r["prompt_id"]), []).append(r)
     return [summary(c, g) for c, g in groups.items()] + [summary("all", rows)]
 
 

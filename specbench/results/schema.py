@@ -64,6 +64,9 @@ FIELDS = [
     F("seed", int, key=True),
     F("prompt_id", str, md=5, table=3, header="prompt", key=True),
     F("prompt_sha", str),
+    F(
+        "category", str
+    ),  # the prompt's category (its suite's: built in or --prompts-file); "all": a batch of them
     F("n_tokens", int, key=True),
     F("repeats", int),
     F("warmup", int),
