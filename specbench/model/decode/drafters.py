@@ -75,7 +75,9 @@ class Drafter:
     confidence: float | None = None  # dynamic K: stop drafting below this top probability
     verify: str = "token"
     drafts: int = 1
-    acceptance: float | None = None
+    # the dial's a: a weight of the program (lookup.dial_weights), not part of its shape, so every
+    # setting of the dial shares one compiled program; equal drafters may differ in it
+    acceptance: float | None = dataclasses.field(default=None, compare=False)
     vocab: int | None = None  # a network drafter's head covers only this many tokens (FR-Spec)
     tree: Tree | None = None  # a token tree of drafts (tree.py), verified in one step; K is its depth
 

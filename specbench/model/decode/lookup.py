@@ -78,7 +78,7 @@ def dial_weights(drafter: Drafter, draft, target, reference=None):
     """The dial drafts from the target's greedy tokens `reference` [max_len] (generate.prepare_drafter)."""
     if reference is None:
         raise DecodeError("the dial needs the target's greedy tokens (generate.prepare_drafter)", "drafter")
-    return {"reference": reference}
+    return {"reference": reference, "acceptance": jnp.float32(drafter.acceptance)}
 
 
 def no_state(drafter: Drafter, params, prompt_buf, n_prompt, max_len: int, features=None, source=False):
@@ -107,7 +107,7 @@ def lookup_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: Warp,
 def dial_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: Warp, K: int, n_vocab: int):
     """The dial's drafts (dial), proposed with certainty as lookup's: one-hot p (no columns at
     T = 0, its only use)."""
-    drafts = dial(params["reference"], n, key, K, n_vocab, drafter.acceptance)
+    drafts = dial(params["reference"], n, key, K, n_vocab, params["acceptance"])
     return (
         dstate,
         drafts,
