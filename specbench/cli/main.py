@@ -93,11 +93,11 @@ def run(**flags):
 def sweep(**flags):
     """A grid over drafters, K, temperature, top-p and prompts (or batch sizes); every finished row
     is saved at once."""
-    from specbench.cli import plan
+    from specbench.cli import plan, sweep_plan
     from specbench.cli.jobs import measure_into
     from specbench.results.schema import sweep_key
 
-    p = plan.sweep_plan(flags, given())
+    p = sweep_plan.sweep_plan(flags, given())
     console = make_console(*p.exports.values())
     rows = list(p.rows)
     if flags["dry_run"]:

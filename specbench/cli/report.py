@@ -65,73 +65,72 @@ def job_id(kind: str, dynamic: bool, K: int, warp: Warp, pid: str, batch: int, m
     return f"{kind}{'-dynamic' if dynamic else ''}{how}-K{K}-T{warp.temperature:g}{p}-{pid}-b{batch}"
 
 
-def report_plan(f: dict) -> ReportPlan:
-    """Every check before anything is written: the directory, --resume's settings, the pair,
-    that the largest batch fits."""
-    directory = Path(f["output"])
-    suite = suite_of(f)
-    battery = Battery(f["quick"], suite)
+def report_settings(f: dict, suite) -> dict:
+    """What --resume must find the same: the battery, the pair and how it runs, the prompts."""
     settings = {k: f[k] for k in ("quick", "draft", "target", "dtype", "kernels")} | {
         "peers": list(f["peers"]),
         "draft_vocab": "full" if f["draft_vocab"] is None else f["draft_vocab"],
     }
-    if suite is not prompts.BUILTIN:  # --resume must find the same prompts
+    if suite is not prompts.BUILTIN:
         listed = "\n".join(f"{p.id}\t{p.category}\t{p.text}" for p in suite.prompts)
         settings |= {"prompts_file": suite.source, "prompts_sha": prompts.prompt_hash(listed)}
-    done = check_directory(directory, settings, f["resume"], f["force"])
-    d, t = load_pair(f["draft"], f["target"], f["dtype"], kernels=f["kernels"])
+    return settings
+
+
+@dataclasses.dataclass
+class Jobs:
+    """The report's jobs as the battery adds them, one per distinct configuration, and which
+    sections show each."""
+
+    battery: Battery
+    d: object
+    t: object
+    head: object  # the target's EAGLE head, or None
+    options: dict  # the drafter flags every job shares
+    encoded: dict[str, list[int]]  # the suite's prompts, tokenised
+    jobs: dict[str, Job] = dataclasses.field(default_factory=dict)
+    shows: dict[str, list[str]] = dataclasses.field(default_factory=lambda: {s.id: [] for s in SECTIONS})
+
+    def add(self, section, kind="model", dynamic=False, K=K_DEFAULT, warp=Warp(), pid=None, batch=1, **kw):
+        """A job of these settings (once), shown in `section`. kw: peers, method (verify, drafts,
+        acceptance), mixed (a batch cycles the suite; else repeats pid) and tree."""
+        suite = self.battery.suite
+        pid = pid or self.battery.default_prompt
+        mixed = kw.get("mixed", True) and batch > 1
+        ids = suite.batch_ids(suite.texts(), batch) if mixed else [pid] * batch
+        label = "all" if mixed else pid
+        method, tree = kw.get("method") or ("token", 1, None), kw.get("tree")
+        name = job_id(kind, dynamic, K, warp, label, batch, method, tree)
+        if name not in self.jobs:
+            how = dict(zip(("verify", "drafts", "acceptance"), method))
+            own = drafting_model(kind, self.d, self.head)
+            flags = {**self.options, **how, "dynamic_K": dynamic, "tree": tree}
+            drafter, draft_name = make_drafter(kind, own, self.t, flags)
+            peers = kw.get("peers", ())
+            config = RunConfig(
+                own, self.t, drafter, K, warp, n_tokens=N_TOKENS, repeats=self.battery.repeats, peers=peers
+            )
+            texts, codes = [suite.texts()[i] for i in ids], [self.encoded[i] for i in ids]
+            self.jobs[name] = Job(config, draft_name, label, ids, texts, codes, category_of(suite, label))
+        self.shows[section].append(name)
+
+
+def report_plan(f: dict) -> ReportPlan:
+    """Every check before anything is written: the directory, --resume's settings, the pair,
+    that the largest batch fits."""
     from specbench.model.nets import network
 
+    directory, suite = Path(f["output"]), suite_of(f)
+    battery, settings = Battery(f["quick"], suite), report_settings(f, suite)
+    done = check_directory(directory, settings, f["resume"], f["force"])
+    d, t = load_pair(f["draft"], f["target"], f["dtype"], kernels=f["kernels"])
     chains_only = network.encoder_decoder(t.config)  # a T5 verifies chains so far: no trees section
     head = default_head(t)  # the target's EAGLE head where it has one: eagle joins the drafters
     options = {"ngram": 3, "draft_layers": None, "draft_confidence": DRAFT_CONFIDENCE}
-    options["draft_vocab"] = f["draft_vocab"]
-    everything = suite.texts()
-    encoded = {pid: tokenizer.for_model(t.source).encode(text) for pid, text in everything.items()}
-    jobs: dict[str, Job] = {}
-    shows: dict[str, list[str]] = {s.id: [] for s in SECTIONS}
-
-    def add(
-        section,
-        kind="model",
-        dynamic=False,
-        K=K_DEFAULT,
-        warp=Warp(),
-        pid=None,
-        batch=1,
-        peers=(),
-        method=None,
-        mixed=True,
-        tree=None,
-    ):
-        pid = pid or battery.default_prompt
-        mixed = mixed and batch > 1  # a batch of the suite cycled, or of pid repeated
-        ids = suite.batch_ids(everything, batch) if mixed else [pid] * batch
-        label = "all" if mixed else pid
-        method = method or ("token", 1, None)
-        name = job_id(kind, dynamic, K, warp, label, batch, method, tree)
-        if name not in jobs:
-            how = dict(zip(("verify", "drafts", "acceptance"), method))
-            own = drafting_model(kind, d, head)
-            drafter, draft_name = make_drafter(
-                kind, own, t, {**options, **how, "dynamic_K": dynamic, "tree": tree}
-            )
-            config = RunConfig(
-                own,
-                t,
-                drafter,
-                K,
-                warp,
-                n_tokens=N_TOKENS,
-                repeats=battery.repeats,
-                peers=peers,
-            )
-            texts = [everything[i] for i in ids]
-            codes = [encoded[i] for i in ids]
-            jobs[name] = Job(config, draft_name, label, ids, texts, codes, category_of(suite, label))
-        shows[section].append(name)
-
-    options |= {"verify": "token", "drafts": 1, "acceptance": None}
+    options |= {"draft_vocab": f["draft_vocab"], "verify": "token", "drafts": 1, "acceptance": None}
+    encoded = {pid: tokenizer.for_model(t.source).encode(text) for pid, text in suite.texts().items()}
+    jobs = Jobs(battery, d, t, head, options, encoded)
+    add = jobs.add
     model_drafter, _ = make_drafter("model", d, t, {**options, "dynamic_K": False})
     peers = load_peers(f["peers"], model_drafter, d, t, 1, start=not f["dry_run"])
     for pid in battery.categories:
@@ -153,16 +152,17 @@ def report_plan(f: dict) -> ReportPlan:
         add("verification", warp=Warp(1.0), method=(verify, drafts, None))
     for a in battery.acceptances:
         add("dial", kind="dial", method=("token", 1, a))
-    for job in jobs.values():
+    for job in jobs.jobs.values():
         drafter = job.config.drafter
         for pid, ids in zip(job.ids, job.encoded):
             where = origin(suite, pid)
             check_decodable(ids, N_TOKENS, drafter.reach(job.config.K), [d, t], drafter.reach_setting, where)
-    jobs = one_cache_length(jobs, [d, t])
-    biggest = max(battery.batches)
-    check_batch(biggest, False, model_drafter, d, t, list(encoded.values()), N_TOKENS, max(battery.Ks))
+    planned = one_cache_length(jobs.jobs, [d, t])
+    check_batch(
+        max(battery.batches), False, model_drafter, d, t, list(encoded.values()), N_TOKENS, max(battery.Ks)
+    )
     return ReportPlan(
-        directory, settings, battery, d, t, jobs, shows, done, resume=f["resume"], dtype=f["dtype"]
+        directory, settings, battery, d, t, planned, jobs.shows, done, resume=f["resume"], dtype=f["dtype"]
     )
 
 

@@ -80,19 +80,44 @@ def result_row(
     B x N tokens, and every step time is the batch's.
     """
     c, st, B = res.config, res.stats, res.batch
-    K, warp, N = c.K, c.warp, c.n_tokens
     ar, sd = summarize(res.ar_times_s), summarize(res.sd_times_s)
-    speedups = np.asarray(res.ar_times_s) / np.asarray(res.sd_times_s)
-    speedup = float(speedups.mean())
-    seed_theory = theory.speedup_from_r(st.r, K, res.t_draft_s, res.t_target_s)
-    # a batch waits for its slowest sequence: what it yields per round it runs (one sequence: tokens/round)
-    refined = theory.refined_speedup(
-        st.tokens_per_batch_round, K, res.t_draft_s, res.t_target_s, res.t_verify_s
-    )
     values = {
         **context,
-        "implementation": "specbench",
         "implementation_version": context.get("specbench_version"),
+        **_settings(res, draft, dtype),
+        "prompt_id": prompt_id,
+        "prompt_sha": prompt_hash(prompt if isinstance(prompt, str) else "\n".join(prompt)),
+        "category": category,
+        **_times(res, ar, sd),
+        **_acceptance(st, c.K),
+        **_account(res, ar, sd),
+        "compile_s": res.compile_s,
+        "other_load": res.load.get("other_load"),
+        "under_load": res.load.get("under_load"),
+        "identical": (res.ar_tokens == res.sd_tokens) if c.warp.temperature == 0 else None,
+        "prompt": prompt,
+        "ar_token_ids": res.ar_tokens,
+        "sd_token_ids": res.sd_tokens,
+    }
+    values["budget_closed"] = closes(values)
+    values |= repetition.describe(
+        [res.sd_tokens] if B == 1 else res.sd_tokens
+    )  # the text SD's α was measured on
+    if B > 1:
+        values["batch_prompt_ids"] = batch_prompt_ids
+        values["batch_prompts"] = len(set(batch_prompt_ids or []))
+        values["accepted_hist_per_seq"] = st.accepted_hist_per_seq.tolist()
+    if decode is not None:
+        text = decode if B == 1 else (lambda seqs: [decode(ids) for ids in seqs])
+        values["ar_text"], values["sd_text"] = text(res.ar_tokens), text(res.sd_tokens)
+    return as_row(values)
+
+
+def _settings(res, draft: str, dtype: str) -> dict:
+    """What was run: the implementation's choices, the pair, the drafter and the decode settings."""
+    c = res.config
+    return {
+        "implementation": "specbench",
         "dtype": dtype,
         "kernels": res.kernels,
         "verdict": res.verdict,
@@ -102,25 +127,39 @@ def result_row(
         "draft": draft,
         "target": c.target.name,
         **drafter_settings(c.drafter),
-        "K": K,
-        "temperature": warp.temperature,
-        "top_k": warp.top_k,
-        "top_p": warp.top_p,
+        "K": c.K,
+        "temperature": c.warp.temperature,
+        "top_k": c.warp.top_k,
+        "top_p": c.warp.top_p,
         "seed": c.seed,
-        "prompt_id": prompt_id,
-        "prompt_sha": prompt_hash(prompt if isinstance(prompt, str) else "\n".join(prompt)),
-        "category": category,
-        "n_tokens": N,
+        "n_tokens": c.n_tokens,
         "repeats": c.repeats,
         "warmup": c.warmup,
         "loop": "device" if c.device_loop else "host",
-        "batch": B,
+        "batch": res.batch,
+    }
+
+
+def _times(res, ar: dict, sd: dict) -> dict:
+    """The wall times of AR and SD, their rates and the speedup, repeat by repeat."""
+    speedups = np.asarray(res.ar_times_s) / np.asarray(res.sd_times_s)
+    tokens = res.batch * res.config.n_tokens
+    return {
         **{f"ar_{k}": v for k, v in ar.items()},
         **{f"sd_{k}": v for k, v in sd.items()},
-        "ar_tokens_per_s": B * N / ar["mean_s"],
-        "sd_tokens_per_s": B * N / sd["mean_s"],
-        "speedup": speedup,
+        "ar_tokens_per_s": tokens / ar["mean_s"],
+        "sd_tokens_per_s": tokens / sd["mean_s"],
+        "speedup": float(speedups.mean()),
         "speedup_std": float(speedups.std(ddof=1)) if len(speedups) > 1 else 0.0,
+        "ar_times_s": res.ar_times_s,
+        "sd_times_s": res.sd_times_s,
+    }
+
+
+def _acceptance(st, K: int) -> dict:
+    """What the rounds accepted (stats.DecodeStats), and what α predicts of them."""
+    drafted = st.drafted_hist
+    return {
         "n_rounds": st.n_rounds,
         "tokens_per_round": st.tokens_per_round,
         "r": st.r,
@@ -129,6 +168,28 @@ def result_row(
         "tokens_per_batch_round": st.tokens_per_batch_round,
         "idle_fraction": st.idle_fraction,
         "accept_rate_drafted": st.accept_rate_drafted,
+        "tokens_per_round_iid": theory.expected_tokens(st.alpha, K) if st.alpha == st.alpha else None,
+        "tokens_per_round_positional": theory.expected_tokens_positional(st.per_position),
+        "accepted_hist": st.accepted_hist.tolist(),
+        "per_position_acceptance": st.per_position,
+        "drafted_hist": drafted.tolist() if drafted is not None else None,
+        "mean_drafted": float(np.dot(np.arange(K + 1), drafted) / max(1, st.n_rounds))
+        if drafted is not None
+        else float(K),
+    }
+
+
+def _account(res, ar: dict, sd: dict) -> dict:
+    """The step times, the theory from them, and the time budget: what the parts explain."""
+    c, st = res.config, res.stats
+    K = c.K
+    speedup = float(np.mean(np.asarray(res.ar_times_s) / np.asarray(res.sd_times_s)))
+    seed_theory = theory.speedup_from_r(st.r, K, res.t_draft_s, res.t_target_s)
+    # a batch waits for its slowest sequence: what it yields per round it runs (one sequence: tokens/round)
+    refined = theory.refined_speedup(
+        st.tokens_per_batch_round, K, res.t_draft_s, res.t_target_s, res.t_verify_s
+    )
+    return {
         "t_draft_s": res.t_draft_s,
         "t_target_s": res.t_target_s,
         "t_verify_s": res.t_verify_s,
@@ -146,37 +207,8 @@ def result_row(
         # medians on both sides, as the residuals have them: one slow repeat moves neither
         "measured_over_accounted": (ar["median_s"] / sd["median_s"]) / (budget_ar(res) / budget_sd(res)),
         "measured_over_accounted_err": measured_over_accounted_err(res),
-        "tokens_per_round_iid": theory.expected_tokens(st.alpha, K) if st.alpha == st.alpha else None,
-        "tokens_per_round_positional": theory.expected_tokens_positional(st.per_position),
         "best_K_predicted": best_K_predicted(res, st.alpha),
-        "compile_s": res.compile_s,
-        "other_load": res.load.get("other_load"),
-        "under_load": res.load.get("under_load"),
-        "identical": (res.ar_tokens == res.sd_tokens) if warp.temperature == 0 else None,
-        "prompt": prompt,
-        "ar_times_s": res.ar_times_s,
-        "sd_times_s": res.sd_times_s,
-        "accepted_hist": st.accepted_hist.tolist(),
-        "per_position_acceptance": st.per_position,
-        "drafted_hist": st.drafted_hist.tolist() if st.drafted_hist is not None else None,
-        "mean_drafted": float(np.dot(np.arange(K + 1), st.drafted_hist) / max(1, st.n_rounds))
-        if st.drafted_hist is not None
-        else float(K),
-        "ar_token_ids": res.ar_tokens,
-        "sd_token_ids": res.sd_tokens,
     }
-    values["budget_closed"] = closes(values)
-    values |= repetition.describe(
-        [res.sd_tokens] if B == 1 else res.sd_tokens
-    )  # the text SD's α was measured on
-    if B > 1:
-        values["batch_prompt_ids"] = batch_prompt_ids
-        values["batch_prompts"] = len(set(batch_prompt_ids or []))
-        values["accepted_hist_per_seq"] = st.accepted_hist_per_seq.tolist()
-    if decode is not None:
-        text = decode if B == 1 else (lambda seqs: [decode(ids) for ids in seqs])
-        values["ar_text"], values["sd_text"] = text(res.ar_tokens), text(res.sd_tokens)
-    return as_row(values)
 
 
 def peer_row(row: dict, peer, decode=None, difference: str | None = None) -> dict:
