@@ -38,7 +38,6 @@ from specbench.results.sections import BY_ID, SECTIONS
 FIXED_SECONDS = 30.0  # a dry run's rough time for the roofline, and for the self-test
 K_DEFAULT = 4
 SELFTEST_SAMPLES = 20000  # the self-test's generations per sampler (selftest.run): seconds on a CPU
-ROOFLINE_CONTEXT = 256
 N_TOKENS = 40  # new tokens per generation, every job
 
 
@@ -212,7 +211,8 @@ def measure(plan: ReportPlan, on_progress) -> tuple[list[dict], dict]:
         for name in todo:
             on_progress(step, f"{BY_ID[section].title}: {name}", rows)
             if name == "roofline":
-                context = min(ROOFLINE_CONTEXT, plan.target.config.n_ctx, plan.draft.config.n_ctx)
+                # the jobs' own cache length: their step timers then reuse the roofline's programs
+                context = next(iter(plan.jobs.values())).config.max_len
                 pair = [(plan.target, plan.dtype), (plan.draft, plan.dtype)]
                 iters = plan.battery.roofline_iters
                 extra["rows"] = roofline.measure_runs(pair, K_DEFAULT, context, iters, lambda **_: None)

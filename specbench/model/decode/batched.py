@@ -22,12 +22,14 @@ alone would give at T = 0, and follow the target's distribution at T > 0 (tests/
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from specbench.model.decode import decoding
+from specbench.model.decode import decoding, drafters
 from specbench.model.decode.decoding import ARState, SpecState
 from specbench.model.decode.loops import NEVER
 from specbench.model.decode.sizing import bucket
@@ -66,10 +68,17 @@ def keys(seed: int, batch: int):
 # The batched programs: decoding.py's, each sequence on its own
 
 
-def ar_start(params, prompt_bufs, n_prompts, keys, config, warp, max_len) -> ARState:
+def ar_start(params, prompt_bufs, n_prompts, keys, config, warp, max_len, hidden=False) -> ARState:
     params = batch_layout(params)
-    one = lambda b, n, k: decoding.start(params, b, n, k, config, warp, max_len)
+    one = lambda b, n, k: decoding.start(params, b, n, k, config, warp, max_len, hidden)
     return jax.vmap(one)(prompt_bufs, n_prompts, keys)
+
+
+def drafter_start(draft_params, prompt_bufs, n_prompts, features, drafter, max_len, source):
+    """Each sequence's drafter state after its prompt (drafters.start under vmap)."""
+    params = batch_layout(draft_params)
+    one = lambda b, n, f: drafters.start(drafter, params, b, n, max_len, f, source)
+    return jax.vmap(one)(prompt_bufs, n_prompts, features)
 
 
 def ar_step(params, state: ARState, config, warp) -> ARState:
@@ -190,9 +199,10 @@ def spec_loop(
     return lax.while_loop(go, body, (jnp.int32(0), state))[1]
 
 
-ar_start_jit = programs.jit(ar_start, static_argnames=decoding.AR_STATIC)
+ar_start_jit = programs.jit(ar_start, static_argnames=decoding.AR_STATIC + ("hidden",))
+drafter_start_jit = programs.jit(drafter_start, static_argnames=("drafter", "max_len", "source"))
 ar_loop_jit = programs.jit(ar_loop, static_argnames=("config", "warp"), donate_argnames=("state",))
-spec_start_jit = programs.jit(spec_start, static_argnames=decoding.SPEC_STATIC[:-1])
+spec_start_jit = functools.partial(decoding.spec_start_in_two, ar_start_jit, drafter_start_jit)
 spec_loop_jit = programs.jit(
     spec_loop,
     static_argnames=("drafter", "target_config", "warp", "K", "verdict"),

@@ -31,6 +31,7 @@ new tokens; a last round that overshoots is cut.
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
@@ -123,24 +124,42 @@ def spec_start(
         s, features = start(target_params, prompt_buf, n_prompt, key, target_config, warp, max_len, True)
     else:
         s = start(target_params, prompt_buf, n_prompt, key, target_config, warp, max_len)
-    zeros = lambda n: jnp.zeros(n, jnp.int32)
-    counts = RoundCounts(jnp.int32(0), zeros(K + 1), zeros(K + 1), zeros(K), zeros(K))
-    return SpecState(
-        s.tokens,
-        s.n,
-        s.key,
-        s.target_cache,
-        drafters.start(
-            drafter,
-            draft_params,
-            prompt_buf,
-            n_prompt,
-            max_len,
-            features,
-            network.encoder_decoder(target_config),
-        ),
-        counts,
+    source = network.encoder_decoder(target_config)
+    dstate = drafters.start(drafter, draft_params, prompt_buf, n_prompt, max_len, features, source)
+    return SpecState(s.tokens, s.n, s.key, s.target_cache, dstate, no_counts(K))
+
+
+def no_counts(K: int, batch: tuple[int, ...] = ()) -> RoundCounts:
+    """The counts before the first round (of each sequence of a batch of shape `batch`)."""
+    zeros = lambda *n: jnp.zeros(batch + n, jnp.int32)
+    return RoundCounts(zeros(), zeros(K + 1), zeros(K + 1), zeros(K), zeros(K))
+
+
+def spec_start_in_two(
+    target_start, drafter_start, draft_params, target_params, prompt_buf, n_prompt, key, **kw
+):
+    """spec_start as two compiled programs, to the same state: the target's start, which AR's
+    start shares (the prompt's features too, for a drafter that reads them), then the drafter's
+    own (Drafter.at_start), which every K, verify method, draft count and tree of that drafter
+    shares. `target_start` and `drafter_start` are one sequence's programs or a batch's."""
+    drafter, config, max_len = kw["drafter"], kw["target_config"], kw["max_len"]
+    hidden = drafter.spec.features
+    out = target_start(
+        target_params,
+        prompt_buf,
+        n_prompt,
+        key,
+        config=config,
+        warp=kw["warp"],
+        max_len=max_len,
+        hidden=hidden,
     )
+    s, features = out if hidden else (out, None)
+    source = network.encoder_decoder(config)
+    dstate = drafter_start(
+        draft_params, prompt_buf, n_prompt, features, drafter=drafter.at_start, max_len=max_len, source=source
+    )
+    return SpecState(s.tokens, s.n, s.key, s.target_cache, dstate, no_counts(kw["K"], s.n.shape))
 
 
 def spec_round(
@@ -295,9 +314,15 @@ def compact_rows(rows, start, path):
 
 AR_STATIC = ("config", "warp", "max_len")
 SPEC_STATIC = ("drafter", "target_config", "warp", "max_len", "K", "verdict")
-start_jit = programs.jit(start, static_argnames=AR_STATIC)
+start_jit = programs.jit(start, static_argnames=AR_STATIC + ("hidden",))
+drafter_start_jit = programs.jit(
+    lambda params, prompt_buf, n_prompt, features, drafter, max_len, source: drafters.start(
+        drafter, params, prompt_buf, n_prompt, max_len, features, source
+    ),
+    static_argnames=("drafter", "max_len", "source"),
+)
 ar_step_jit = programs.jit(ar_step, static_argnames=("config", "warp"), donate_argnames=("state",))
-spec_start_jit = programs.jit(spec_start, static_argnames=SPEC_STATIC[:-1])
+spec_start_jit = functools.partial(spec_start_in_two, start_jit, drafter_start_jit)
 spec_round_jit = programs.jit(
     spec_round,
     static_argnames=("drafter", "target_config", "warp", "K", "verdict"),

@@ -98,6 +98,13 @@ class Drafter:
         return "K" if self.tree is None else "tree"
 
     @property
+    def at_start(self) -> Drafter:
+        """What its start reads (drafters.start): the same drafter without its rounds' settings (K
+        aside, the verify method, the draft count, the tree, dynamic K), so that one compiled start
+        serves all of them."""
+        return dataclasses.replace(self, verify="token", drafts=1, tree=None, confidence=None)
+
+    @property
     def head_words(self) -> str:
         """How much of the vocabulary a network drafter's head covers, where not all of it."""
         return f", head over the {self.vocab:,} most frequent tokens" if self.vocab else ""
