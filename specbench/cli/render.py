@@ -217,6 +217,19 @@ def budget_lines(row: dict) -> list[str]:
     return lines
 
 
+def request_line(row: dict) -> str:
+    """Per request (results/requests.py): TTFT, TPOT and E2E of AR and SD at p50 (and p95)."""
+    ms = lambda key: f"{row[key] * 1e3:.2f}" if row.get(key) is not None else "-"
+    part = lambda x, name: (
+        f"{name} AR {ms(f'ar_{x}_p50_s')} / SD {ms(f'sd_{x}_p50_s')} ms"
+        f" (p95 {ms(f'ar_{x}_p95_s')} / {ms(f'sd_{x}_p95_s')})"
+    )
+    n = len(row.get("requests") or [])
+    return f"per request ({plural(n, 'request')}), p50: " + " · ".join(
+        part(x, name) for x, name in (("ttft", "TTFT"), ("tpot", "TPOT"), ("e2e", "E2E"))
+    )
+
+
 def budget_warning(row: dict) -> str | None:
     """One line where the row's time account does not close (budget.budget_gap), naming the
     method, the size of the gap and what usually causes it; None where it closes."""
@@ -270,6 +283,7 @@ def run_report(row: dict, res, console: Console) -> None:
         console.print(batch_line(row))
     for line in budget_lines(row):
         console.print(line)
+    console.print(request_line(row))
     warning = budget_warning(row)
     if warning:
         console.print(warning)

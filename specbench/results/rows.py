@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from specbench.prompts import prompt_hash
-from specbench.results import repetition, theory
+from specbench.results import repetition, requests, theory
 from specbench.results.budget import (
     best_K_predicted,
     budget,
@@ -99,6 +99,8 @@ def result_row(
         "ar_token_ids": res.ar_tokens,
         "sd_token_ids": res.sd_tokens,
     }
+    recs = requests.records(res, batch_prompt_ids or [prompt_id])
+    values |= requests.percentiles(recs) | {"requests": recs}
     values["budget_closed"] = closes(values)
     values |= repetition.describe(
         [res.sd_tokens] if B == 1 else res.sd_tokens

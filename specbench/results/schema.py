@@ -78,6 +78,13 @@ FIELDS = [
     F("ar_tokens_per_s", md=10, table=8, header="AR tok/s", fmt=".1f"),
     *[F(f"sd_{s}") for s in ("mean_s", "std_s", "min_s", "max_s", "median_s")],
     F("sd_tokens_per_s", md=11, table=9, header="SD tok/s", fmt=".1f"),
+    # per request (requests.py): p50, p95, p99 of TTFT, TPOT and E2E over the row's requests
+    *[
+        F(f"{m}_{x}_p{p}_s", fmt="ms")
+        for m in ("ar", "sd")
+        for x in ("ttft", "tpot", "e2e")
+        for p in (50, 95, 99)
+    ],
     F("speedup", md=12, table=10, header="speedup", plot=True),
     F("speedup_std", table=11, header="±"),
     # a peer's row (peers.py): its times over specbench's own on the same method, same run
@@ -143,6 +150,7 @@ FIELDS = [
     F("ar_token_ids", list, csv=False),
     F("sd_token_ids", list, csv=False),
     F("batch_prompt_ids", list, csv=False),
+    F("requests", list, csv=False),  # every request's times and speculative block (requests.records)
     F("ar_text", object, csv=False),
     F("sd_text", object, csv=False),
 ]

@@ -1,0 +1,72 @@
+"""Per-request latency, as serving benchmarks report it (vLLM's benchmark_serving, AIPerf): every
+generation of every sequence is a request, with its time to first token (TTFT), its time per
+output token after the first (TPOT), its end-to-end latency (E2E) and its speculative block.
+
+What is measured and what is derived (docs/metrics.md, "Per request"):
+  E2E   the generation's wall time, as the row's ar_times_s and sd_times_s hold it
+  TTFT  the start's time (prefill and first token), sampled in the same repeat right after the
+        generation (the time budget's ar_start and sd_start parts): the device loop gives no
+        timestamp inside a generation without a sync that would slow it
+  TPOT  (E2E - TTFT) / (N - 1), the mean gap between a request's later tokens
+
+The sequences of a batch start and end together, so they share their repeat's times; their
+speculative blocks are their own. NumPy only.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+PERCENTILES = (50, 95, 99)
+METRICS = ("ttft", "tpot", "e2e")
+
+
+def records(res, prompt_ids: list[str]) -> list[dict]:
+    """One record per request: each repeat's generation of each sequence (prompt_ids[b] for
+    sequence b), AR's and SD's times side by side, and the sequence's speculative block."""
+    c, st, B = res.config, res.stats, res.batch
+    N = c.n_tokens
+    starts = {m: res.part_samples.get(f"{m}_start") or [] for m in ("ar", "sd")}
+    walls = {"ar": res.ar_times_s, "sd": res.sd_times_s}
+    hists = st.accepted_hist_per_seq if B > 1 else np.asarray(st.accepted_hist)[None, :]
+    out = []
+    for repeat in range(len(res.sd_times_s)):
+        for b in range(B):
+            record = {"repeat": repeat, "sequence": b, "prompt_id": prompt_ids[b]}
+            for m in ("ar", "sd"):
+                e2e = walls[m][repeat]
+                ttft = min(starts[m][repeat], e2e) if repeat < len(starts[m]) else float("nan")
+                record |= {
+                    f"{m}_ttft_s": ttft,
+                    f"{m}_tpot_s": (e2e - ttft) / max(1, N - 1),
+                    f"{m}_e2e_s": e2e,
+                }
+            record |= speculative_block(np.asarray(hists[b]), c.K)
+            out.append(record)
+    return out
+
+
+def speculative_block(hist: np.ndarray, K: int) -> dict:
+    """A sequence's rounds from its accepted_hist [K+1]: how many, the tokens each gave on average
+    (the acceptance length: accepted drafts + the resampled or bonus token) and the accepted
+    drafts per draft verified (K a round)."""
+    rounds = int(hist.sum())
+    accepted = int(np.dot(np.arange(len(hist)), hist))
+    return {
+        "rounds": rounds,
+        "acceptance_length": (accepted + rounds) / rounds if rounds else float("nan"),
+        "accepted_per_verified": accepted / (K * rounds) if rounds and K else float("nan"),
+        "accepted_hist": hist.tolist(),
+    }
+
+
+def percentiles(recs: list[dict]) -> dict:
+    """p50, p95 and p99 of each metric over the requests, for AR and SD: ar_ttft_p50_s, ..."""
+    out = {}
+    for m in ("ar", "sd"):
+        for metric in METRICS:
+            values = np.asarray([r[f"{m}_{metric}_s"] for r in recs], float)
+            values = values[np.isfinite(values)]
+            for p in PERCENTILES:
+                out[f"{m}_{metric}_p{p}_s"] = float(np.percentile(values, p)) if values.size else None
+    return out

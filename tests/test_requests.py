@@ -1,0 +1,79 @@
+"""Per-request latency (results/requests.py): every generation of every sequence a request, its
+TTFT, TPOT and E2E from the times the row measured, its own speculative block, and the
+percentiles the row carries."""
+
+import json
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from specbench.results import requests
+
+from conftest import invoke
+
+
+def fake_result(B=1, K=4):
+    """A BenchmarkResult's fields that requests reads: 3 repeats, N = 11 tokens."""
+    stats = SimpleNamespace(
+        accepted_hist=np.array([1, 0, 0, 0, 2]),
+        accepted_hist_per_seq=np.array([[1, 0, 0, 0, 2], [0, 3, 0, 0, 0]]) if B == 2 else None,
+    )
+    return SimpleNamespace(
+        config=SimpleNamespace(n_tokens=11, K=K),
+        stats=stats,
+        batch=B,
+        ar_times_s=[0.30, 0.32, 0.40],
+        sd_times_s=[0.20, 0.21, 0.25],
+        part_samples={"ar_start": [0.05, 0.06, 0.05], "sd_start": [0.07, 0.06, 0.08]},
+    )
+
+
+def test_each_request_s_times_come_from_its_repeat_and_its_block_from_its_sequence():
+    recs = requests.records(fake_result(), ["p"])
+    assert [(r["repeat"], r["sequence"], r["prompt_id"]) for r in recs] == [
+        (0, 0, "p"),
+        (1, 0, "p"),
+        (2, 0, "p"),
+    ]
+    first = recs[0]
+    assert first["sd_e2e_s"] == 0.20 and first["sd_ttft_s"] == 0.07
+    assert first["sd_tpot_s"] == pytest.approx((0.20 - 0.07) / 10) and first["ar_tpot_s"] == pytest.approx(
+        0.025
+    )
+    # 3 rounds: one rejected its first draft, two accepted all 4: (0 + 4 + 4) accepted, + 3 emitted
+    assert first["rounds"] == 3 and first["acceptance_length"] == pytest.approx(11 / 3)
+    assert first["accepted_per_verified"] == pytest.approx(8 / 12)
+
+
+def test_a_batch_s_sequences_share_their_repeat_s_times_and_keep_their_own_blocks():
+    recs = requests.records(fake_result(B=2), ["a", "b"])
+    assert len(recs) == 6 and [r["prompt_id"] for r in recs[:2]] == ["a", "b"]
+    assert recs[0]["sd_e2e_s"] == recs[1]["sd_e2e_s"] and recs[0]["rounds"] == 3 and recs[1]["rounds"] == 3
+    assert recs[1]["acceptance_length"] == pytest.approx(2.0)  # one accepted draft a round
+
+
+def test_percentiles_are_numpy_s_over_the_requests_and_a_missing_start_is_left_out():
+    res = fake_result()
+    recs = requests.records(res, ["p"])
+    got = requests.percentiles(recs)
+    assert got["sd_e2e_p50_s"] == pytest.approx(np.percentile(res.sd_times_s, 50))
+    assert got["ar_ttft_p95_s"] == pytest.approx(np.percentile([0.05, 0.06, 0.05], 95))
+    assert got["sd_tpot_p99_s"] == pytest.approx(np.percentile([r["sd_tpot_s"] for r in recs], 99))
+    res.part_samples["sd_start"] = [0.07]  # a start sampled once: the other requests have no TTFT
+    got = requests.percentiles(requests.records(res, ["p"]))
+    assert got["sd_ttft_p99_s"] == pytest.approx(0.07) and got["sd_e2e_p99_s"] is not None
+
+
+def test_a_run_row_carries_every_request_and_its_percentiles(env, tmp_path):
+    out = tmp_path / "row.json"
+    result = invoke("run", *env, "--batch", 2, "--repeats", 2, "-n", 8, "--export-json", out, "--no-save")
+    assert result.exit_code == 0, result.output
+    assert "per request (4 requests), p50: TTFT AR" in result.output
+    row = json.loads(out.read_text())[0]
+    recs = row["requests"]
+    assert len(recs) == 4 and {r["prompt_id"] for r in recs} == set(row["batch_prompt_ids"])
+    assert row["sd_e2e_p50_s"] == pytest.approx(np.median(row["sd_times_s"]))
+    assert all(r["sd_ttft_s"] <= r["sd_e2e_s"] and r["rounds"] >= 1 for r in recs)
+    # a sequence's rounds give its N - 1 tokens after the first (the last round may overshoot, cut)
+    assert all(r["rounds"] * r["acceptance_length"] >= row["n_tokens"] - 1 for r in recs)
