@@ -99,14 +99,37 @@ def shared():
 
 
 @pytest.fixture(scope="module")
+def target():
+    """The suite's usual target (exactness.TARGET, 97 tokens), sharp enough (scale 20) for greedy
+    text that does not just repeat one token."""
+    from exactness import TARGET
+
+    return random_model(TARGET, 0, "target", scale=20)
+
+
+@pytest.fixture(scope="module")
+def pair():
+    """A draft that agrees with its target often, not always (a noisy copy of it)."""
+    from exactness import TARGET, noisy_copy
+
+    target = random_model(TARGET, 3, "t", scale=5)
+    return noisy_copy(target, 0.5, 4), target
+
+
+def make_small_target():
+    """small_pair's target (12 tokens), for tests that need it without its draft."""
+    from exactness import SMALL_T
+
+    return random_model(SMALL_T, 12, "small-target", scale=30)
+
+
+@pytest.fixture(scope="module")
 def small_pair():
     """A draft and a target over a 12-token vocabulary: small enough to enumerate the target's
     exact distribution for the chi-square tests (exactness.py)."""
-    from exactness import SMALL_D, SMALL_T
+    from exactness import SMALL_D
 
-    return random_model(SMALL_D, 11, "small-draft", scale=30), random_model(
-        SMALL_T, 12, "small-target", scale=30
-    )
+    return random_model(SMALL_D, 11, "small-draft", scale=30), make_small_target()
 
 
 TINY = GPT2Config(n_layer=2, n_head=2, n_embd=32, n_ctx=64, n_vocab=97)

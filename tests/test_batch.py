@@ -31,11 +31,6 @@ PROMPTS = [list(np.random.default_rng(40 + i).integers(0, 97, 1 + (5 * i) % 13))
 
 
 @pytest.fixture(scope="module")
-def target():
-    return random_model(TARGET, 0, "target", scale=20)
-
-
-@pytest.fixture(scope="module")
 def draft(target):
     return noisy_copy(target, 0.05, 5)  # agrees often, not always: sequences accept different counts
 

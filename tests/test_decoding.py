@@ -26,7 +26,6 @@ from exactness import (
     DRAFT,
     N_SAMPLES,
     P_THRESHOLD,
-    TARGET,
     broken_accept_reject,
     chi_square_p,
     noisy_copy,
@@ -35,11 +34,6 @@ from exactness import (
     with_kernel,
     wrong_bonus_accept_reject,
 )
-
-
-@pytest.fixture(scope="module")
-def target():
-    return random_model(TARGET, 0, "target", scale=20)
 
 
 @pytest.fixture(scope="module")

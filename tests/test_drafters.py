@@ -14,7 +14,7 @@ from specbench.model.decode import drafters, lookup
 from specbench.model.decode.sampling import Warp, accept_reject
 from specbench.model.generate import autoregressive, speculative
 
-from conftest import random_model
+from conftest import make_small_target, random_model
 from exactness import (
     P_THRESHOLD,
     SMALL_T,
@@ -26,11 +26,6 @@ from exactness import (
     target_marginals,
     with_kernel,
 )
-
-
-@pytest.fixture(scope="module")
-def target():
-    return random_model(TARGET, 0, "target", scale=20)
 
 
 @pytest.fixture(scope="module")
@@ -120,7 +115,7 @@ def test_dynamic_K_stops_below_the_confidence():
 
 @pytest.fixture(scope="module")
 def small_target():
-    return random_model(SMALL_T, 12, "small-target", scale=30)
+    return make_small_target()
 
 
 def lookup_draws(shared, target, warp):

@@ -19,7 +19,7 @@ from specbench.model.generate import autoregressive, speculative
 from specbench.model.nets import eagle, gpt2
 from specbench.model.nets.network import Model
 
-from conftest import assert_one_line_error, invoke, random_model
+from conftest import assert_one_line_error, invoke, make_small_target
 from exactness import P_THRESHOLD, SMALL_T, TARGET, role_p_values, round_samples, with_kernel
 
 
@@ -33,11 +33,6 @@ def random_head(target: Model, seed: int, scale: float = 3.0) -> Model:
         eagle.init_params(config, seed),
     )
     return Model("head", config, params, "random")
-
-
-@pytest.fixture(scope="module")
-def target():
-    return random_model(TARGET, 0, "target", scale=20)
 
 
 @pytest.fixture(scope="module")
@@ -196,7 +191,7 @@ ROLE_CASES = {  # name: (kind, tree, exact?)
 @pytest.fixture(scope="module")
 def role_draws(shared):
     def make():
-        target = random_model(SMALL_T, 12, "small-target", scale=30)
+        target = make_small_target()
         head = random_head(target, 5, scale=2.0)
         broken = dataclasses.replace(
             drafters.KINDS["eagle"],

@@ -17,14 +17,8 @@ from specbench.model.decode.sampling import Warp
 from specbench.model.nets import layouts, reference
 
 from conftest import TARGET as CLI_TARGET
-from conftest import assert_one_line_error, invoke, random_model
-from exactness import P_THRESHOLD, TARGET, chi_square_p, noisy_copy, target_marginals
-
-
-@pytest.fixture(scope="module")
-def pair():
-    target = random_model(TARGET, 3, "t", scale=5)
-    return noisy_copy(target, 0.5, 4), target  # agrees often, not always
+from conftest import assert_one_line_error, invoke
+from exactness import P_THRESHOLD, chi_square_p, target_marginals
 
 
 def numpy_models(draft, target):

@@ -13,7 +13,7 @@ from specbench.model.nets.gpt2 import GPT2Config, init_cache, step
 from specbench.model.nets.layouts import kernel_layout
 from specbench.model.nets.network import Model
 
-from conftest import random_model
+from conftest import make_small_target, random_model
 
 CONFIG = GPT2Config(n_layer=2, n_head=4, n_embd=32, n_ctx=64, n_vocab=97)
 step_jit = jax.jit(step, static_argnames=("config", "tree"))  # keeps the cache: each path reads it
@@ -133,14 +133,6 @@ def test_every_token_of_a_tree_round_follows_the_target_and_the_broken_controls_
 # Trees in decoding: the greedy identity, and every role of a tree round at T = 1
 
 
-@pytest.fixture(scope="module")
-def pair():
-    from exactness import TARGET, noisy_copy
-
-    target = random_model(TARGET, 3, "t", scale=5)
-    return noisy_copy(target, 0.5, 4), target
-
-
 @pytest.mark.parametrize("kind", ["model", "layerskip", "model-traversal"])
 @pytest.mark.parametrize("shape", [(2, 2, 1), (3, 1)], ids=lambda s: "x".join(map(str, s)))
 def test_greedy_tree_decoding_gives_autoregressive_tokens(pair, kind, shape):
@@ -180,9 +172,9 @@ def test_every_role_of_a_tree_round_follows_the_target_and_the_broken_control_do
     from specbench.model.decode.sampling import Warp
     from specbench.model.decode.verify_trees import tree_verdict
 
-    from exactness import P_THRESHOLD, SMALL_T, noisy_copy, role_p_values, round_samples
+    from exactness import P_THRESHOLD, noisy_copy, role_p_values, round_samples
 
-    target = random_model(SMALL_T, 12, "small-target", scale=30)
+    target = make_small_target()
     draft = noisy_copy(target, 0.3, 13)
     tree, prompt, warp = Tree.branching((2, 1, 1)), [3, 7, 1], Warp(1.0)
     drafter = dataclasses.replace(drafters.model_drafter(draft.config), tree=tree)
@@ -209,7 +201,7 @@ def test_a_tree_drafted_over_a_restricted_head_is_exact_too():
 
     from exactness import P_THRESHOLD, SMALL_T, noisy_copy, role_p_values, round_samples
 
-    target = random_model(SMALL_T, 12, "small-target", scale=30)
+    target = make_small_target()
     draft = noisy_copy(target, 0.3, 13)
     tree, prompt, warp = Tree.branching((2, 1, 1)), [3, 7, 1], Warp(1.0)
     vocab = SMALL_T.n_vocab - 3
@@ -241,9 +233,9 @@ def traversal_draws():
     from specbench.model.decode.sampling import Warp
     from specbench.model.decode.verify_trees import traversal_verdict, tree_verdict
 
-    from exactness import SMALL_T, noisy_copy, round_samples
+    from exactness import noisy_copy, round_samples
 
-    target = random_model(SMALL_T, 12, "small-target", scale=30)
+    target = make_small_target()
     draft = noisy_copy(target, 0.3, 13)
     tree = Tree.branching((2, 2, 1))
     drafter = dataclasses.replace(drafters.model_drafter(draft.config), tree=tree, verify="traversal")
@@ -438,9 +430,9 @@ def test_every_role_of_a_dynamic_tree_round_follows_the_target_and_the_broken_co
     from specbench.model.decode.tree import Dynamic
     from specbench.model.decode.verify_trees import tree_verdict
 
-    from exactness import P_THRESHOLD, SMALL_T, noisy_copy, role_p_values, round_samples
+    from exactness import P_THRESHOLD, noisy_copy, role_p_values, round_samples
 
-    target = random_model(SMALL_T, 12, "small-target", scale=30)
+    target = make_small_target()
     draft = noisy_copy(target, 0.3, 13)
     prompt, warp = [3, 7, 1], Warp(1.0)
     drafter = dataclasses.replace(drafters.model_drafter(draft.config), tree=Dynamic(3, 2, 5))

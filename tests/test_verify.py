@@ -34,8 +34,8 @@ from specbench.model.decode.verify import (
 )
 from specbench.model.generate import autoregressive, speculative
 
-from conftest import random_model
-from exactness import P_THRESHOLD, SMALL_T, TARGET, noisy_copy, role_p_values, round_samples
+from conftest import make_small_target
+from exactness import P_THRESHOLD, TARGET, noisy_copy, role_p_values, round_samples
 
 # ---------------------------------------------------------------------------------------------
 # The paper's toy case, exactly
@@ -159,11 +159,6 @@ def test_multi_draft_verdict_with_one_draft_is_token_by_token_in_distribution():
 
 
 @pytest.fixture(scope="module")
-def target():
-    return random_model(TARGET, 0, "target", scale=20)
-
-
-@pytest.fixture(scope="module")
 def draft(target):
     return noisy_copy(target, 0.3, 5)
 
@@ -253,7 +248,7 @@ def wrong_bonus_dynamic(key, draft_tokens, p, q, n_drafted=None):
 
 @pytest.fixture(scope="module")
 def role_pair():
-    target = random_model(SMALL_T, 12, "small-target", scale=30)
+    target = make_small_target()
     return noisy_copy(target, 0.3, 13), target
 
 
