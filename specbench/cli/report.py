@@ -134,6 +134,7 @@ def report_plan(f: dict) -> ReportPlan:
     peers = load_peers(f["peers"], model_drafter, d, t, 1, start=not f["dry_run"])
     for pid in battery.categories:
         add("categories", pid=pid, peers=peers)
+        add("requests", pid=pid, peers=peers)  # the same jobs, read per request
     for K in battery.Ks:
         add("K", K=K)
     for warp in battery.warps:

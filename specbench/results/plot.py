@@ -226,6 +226,29 @@ def plot_bars(rows: list[dict], labels: list[str], output: str, title: str) -> N
     _save(fig, rows, output)
 
 
+def plot_requests(rows: list[dict], output: str) -> None:
+    """The distribution of time per output token over the rows' requests, AR's beside SD's, as
+    empirical CDFs (results/requests.py), with their p50 and p95 marked."""
+    recs = [r for row in rows for r in row.get("requests") or []]
+    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    for m, name, color in (("ar", "AR", "#dd8452"), ("sd", "SD", "#4c72b0")):
+        values = np.sort([r[f"{m}_tpot_s"] * 1e3 for r in recs])
+        if values.size:
+            ax.step(
+                values, np.arange(1, values.size + 1) / values.size, where="post", color=color, label=name
+            )
+            for p, style in ((50, ":"), (95, "--")):
+                ax.axvline(np.percentile(values, p), color=color, ls=style, lw=0.8)
+    ax.set(
+        xlabel="time per output token (ms); dotted p50, dashed p95",
+        ylabel="share of requests",
+        title="TPOT per request",
+    )
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    _save(fig, rows, output)
+
+
 def plot_dial(rows: list[dict], output: str) -> None:
     """The dial (T = 0): measured speedup against measured α, and Leviathan et al.'s speedup at
     c = 0 with the run's verify cost, E[tokens](α, K) × t_target / t_verify (theory.expected_tokens)."""

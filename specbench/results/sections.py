@@ -66,6 +66,19 @@ SECTIONS = (
         headline=readings.suite,
         tables=(readings.category_table, readings.histogram_table),
     ),
+    Section(
+        "requests",
+        "Per request over the suite: TTFT, TPOT and E2E",
+        columns=(
+            ("prompt", "prompt_id"),
+            ("AR TPOT p50", "ar_tpot_p50_s"),
+            ("SD TPOT p50", "sd_tpot_p50_s"),
+            ("AR TTFT p50", "ar_ttft_p50_s"),
+            ("SD TTFT p50", "sd_ttft_p50_s"),
+        ),
+        reading=readings.requests_reading,
+        plot="plot_requests",
+    ),
     Section("K", "K sweep", columns=(("K", "K"),), reading=readings.K_sweep, plot="plot_K"),
     Section(
         "temperature",
