@@ -90,3 +90,18 @@ def test_a_recorded_sweep_kept_compressed_reads_as_it_is():
 
     rows = export.read_json(str(ROOT / "results/recorded/history/cpu-sweep-batch-bundled.json.xz"))
     assert len(rows) > 5 and all("K" in r for r in rows)
+
+
+def test_no_function_is_over_60_lines_but_a_paper_s_algorithm_that_says_so():
+    """The house's size rule (issue 57): a function over 60 lines is a paper's algorithm written as
+    one function, and its docstring says so."""
+    import ast
+
+    long = []
+    for path in (ROOT / "specbench").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef) and node.end_lineno - node.lineno + 1 > 60:
+                doc = " ".join((ast.get_docstring(node) or "").split())
+                if "a paper's algorithm, written as one function" not in doc.lower():
+                    long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}")
+    assert not long, long

@@ -152,6 +152,17 @@ def timing_table(row: dict, console: Console) -> None:
         f"{row['alpha']:.3f}",
     )
     console.print(table)
+    console.print(steps_table(row))
+    if row["t_overhead_s"] < 0:
+        console.print(
+            "[dim]overhead < 0: t_round, t_draft and t_verify are separately timed medians, and their "
+            "difference is within the timing noise shown (± σ)[/dim]"
+        )
+
+
+def steps_table(row: dict) -> Table:
+    """The step times (median, device loop) and the theory from the same run."""
+    batch = row.get("batch", 1)
     steps = Table(
         title="step times (median, device loop"
         + (f", all {batch} sequences at once" if batch > 1 else "")
@@ -182,12 +193,7 @@ def timing_table(row: dict, console: Console) -> None:
         f"{row['measured_over_refined']:.2f}",
         f"{row['round_model_speedup']:.2f}",
     )
-    console.print(steps)
-    if row["t_overhead_s"] < 0:
-        console.print(
-            "[dim]overhead < 0: t_round, t_draft and t_verify are separately timed medians, and their "
-            "difference is within the timing noise shown (± σ)[/dim]"
-        )
+    return steps
 
 
 def budget_lines(row: dict) -> list[str]:

@@ -16,16 +16,38 @@ from specbench.errors import SpecbenchError
 from specbench.results import export
 
 
-def make_report(flags: dict) -> None:
-    """The report command's work, from its checked flags (main.report)."""
+def report_extra(dry_run: bool) -> tuple[list[str], str]:
+    """(the page's missing packages, what to install): refused unless a dry run, which draws
+    nothing and says so. Found, not imported: matplotlib's import makes its config folder, and a
+    refusal writes nothing."""
     import importlib.util
 
-    # the page and its plots, checked before any measuring; found, not imported (matplotlib's
-    # import makes its config folder, and a refusal writes nothing)
     missing = [m for m in ("jinja2", "matplotlib") if importlib.util.find_spec(m) is None]
     extra = f"needs the report extra ({', '.join(missing)} missing): pip install -e '.[report]'"
-    if missing and not flags["dry_run"]:  # a dry run draws nothing: it says so and goes on
+    if missing and not dry_run:
         raise BadInput("report", extra)
+    return missing, extra
+
+
+def already_complete(p, console) -> bool:
+    """--resume of a report with nothing left to measure: complete (left as it is), or measured
+    without its page (made again)."""
+    from specbench.cli import report as battery
+
+    if not (p.resume and battery.left_to_measure(p) == 0):
+        return False
+    if (p.directory / "index.html").is_file():
+        console.print(
+            f"the report in {p.directory} is complete: nothing is left to measure, so it is left as it is"
+        )
+        return True
+    console.print(f"the report in {p.directory} is measured but has no index.html: the page is made again")
+    return False
+
+
+def make_report(flags: dict) -> None:
+    """The report command's work, from its checked flags (main.report)."""
+    missing, extra = report_extra(flags["dry_run"])
     from specbench.cli import plan as plans
     from specbench.cli import report as battery
 
@@ -45,33 +67,21 @@ def make_report(flags: dict) -> None:
         if missing:
             console.print(f"note: the report itself {extra}")
         return
+    if already_complete(p, console):
+        return
     from specbench.results import page
 
-    if p.resume and battery.left_to_measure(p) == 0:
-        if (p.directory / "index.html").is_file():
-            console.print(
-                f"the report in {p.directory} is complete: nothing is left to measure, so it is left as it is"
-            )
-            return
-        console.print(
-            f"the report in {p.directory} is measured but has no index.html: the page is made again"
-        )
-    kept = lambda rows: (
-        f"{render.plural(len(rows), 'row')} kept in {p.directory}; run again with --resume -o {p.directory}"
-    )
+    kept = lambda rows: f"interrupted: {render.plural(len(rows), 'row')} kept in {p.directory}; " + again
+    again = f"run again with --resume -o {p.directory}"
     note = interrupt_note()
-    note.message = (
-        "interrupted: " + kept(p.done)
-        if p.done
-        else f"interrupted: nothing measured yet; run again with --resume -o {p.directory}"
-    )
+    note.message = kept(p.done) if p.done else f"interrupted: nothing measured yet; {again}"
     try:
         with progress_bar("report", battery.total_steps(p), unit="measurement") as bar:
 
             def step(done, what, rows=()):
                 bar.update(done, what=what)
                 if rows:
-                    note.message = "interrupted: " + kept(rows)
+                    note.message = kept(rows)
 
             rows, sections = battery.measure(p, step)
             bar.update(battery.total_steps(p), what="done")
@@ -80,14 +90,12 @@ def make_report(flags: dict) -> None:
     except KeyboardInterrupt:  # in-process callers (tests); the console script exits from __main__'s watcher
         click.echo(note.message, err=True)
         sys.exit(130)
-    except (
-        OSError,
-        export.WriteError,
-    ) as e:  # a full disk: export's WriteError, or a plot matplotlib could not save
+    except (OSError, export.WriteError) as e:  # a full disk: export's WriteError, or a plot not saved
         what = e if isinstance(e, export.WriteError) else f"{e.filename} could not be written ({e.strerror})"
         raise SpecbenchError(f"{what}; {note.message.removeprefix('interrupted: ')}") from None
-    console.print(
+    for line in [
         f"wrote {index} ({render.plural(len(rows), 'row')} in rows.json, rows.csv) · open it in a browser"
-    )
+    ]:
+        console.print(line)
     for line in render.budget_warnings(rows):
         console.print(line)

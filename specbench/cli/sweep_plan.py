@@ -66,18 +66,11 @@ def sweep_plan(f: dict, given: set[str]) -> SweepPlan:
     variants = {
         kind: method_variants(*network_drafter(kind, own[kind], t, f), *method_flags(f)) for kind in kinds
     }
-    peers = {
-        kind: load_peers(
-            f["peers"],
-            variants[kind][0][0],
-            own[kind],
-            t,
-            max(f["batches"] or [1]),
-            not f["dry_run"],
-            f["temperature"],
-        )
-        for kind in kinds
-    }
+    most = max(f["batches"] or [1])
+    load = lambda kind: load_peers(
+        f["peers"], variants[kind][0][0], own[kind], t, most, not f["dry_run"], f["temperature"]
+    )
+    peers = {kind: load(kind) for kind in kinds}
     encoded = {pid: tokenizer.for_model(t.source).encode(text) for pid, text in chosen.items()}
     batches = f["batches"]
     for kind in kinds:  # a tree's reach is the same for every variant: one tree
@@ -112,18 +105,8 @@ def sweep_plan(f: dict, given: set[str]) -> SweepPlan:
     check_grid_resume(rows, keys, output)
     if not f["output"] and not f["dry_run"]:
         results_dir(create=True)  # every check has passed: the folder the user named can be made
-    return SweepPlan(
-        output,
-        rows,
-        len(grid),
-        todo,
-        labels,
-        [name for _, _, name in methods],
-        t.name,
-        exports,
-        batches,
-        f["repeats"],
-    )
+    names = [name for _, _, name in methods]
+    return SweepPlan(output, rows, len(grid), todo, labels, names, t.name, exports, batches, f["repeats"])
 
 
 def sweep_prompts(f: dict, given: set[str], suite) -> tuple[dict[str, str], str]:

@@ -190,6 +190,28 @@ class PlannedPeer:
     pid: None = None
 
 
+def t5_spec(name: str, drafting: Model, target: Model, t5: bool, dynamic: bool, temperatures) -> dict:
+    """A T5 peer's settings (warfield, or transformers on a T5 pair), checked: PeerError otherwise."""
+    if name == "numpy":
+        raise PeerError(
+            "numpy runs the papers' GPT-2 algorithm: a T5 pair has warfield and transformers", "peer"
+        )
+    if not t5:
+        raise PeerError("warfield is the seed's T5 system: it needs a T5 pair (--target, --draft)", "peer")
+    if not installed("torch", "transformers"):
+        raise PeerError(f"{name} needs the peers extra: {PEERS_EXTRA}", "peer")
+    if name == "warfield" and any(temperatures):
+        raise PeerError("warfield is the seed's greedy algorithm: use --temperature 0", "peer")
+    if name == "warfield" and dynamic:
+        raise PeerError("warfield runs the seed's constant K; leave out --dynamic-K", "peer")
+    folders = [m.source for m in (drafting, target)]
+    if not all(Path(f).is_dir() for f in folders):
+        raise PeerError(
+            f"{name} loads the T5s from their folders: name them with --target and --draft", "peer"
+        )
+    return {"draft_dir": folders[0], "target_dir": folders[1], "dynamic_K": dynamic, "t5": True}
+
+
 def make_peers(
     names,
     drafter,
@@ -213,27 +235,8 @@ def make_peers(
     specs, scratch = {}, {}
     for name in names:
         if name == "warfield" or t5:
-            if name == "numpy":
-                raise PeerError(
-                    "numpy runs the papers' GPT-2 algorithm: a T5 pair has warfield and transformers", "peer"
-                )
-            if not t5:
-                raise PeerError(
-                    "warfield is the seed's T5 system: it needs a T5 pair (--target, --draft)", "peer"
-                )
-            if not installed("torch", "transformers"):
-                raise PeerError(f"{name} needs the peers extra: {PEERS_EXTRA}", "peer")
-            if name == "warfield" and any(temperatures):
-                raise PeerError("warfield is the seed's greedy algorithm: use --temperature 0", "peer")
-            if name == "warfield" and dynamic:
-                raise PeerError("warfield runs the seed's constant K; leave out --dynamic-K", "peer")
-            folders = [m.source for m in (drafting, target)]
-            if not all(Path(f).is_dir() for f in folders):
-                raise PeerError(
-                    f"{name} loads the T5s from their folders: name them with --target and --draft", "peer"
-                )
-            specs[name] = {"draft_dir": folders[0], "target_dir": folders[1], "dtype": dtype}
-            specs[name] |= {"dynamic_K": dynamic, "on_gpu": on_gpu, "t5": True}
+            specs[name] = t5_spec(name, drafting, target, t5, dynamic, temperatures)
+            specs[name] |= {"dtype": dtype, "on_gpu": on_gpu}
             continue
         if name == "numpy":
             if dynamic:

@@ -152,46 +152,52 @@ def roofline(
                 samples[i, n].extend(timer(models[i], n, False))
                 if r == repeats - 1:
                     done()
+    roofs = {"peak": peak, "reads": reads, "bound": (bound_gbps, source), "gflops": gflops}
+    return [row for i, m in enumerate(models) for row in step_rows(m, samples, i, n_max, max_len, roofs)]
+
+
+def step_rows(model: Model, samples: dict, i: int, n_max: int, max_len: int, roofs: dict) -> list[dict]:
+    """roofline's rows of one model (the i-th timed): each step shape's time against both roofs."""
+    peak, reads, (bound_gbps, source), gflops = roofs["peak"], roofs["reads"], roofs["bound"], roofs["gflops"]
+    moved, t_plain = step_bytes(model, max_len), float(np.median(samples[i, "plain"]))
+    t1 = float(np.median(samples[i, 1]))
     rows = []
-    for i, model in enumerate(models):
-        moved, t_plain = step_bytes(model, max_len), float(np.median(samples[i, "plain"]))
-        t1 = float(np.median(samples[i, 1]))
-        for n in range(1, n_max + 1):
-            t = float(np.median(samples[i, n]))
-            flops = step_flops(model, n, max_len)
-            memory_s, compute_s = moved / (bound_gbps * 1e9), flops / (gflops * 1e9)
-            limit = max(memory_s, compute_s)
-            rows.append(
-                {
-                    "model": model.name,
-                    "part": "step",
-                    "kernels": layouts.kernels_used(model.params),
-                    "layout": layouts.as_weights(model.params).layout.value,
-                    "layout_extra_bytes": layout_extra_bytes(model),
-                    "n_tokens_per_step": n,
-                    "t_step_s": t,
-                    "bytes_per_step": moved,
-                    "flops_per_step": flops,
-                    "achieved_gbps": moved / t / 1e9,
-                    "achieved_gflops": flops / t / 1e9,
-                    "peak_gbps": peak,
-                    "measured_gbps": measured,
-                    "read_gbps_xla": reads.xla,
-                    "read_gbps_kernel": reads.kernel,
-                    "bound_gbps": bound_gbps,
-                    "bound_source": source,
-                    "matmul_gflops": gflops,
-                    "bound_s": memory_s,
-                    "compute_s": compute_s,
-                    "limit_s": limit,
-                    "limited_by": "memory" if memory_s >= compute_s else "compute",
-                    "fraction_of_bound": memory_s / t,
-                    "t_over_limit": t / limit,
-                    "t_over_t1": t / t1,
-                    "t_plain_step_s": t_plain if n == 1 else None,
-                    "plain_over_loop": t_plain / t if n == 1 else None,
-                }
-            )
+    for n in range(1, n_max + 1):
+        t = float(np.median(samples[i, n]))
+        flops = step_flops(model, n, max_len)
+        memory_s, compute_s = moved / (bound_gbps * 1e9), flops / (gflops * 1e9)
+        limit = max(memory_s, compute_s)
+        rows.append(
+            {
+                "model": model.name,
+                "part": "step",
+                "kernels": layouts.kernels_used(model.params),
+                "layout": layouts.as_weights(model.params).layout.value,
+                "layout_extra_bytes": layout_extra_bytes(model),
+                "n_tokens_per_step": n,
+                "t_step_s": t,
+                "bytes_per_step": moved,
+                "flops_per_step": flops,
+                "achieved_gbps": moved / t / 1e9,
+                "achieved_gflops": flops / t / 1e9,
+                "peak_gbps": peak,
+                "measured_gbps": reads.best,
+                "read_gbps_xla": reads.xla,
+                "read_gbps_kernel": reads.kernel,
+                "bound_gbps": bound_gbps,
+                "bound_source": source,
+                "matmul_gflops": gflops,
+                "bound_s": memory_s,
+                "compute_s": compute_s,
+                "limit_s": limit,
+                "limited_by": "memory" if memory_s >= compute_s else "compute",
+                "fraction_of_bound": memory_s / t,
+                "t_over_limit": t / limit,
+                "t_over_t1": t / t1,
+                "t_plain_step_s": t_plain if n == 1 else None,
+                "plain_over_loop": t_plain / t if n == 1 else None,
+            }
+        )
     return rows
 
 
@@ -219,6 +225,27 @@ def loop_seconds(fn, x, weights, iters: int, layers: int = 1, repeats: int = 5) 
 
 
 LAYERS_A_TURN = 8  # 8 of 1558M's layers hold 490 MB in bfloat16: ten times an H100's L2
+
+
+def kernel_row(model: Model, part: str, n: int, t: float, moved: int, bound_gbps: float) -> dict:
+    """One kernel's row in the roofline's schema: its time against the memory bound of its bytes."""
+    bound = moved / (bound_gbps * 1e9)
+    return {
+        "model": model.name,
+        "kernels": "pallas",
+        "layout": layouts.as_weights(model.params).layout.value,
+        "part": part,
+        "n_tokens_per_step": n,
+        "t_step_s": t,
+        "bytes_per_step": moved,
+        "achieved_gbps": moved / t / 1e9,
+        "bound_gbps": bound_gbps,
+        "bound_s": bound,
+        "limit_s": bound,
+        "limited_by": "memory",
+        "fraction_of_bound": bound / t,
+        "t_over_limit": t / bound,
+    }
 
 
 def kernel_parts(model: Model, max_len: int, iters: int, bound_gbps: float) -> list[dict]:
@@ -275,21 +302,9 @@ def kernel_parts(model: Model, max_len: int, iters: int, bound_gbps: float) -> l
             ),
         }
         for name, (fn, x, weights, moved) in parts.items():
-            t, bound = loop_seconds(fn, x, weights, iters, layers), moved / (bound_gbps * 1e9)
-            row = {
-                "model": model.name,
-                "kernels": "pallas",
-                "layout": layouts.as_weights(p).layout.value,
-                "part": name,
-            }
-            row |= {
-                "n_tokens_per_step": n,
-                "t_step_s": t,
-                "bytes_per_step": moved,
-                "achieved_gbps": moved / t / 1e9,
-            }
-            row |= {"bound_gbps": bound_gbps, "bound_s": bound, "limit_s": bound, "limited_by": "memory"}
-            out.append(row | {"fraction_of_bound": bound / t, "t_over_limit": t / bound})
+            out.append(
+                kernel_row(model, name, n, loop_seconds(fn, x, weights, iters, layers), moved, bound_gbps)
+            )
     first = {r["part"]: r["t_step_s"] for r in out if r["n_tokens_per_step"] == 1}
     return [r | {"t_over_t1": r["t_step_s"] / first[r["part"]]} for r in out]
 

@@ -93,6 +93,20 @@ def data_uri(path: Path) -> str:
     return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode()
 
 
+def roofline_part(s: dict, rl: list[dict], K: int, directory: Path) -> None:
+    """The roofline section: its reading, plot and table of steps, and of the Pallas kernels alone."""
+    from specbench.results import plot
+
+    path = directory / "roofline-steps.png"
+    steps = [r for r in rl if r.get("part", "step") == "step"]
+    s["reading"] = readings.roofline(steps, K)
+    plot.plot_roofline(steps, str(path))
+    s["images"].append(path)
+    s["tables"].append(table(steps, ROOFLINE_COLUMNS))
+    if parts := [r for r in rl if r.get("part", "step") != "step"]:
+        s["tables"].append(table(parts, PARTS_COLUMNS))
+
+
 def render(directory: Path, rows: list[dict], sections: dict, shows: dict, info: dict) -> Path:
     """Write the plots and index.html into `directory`, a part for each of sections.SECTIONS;
     returns the page's path. rows: the report's rows; sections: per section id its load and extra
@@ -113,16 +127,7 @@ def render(directory: Path, rows: list[dict], sections: dict, shows: dict, info:
         elif sec.kind == "device":
             s["tables"].append(pairs(info["device"]))
         elif sec.kind == "roofline" and sections.get("roofline", {}).get("rows"):
-            from specbench.results import plot
-
-            rl, path = sections["roofline"]["rows"], directory / "roofline-steps.png"
-            steps = [r for r in rl if r.get("part", "step") == "step"]
-            s["reading"] = readings.roofline(steps, info["K"])
-            plot.plot_roofline(steps, str(path))
-            s["images"].append(path)
-            s["tables"].append(table(steps, ROOFLINE_COLUMNS))
-            if parts := [r for r in rl if r.get("part", "step") != "step"]:  # the Pallas kernels alone
-                s["tables"].append(table(parts, PARTS_COLUMNS))
+            roofline_part(s, sections["roofline"]["rows"], info["K"], directory)
         elif sec.kind == "exactness":
             selftest = sections.get("exactness", {}).get("selftest")
             s["reading"] = readings.exactness(rows, selftest)

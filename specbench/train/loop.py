@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -26,6 +25,7 @@ from specbench.errors import TrainError
 from specbench.model.checkpoints import hf_layout, weights
 from specbench.model.nets.gpt2 import GPT2Config, init_params, transformer
 from specbench.train.data import frequent_tokens, sample_batch, sample_vocab
+from specbench.train.resume import Checkpoints, restore
 
 SHARD_BYTES = 15 * 1024 * 1024
 
@@ -98,38 +98,6 @@ def make_optimizer(tc: TrainConfig):
         optax.clip_by_global_norm(1.0),
         optax.adamw(schedule, b1=0.9, b2=0.95, weight_decay=tc.weight_decay, mask=decay_mask),
     )
-
-
-# ---------------------------------------------------------------------------------------------
-# Checkpoints: one .npz written atomically (tmp file, then os.replace), so a kill mid-write
-# leaves the previous checkpoint whole.
-
-
-def save_checkpoint(path: Path, step: int, params, opt_state, rng: np.random.Generator, extra: dict) -> None:
-    """Parameters, optimizer state, step, the data RNG's state and the history, in one file."""
-    leaves = jax.tree_util.tree_leaves((params, opt_state))
-    meta = {"step": step, "rng": rng.bit_generator.state, **extra}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        np.savez(
-            f,
-            meta=np.frombuffer(json.dumps(meta).encode(), np.uint8),
-            **{f"leaf{i:05d}": np.asarray(leaf) for i, leaf in enumerate(leaves)},
-        )
-    os.replace(tmp, path)
-
-
-def load_checkpoint(path: Path, params, opt_state):
-    """(params, opt_state, meta) from a checkpoint, shaped like the given fresh ones."""
-    with np.load(path) as z:
-        meta = json.loads(z["meta"].tobytes().decode())
-        leaves = [z[f"leaf{i:05d}"] for i in range(len(z.files) - 1)]
-    treedef = jax.tree_util.tree_structure((params, opt_state))
-    if treedef.num_leaves != len(leaves):
-        raise TrainError(f"{path} does not match this model and optimizer", "resume")
-    params, opt_state = jax.tree_util.tree_unflatten(treedef, [jnp.asarray(x) for x in leaves])
-    return params, opt_state, meta
 
 
 def make_update(config: GPT2Config, tc: TrainConfig, opt, teacher: weights.Model | None):
@@ -208,26 +176,6 @@ def val_loss(params, config: GPT2Config, val_tokens: np.ndarray, tc: TrainConfig
     )
 
 
-def restore(checkpoint: Path | None, params, opt_state, rng: np.random.Generator, settings: dict, log):
-    """(params, opt_state, history, first step, seconds before): from `checkpoint` when it exists
-    and was written with the same settings (the data RNG restored too), else the fresh state."""
-    if checkpoint is None:
-        return params, opt_state, [], 1, 0.0
-    if not checkpoint.exists():
-        log(f"--resume: no checkpoint at {checkpoint} yet; starting afresh")
-        return params, opt_state, [], 1, 0.0
-    params, opt_state, meta = load_checkpoint(checkpoint, params, opt_state)
-    if {k: meta[k] for k in settings} != settings:
-        raise TrainError(
-            f"{checkpoint} was written with other settings; start afresh without --resume, "
-            "or pass the same settings",
-            "resume",
-        )
-    rng.bit_generator.state = meta["rng"]
-    log(f"resumed from {checkpoint} at step {meta['step']}")
-    return params, opt_state, meta["history"], meta["step"] + 1, meta["elapsed"]
-
-
 def train(
     config: GPT2Config,
     train_tokens: np.ndarray,
@@ -265,24 +213,11 @@ def train(
     params, opt_state, history, first, elapsed_before = restore(
         checkpoint if resume else None, params, opt_state, rng, settings, log
     )
-    t0 = last_ckpt = time.perf_counter()
-
-    def save(i: int) -> None:
-        elapsed = elapsed_before + time.perf_counter() - t0
-        save_checkpoint(
-            checkpoint, i, params, opt_state, rng, {**settings, "history": history, "elapsed": elapsed}
-        )
-        if on_checkpoint:
-            on_checkpoint(i)
-
+    ckpt = Checkpoints(checkpoint, checkpoint_every, settings, elapsed_before, on_checkpoint)
     t_steady, n_steady = None, 0  # throughput from the second step on: the first one compiles
     last = min(tc.steps, stop_after or tc.steps)
-    with progress(
-        f"train {config.n_layer}x{getattr(config, 'n_embd', None) or config.d_model}",
-        tc.steps,
-        unit="step",
-        interval=progress_interval,
-    ) as bar:
+    title = f"train {config.n_layer}x{getattr(config, 'n_embd', None) or config.d_model}"
+    with progress(title, tc.steps, unit="step", interval=progress_interval) as bar:
         bar.update(first - 1)
         for i in range(first, last + 1):
             params, opt_state, loss, ce = update(params, opt_state, *next_batch(rng))
@@ -291,35 +226,45 @@ def train(
                 t_steady = time.perf_counter()
             else:
                 n_steady += 1
-            info = None
-            if i == first or i % max(1, tc.steps // 50) == 0 or i == tc.steps:
-                rate = n_steady * tc.batch * tc.ctx / max(time.perf_counter() - t_steady, 1e-9)
-                history.append({"step": i, "loss": float(loss), "train_ce": float(ce), "tokens_per_s": rate})
-                info = f"loss {float(loss):.3f} · {rate:,.0f} tok/s"
-            bar.update(i, info=info)
-            if checkpoint is not None and time.perf_counter() - last_ckpt >= checkpoint_every:
-                save(i)
-                last_ckpt = time.perf_counter()
-    if checkpoint is not None and last > first - 1:
-        save(last)
+            rate = n_steady * tc.batch * tc.ctx / max(time.perf_counter() - t_steady, 1e-9)
+            bar.update(i, info=logged(history, i, first, tc.steps, loss, ce, rate))
+            ckpt.save(i, params, opt_state, rng, history, due=True)
+    if last > first - 1:
+        ckpt.save(last, params, opt_state, rng, history)
     if last < tc.steps:
         return params, {"stopped_at": last, "history": history}
+    seconds = elapsed_before + time.perf_counter() - ckpt.started
+    return params, final_record(task, params, settings, history, teacher, tc, seconds, log)
+
+
+def logged(history: list, i: int, first: int, steps: int, loss, ce, rate: float) -> str | None:
+    """Step i's entry in the history (the first, every 2% and the last), and its progress words."""
+    if not (i == first or i % max(1, steps // 50) == 0 or i == steps):
+        return None
+    history.append({"step": i, "loss": float(loss), "train_ce": float(ce), "tokens_per_s": rate})
+    return f"loss {float(loss):.3f} · {rate:,.0f} tok/s"
+
+
+def final_record(
+    task: Task, params, settings: dict, history: list, teacher, tc: TrainConfig, seconds, log
+) -> dict:
+    """A finished run's record: its settings, the validation loss (and perplexity for a language
+    model, logged), its history, its teacher and what it cost."""
     final_val = task.evaluate(params)
     if task.perplexity:
         log(f"validation cross-entropy {final_val:.4f} (perplexity {math.exp(final_val):.1f})")
     else:
         log(f"validation loss {final_val:.4f}")
-    record = {
+    return {
         **settings,
         "val_loss": final_val,
         **({"val_perplexity": math.exp(final_val)} if task.perplexity else {}),
         "history": history,
         "teacher": teacher.source if teacher else None,
         "tokens_seen": tc.steps * tc.batch * tc.ctx,
-        "seconds": elapsed_before + time.perf_counter() - t0,
+        "seconds": seconds,
         "device": jax.devices()[0].device_kind,
     }
-    return params, record
 
 
 def save_model(out: Path, params, config: GPT2Config, record: dict) -> None:

@@ -33,8 +33,8 @@ def download(name: str, endpoint: str | None = None, progress: bool = True) -> P
     failed download never leaves a half-written model behind. The endpoint is `endpoint`, else
     $HF_ENDPOINT, else the Hub.
     """
-    from huggingface_hub import get_hf_file_metadata, hf_hub_download, hf_hub_url
-    from huggingface_hub.utils import EntryNotFoundError, disable_progress_bars, enable_progress_bars
+    from huggingface_hub import get_hf_file_metadata, hf_hub_url
+    from huggingface_hub.utils import disable_progress_bars, enable_progress_bars
     from huggingface_hub.utils import logging as hf_logging
 
     spec = resolve(name)
@@ -60,39 +60,9 @@ def download(name: str, endpoint: str | None = None, progress: bool = True) -> P
     staging = weights_dir() / f".download-{spec.name}"
     staging.mkdir(parents=True, exist_ok=True)
 
-    def fetch(filename: str) -> Path:  # one file into staging, its size and sha256 checked
-        path = Path(hf_hub_download(spec.hf_repo, filename, local_dir=staging, endpoint=endpoint))
-        meta = get_hf_file_metadata(hf_hub_url(spec.hf_repo, filename, endpoint=endpoint), endpoint=endpoint)
-        size = path.stat().st_size
-        if meta.size is not None and size != meta.size:
-            path.unlink()
-            raise WeightsError(
-                f"{filename} of {spec.name} is {size} bytes, expected {meta.size}; run the download again"
-            )
-        # the Hub's ETag of a large (LFS) file is the sha256 of its content: check it where given
-        if meta.etag and re.fullmatch(r"[0-9a-f]{64}", meta.etag) and _sha256(path) != meta.etag:
-            path.unlink()
-            raise WeightsError(
-                f"{filename} of {spec.name} is corrupt (sha256 differs from the server's "
-                f"{meta.etag[:12]}…); run the download again"
-            )
-        return path
-
-    t5 = isinstance(spec.config, T5Config)
-    files = [CONFIG_FILE, *([JSON_FILE] if t5 else [])]  # a T5 brings its own tokenizer
+    fetch = lambda filename: fetch_checked(spec, filename, staging, endpoint)
     try:
-        for filename in files:
-            fetch(filename)
-        try:
-            fetch(SAFETENSORS_FILE)
-            files.append(SAFETENSORS_FILE)
-        except EntryNotFoundError:  # a large checkpoint comes in shards, listed by an index
-            index = json.loads(fetch(INDEX_FILE).read_text())
-            shards = sorted(set(index["weight_map"].values()))
-            for shard in shards:
-                fetch(shard)
-            files += [INDEX_FILE, *shards]
-        (t5_layout.load_dir if t5 else load_dir)(staging)  # every key and shape present
+        files = fetch_all(spec, fetch, staging)
     except WeightsError:
         raise
     except Exception as e:  # connection lost mid-way, HTTP errors, disk full, ...
@@ -105,6 +75,51 @@ def download(name: str, endpoint: str | None = None, progress: bool = True) -> P
         os.replace(staging / filename, final / filename)
     shutil.rmtree(staging, ignore_errors=True)
     return final
+
+
+def fetch_all(spec: ModelSpec, fetch, staging: Path) -> list[str]:
+    """Every file of the checkpoint into `staging` (config.json, a T5's tokenizer.json, the weights
+    whole or as an index and its shards), then loaded to check every key and shape; their names."""
+    from huggingface_hub.utils import EntryNotFoundError
+
+    t5 = isinstance(spec.config, T5Config)
+    files = [CONFIG_FILE, *([JSON_FILE] if t5 else [])]  # a T5 brings its own tokenizer
+    for filename in files:
+        fetch(filename)
+    try:
+        fetch(SAFETENSORS_FILE)
+        files.append(SAFETENSORS_FILE)
+    except EntryNotFoundError:  # a large checkpoint comes in shards, listed by an index
+        index = json.loads(fetch(INDEX_FILE).read_text())
+        shards = sorted(set(index["weight_map"].values()))
+        for shard in shards:
+            fetch(shard)
+        files += [INDEX_FILE, *shards]
+    (t5_layout.load_dir if t5 else load_dir)(staging)  # every key and shape present
+    return files
+
+
+def fetch_checked(spec: ModelSpec, filename: str, staging: Path, endpoint: str | None) -> Path:
+    """One file of spec's repository into `staging`, its size and (where the Hub gives it) its
+    sha256 checked; WeightsError, and the file removed, where either differs."""
+    from huggingface_hub import get_hf_file_metadata, hf_hub_download, hf_hub_url
+
+    path = Path(hf_hub_download(spec.hf_repo, filename, local_dir=staging, endpoint=endpoint))
+    meta = get_hf_file_metadata(hf_hub_url(spec.hf_repo, filename, endpoint=endpoint), endpoint=endpoint)
+    size = path.stat().st_size
+    if meta.size is not None and size != meta.size:
+        path.unlink()
+        raise WeightsError(
+            f"{filename} of {spec.name} is {size} bytes, expected {meta.size}; run the download again"
+        )
+    # the Hub's ETag of a large (LFS) file is the sha256 of its content: check it where given
+    if meta.etag and re.fullmatch(r"[0-9a-f]{64}", meta.etag) and _sha256(path) != meta.etag:
+        path.unlink()
+        raise WeightsError(
+            f"{filename} of {spec.name} is corrupt (sha256 differs from the server's "
+            f"{meta.etag[:12]}…); run the download again"
+        )
+    return path
 
 
 def _sha256(path: Path) -> str:

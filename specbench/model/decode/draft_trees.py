@@ -34,7 +34,8 @@ def tree_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: Warp, n
 
 
 def dynamic_propose(drafter: Drafter, params, dstate, tokens, n, warp: Warp, n_vocab: int):
-    """A Dynamic tree (EAGLE-2): `depth` levels over a static layout of candidates (the root; `top`
+    """A Dynamic tree (EAGLE-2: Li et al., EMNLP 2024, arXiv:2406.16858; a paper's algorithm,
+    written as one function): `depth` levels over a static layout of candidates (the root; `top`
     at depth 1; `top` * `top` at each depth after, the children of that level's frontier), the
     network run over every candidate so far under tree attention at each level; then the `nodes`
     candidates of highest cumulative log-probability (ties: the earlier, so parents come first)."""

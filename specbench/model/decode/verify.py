@@ -128,7 +128,8 @@ def multi_draft_verdict(
     key, draft_tokens, p, q, n_drafted, update_residual: bool = True, all_rows_kind: bool = False
 ):
     """One round's verdict over k draft sequences: SpecInfer's multi-step speculative sampling
-    (Miao et al. 2024, Algorithm 2, for k sequences drawn independently from the draft).
+    (Miao et al. 2024, Algorithm 2, for k sequences drawn independently from the draft). A
+    paper's algorithm, written as one function as the paper writes it.
 
     draft_tokens [k, K], p [k, K, V], q [k, K+1, V] (the target on each sequence; or a
     sampling.TargetRows, of which only the rows visited are warped), n_drafted [k].

@@ -38,7 +38,8 @@ def tree_verdict(
     emitted token is drawn from r, and at a leaf it is the bonus from q[leaf]. Each step is a
     rejection sampler of the current r, so each emitted token follows the target (Recursive
     Rejection Sampling without replacement: Jeon et al. 2024, arXiv:2402.14160; with independent
-    children and p_c = p[u] it is SpecInfer's, Miao et al. 2024, Algorithm 2).
+    children and p_c = p[u] it is SpecInfer's, Miao et al. 2024, Algorithm 2). A paper's
+    algorithm, written as one function as the paper writes it.
 
     node_tokens [n] (the root's is the pending token, not judged), p [n, V] and q [n, V]: the
     draft's and the target's distributions after each node (the target's from one tree step).
@@ -84,7 +85,8 @@ def tree_verdict(
 
 def traversal_verdict(key, tree, node_tokens, p, q, correct: bool = True):
     """One round's verdict over a token tree by Traversal Verification (Weng, Hu, Chen, Liu, Mei,
-    Qiu, Tian and Shi, NeurIPS 2025, arXiv:2505.12398): leaf to root, judging whole paths.
+    Qiu, Tian and Shi, NeurIPS 2025, arXiv:2505.12398): leaf to root, judging whole paths. A
+    paper's algorithm, written as one function as the paper writes it.
 
     Every node v carries a weight, eta_v = min(1, eta_u q_u(x_v) / p_u(x_v)) from its parent u
     (eta_root = 1), block verification's eta along each path. The leftmost leaf in depth-first
