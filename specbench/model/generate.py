@@ -12,6 +12,7 @@ and `inputs(...)` are that one dispatch, shared with the timers (timing.py).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import NamedTuple
 
 import jax
@@ -20,7 +21,7 @@ import numpy as np
 
 from specbench.errors import DecodeError
 from specbench.model.checkpoints import draft_vocab
-from specbench.model.decode import batched, decoding, drafters, loops
+from specbench.model.decode import batched, decoding, drafters, loops, refill
 from specbench.model.decode.drafters import Drafter
 from specbench.model.decode.sampling import Warp
 from specbench.model.decode.sizing import plan_max_len, prompt_buffer, validate
@@ -207,6 +208,45 @@ def speculative(
     tokens = _new_tokens(state.tokens, batch, n_tokens, target.config)
     stats = DecodeStats.from_counts(K, n_tokens, jax.device_get(state.counts), rounds)
     return (tokens[0] if single else tokens), stats
+
+
+def serve(draft, target: Model, prompts, n_tokens: int, K: int, warp: Warp, seed: int, slots: int, **kw):
+    """A queue of prompts decoded speculatively on `slots` refilled slots (decode/refill.py):
+    (new tokens [Q, N], DecodeStats over the requests, with the rounds the slots ran and the idle
+    (slot, round) pairs). Request i draws from keys(seed, Q)[i], as sequence i of a fixed batch
+    does. kw: drafter, draft_params, max_len, as speculative takes them."""
+    queue, max_len, drafter, draft_params = _queue(draft, target, prompts, n_tokens, K, warp, seed, **kw)
+    static = dict(drafter=drafter, target_config=target.config, warp=warp, max_len=max_len, K=K)
+    out = refill.serve_spec_jit(draft_params, target.params, queue, B=slots, n_tokens=n_tokens, **static)
+    stats = DecodeStats.from_counts(K, n_tokens, jax.device_get(out.counts))
+    served = dict(batch_rounds=int(out.rounds), idle_slots=int(out.idle), n_slots=slots)
+    return np.asarray(out.tokens), dataclasses.replace(stats, **served)
+
+
+def serve_autoregressive(
+    target: Model, prompts, n_tokens: int, warp: Warp, seed: int, slots: int, max_len=None
+):
+    """serve's autoregressive baseline: the same queue, keys and refill, one token a step."""
+    batch, _ = as_batch(prompts)
+    max_len = plan(batch, n_tokens, 0, [target], max_len)
+    queue = refill.Queue(*batched.prompt_buffers(batch, max_len), batched.keys(seed, len(batch)))
+    static = dict(config=target.config, warp=warp, max_len=max_len)
+    out = refill.serve_ar_jit(target.params, queue, B=slots, n_tokens=n_tokens, **static)
+    stats = DecodeStats.autoregressive(n_tokens, len(batch))
+    served = dict(batch_rounds=int(out.rounds), idle_slots=int(out.idle), n_slots=slots)
+    return np.asarray(out.tokens), dataclasses.replace(stats, **served)
+
+
+def _queue(draft, target, prompts, n_tokens, K, warp, seed, drafter=None, draft_params=None, max_len=None):
+    """(the Queue, its cache length, the drafter, its weights) of serve."""
+    batch, _ = as_batch(prompts)
+    drafter = drafter or drafters.model_drafter(draft.config)
+    models = [target] + ([draft] if drafter.spec.draft_model else [])
+    max_len = plan(batch, n_tokens, drafter.reach(K), models, max_len)
+    if draft_params is None:
+        draft_params = prepare_drafter(drafter, draft, target, batch, n_tokens, K, warp, seed, max_len)
+    queue = refill.Queue(*batched.prompt_buffers(batch, max_len), batched.keys(seed, len(batch)))
+    return queue, max_len, drafter, draft_params
 
 
 def prepare_drafter(drafter: Drafter, draft, target: Model, prompts, n_tokens, K, warp, seed, max_len):

@@ -29,6 +29,7 @@ class DecodeStats:
     batch_rounds: int | None = None  # rounds the batch ran: its slowest sequence's (one sequence: n_rounds)
     idle_slots: int = 0  # (sequence, round) slots in which a finished sequence waited for the others
     accepted_hist_per_seq: np.ndarray | None = None  # [B, K+1]: accepted_hist of each sequence of a batch
+    n_slots: int | None = None  # slots a refilled queue ran on (refill.py); None: one slot a sequence
 
     @classmethod
     def autoregressive(cls, n_tokens: int, n_seqs: int = 1) -> DecodeStats:
@@ -81,13 +82,13 @@ class DecodeStats:
     def tokens_per_batch_round(self) -> float:
         """New tokens per sequence per round the batch ran: tokens_per_round less what stragglers
         cost, since the batch runs until its slowest sequence is done."""
-        slots = self.n_seqs * self.rounds_run
+        slots = (self.n_slots or self.n_seqs) * self.rounds_run
         return (self.n_generated - self.n_seqs) / slots if slots else 1.0
 
     @property
     def idle_fraction(self) -> float:
-        """idle_slots / (sequences x rounds the batch ran): the share of batch slots wasted."""
-        slots = self.n_seqs * self.rounds_run
+        """idle_slots / (slots x rounds the batch ran): the share of batch slots wasted."""
+        slots = (self.n_slots or self.n_seqs) * self.rounds_run
         return self.idle_slots / slots if slots else 0.0
 
     @property

@@ -1,0 +1,98 @@
+"""Batches that refill (model/decode/refill.py): every request decodes exactly as it would alone
+with its own key, whatever slot it lands in and whoever held that slot before; a refill that
+reuses the previous request's random stream is caught."""
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from specbench.model import generate
+from specbench.model.decode import batched, drafters, refill
+from specbench.model.decode.sampling import Warp
+
+from conftest import random_model
+from exactness import TARGET, noisy_copy
+
+N, K, B = 8, 3, 2
+PROMPTS = [[3, 7, 1], [5, 5, 2, 9, 4], [11], [2, 8, 6, 1], [13, 4, 4], [9, 1, 7, 3, 3, 2]]
+
+
+@pytest.fixture(scope="module")
+def models():
+    target = random_model(TARGET, 0, "target", scale=20)
+    return noisy_copy(target, 0.3, 4), target
+
+
+def queue(prompts, seed=0, max_len=64):
+    bufs, n_prompts = batched.prompt_buffers(prompts, max_len)
+    return refill.Queue(bufs, n_prompts, batched.keys(seed, len(prompts)))
+
+
+def fixed_batch(draft, target, prompts, warp, seed=0, max_len=64):
+    """Every request in one fixed batch of len(prompts) slots, each with its own key: what each
+    request decodes alone, sequence by sequence (test_batch.py)."""
+    drafter = drafters.model_drafter(draft.config)
+    tokens, _ = generate.speculative(
+        draft, target, prompts, N, K, warp, seed, drafter=drafter, max_len=max_len
+    )
+    return np.asarray(tokens)
+
+
+def served(draft, target, prompts, warp, seed=0, max_len=64):
+    drafter = drafters.model_drafter(draft.config)
+    kw = dict(B=B, n_tokens=N, drafter=drafter, target_config=target.config, warp=warp, max_len=max_len, K=K)
+    return refill.serve_spec_jit(draft.params, target.params, queue(prompts, seed, max_len), **kw)
+
+
+def test_at_t0_every_request_s_tokens_are_its_autoregressive_decode(models):
+    draft, target = models
+    out = served(draft, target, PROMPTS, Warp())
+    ar = refill.serve_ar_jit(
+        target.params, queue(PROMPTS), B=B, n_tokens=N, config=target.config, warp=Warp(), max_len=64
+    )
+    for i, prompt in enumerate(PROMPTS):
+        alone, _ = generate.autoregressive(target, prompt, N)
+        np.testing.assert_array_equal(np.asarray(out.tokens[i]), alone)
+        np.testing.assert_array_equal(np.asarray(ar.tokens[i]), alone)
+    # 6 requests on 2 slots: every slot busy until the queue empties, then at most one waits
+    counts = out.counts
+    assert int(np.sum(counts.rounds)) >= len(PROMPTS) and int(out.rounds) < int(np.sum(counts.rounds))
+    assert 0 <= int(out.idle) < int(out.rounds)
+
+
+def test_at_t1_every_request_decodes_as_it_would_alone_with_its_own_key(models):
+    draft, target = models
+    warp = Warp(1.0)
+    want = fixed_batch(draft, target, PROMPTS, warp, seed=5)
+    got = np.asarray(served(draft, target, PROMPTS, warp, seed=5).tokens)
+    np.testing.assert_array_equal(got, want)
+    # accepted and rejected drafts both happened: the comparison covers the residual draws
+    hist = np.asarray(served(draft, target, PROMPTS, warp, seed=5).counts.accepted_hist).sum(axis=0)
+    assert hist[0] > 0 and hist[1:].sum() > 0
+
+
+def test_a_refill_that_reuses_the_finished_request_s_random_stream_is_caught(models, monkeypatch):
+    draft, target = models
+    warp = Warp(1.0)
+    want = fixed_batch(draft, target, PROMPTS, warp, seed=5)
+    real = batched.spec_start
+
+    def stale_key_start(draft_params, target_params, bufs, n, keys, *args):
+        # broken: every started request draws from the first request's stream
+        return real(draft_params, target_params, bufs, n, jnp.broadcast_to(keys[:1], keys.shape), *args)
+
+    monkeypatch.setattr(batched, "spec_start", stale_key_start)
+    drafter = drafters.model_drafter(draft.config)
+    kw = dict(B=B, n_tokens=N, drafter=drafter, target_config=target.config, warp=warp, max_len=64, K=K)
+    broken = refill.serve_spec(draft.params, target.params, queue(PROMPTS, 5), **kw)  # traced afresh
+    assert not np.array_equal(np.asarray(broken.tokens), want)
+
+
+def test_generate_serves_a_queue_and_counts_the_slots_use(models):
+    draft, target = models
+    tokens, stats = generate.serve(draft, target, PROMPTS, N, K, Warp(), 0, slots=4)
+    ar_tokens, ar_stats = generate.serve_autoregressive(target, PROMPTS, N, Warp(), 0, slots=4)
+    np.testing.assert_array_equal(tokens, ar_tokens)  # T = 0: every request its AR decode
+    assert stats.n_seqs == len(PROMPTS) and stats.n_slots == 4 and 0 < stats.idle_fraction < 1
+    # AR: 6 requests of N - 1 steps each on 4 slots; the queue empties after 2 refills
+    assert ar_stats.batch_rounds == 2 * (N - 1) and ar_stats.idle_slots == 4 * 2 * (N - 1) - 6 * (N - 1)
