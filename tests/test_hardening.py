@@ -342,6 +342,7 @@ values |= {  # --prompts-file and its choosers (a config.json is JSON with no pr
     "--per-category": domain(st.sampled_from(["1", "2"]), ["0"]),
     "--sample": domain(st.sampled_from(["1", "3"]), ["0", "-2"]),
     "--limit": domain(st.sampled_from(["1", "4"]), ["0"]),
+    "--queue": domain(st.sampled_from(["2", "5"]), ["0"]),
 }
 ENVIRONMENT = {  # the variables that choose how specbench computes (specbench.environment)
     "SPECBENCH_SAMPLER": domain(st.sampled_from(["auto", "cdf", "race"]), ["bogus"]),
@@ -350,7 +351,16 @@ ENVIRONMENT = {  # the variables that choose how specbench computes (specbench.e
     "SPECBENCH_PALLAS_LAYERS": domain(st.sampled_from(["unrolled", "scan"]), ["bogus"]),
     "SPECBENCH_PALLAS_TILES": domain(st.sampled_from(["128,64,4,3"]), ["garbage", "100,64,4,3"]),
 }
-flags = ["--dynamic-K", "--host-loop", "--no-save", "--resume", "--force", "--random-init", "--quick"]
+flags = [
+    "--dynamic-K",
+    "--host-loop",
+    "--no-save",
+    "--resume",
+    "--force",
+    "--random-init",
+    "--quick",
+    "--refill",
+]
 DECODE = {"--K", "--temperature", "--top-p", "--top-k", "--n-tokens", "--seed", "--dtype", "--kernels"}
 DRAFTER = {"--drafter", "--ngram", "--draft-layers", "--draft-confidence", "--dynamic-K", "--draft-vocab"}
 DRAFTER |= {"--verify", "--drafts", "--tree", "--acceptance", "--eagle-head"}
@@ -362,12 +372,14 @@ COMMANDS = {
     | DRAFTER
     | EXPORTS
     | PROMPTS_FILE
+    | {"--refill", "--queue"}
     | {"--prompt", "--prompt-id", "--repeats", "--warmup", "--batch", "--tree"}
     | {"--host-loop", "--no-save"},
     "sweep": DECODE
     | DRAFTER
     | EXPORTS
     | PROMPTS_FILE
+    | {"--refill", "--queue"}
     | {"--prompts", "--output", "--repeats", "--warmup", "--batch"}
     | {"--host-loop", "--resume", "--force"},
     "trace": DECODE | DRAFTER | PROMPTS_FILE | {"--prompt", "--prompt-id", "--tree"},

@@ -96,3 +96,25 @@ def test_generate_serves_a_queue_and_counts_the_slots_use(models):
     assert stats.n_seqs == len(PROMPTS) and stats.n_slots == 4 and 0 < stats.idle_fraction < 1
     # AR: 6 requests of N - 1 steps each on 4 slots; the queue empties after 2 refills
     assert ar_stats.batch_rounds == 2 * (N - 1) and ar_stats.idle_slots == 4 * 2 * (N - 1) - 6 * (N - 1)
+
+
+def test_run_serves_a_refilled_queue_and_its_row_says_so(env, tmp_path):
+    from conftest import assert_one_line_error, invoke
+
+    out = tmp_path / "row.json"
+    args = ["--batch", 2, "--refill", "--queue", 4, "-n", 8, "--repeats", 2, "--no-save"]
+    result = invoke("run", *env, *args, "--export-json", out)
+    assert result.exit_code == 0, result.output
+    assert "a queue of 4 requests on 2 refilled slots" in result.output
+    row = __import__("json").loads(out.read_text())[0]
+    assert (row["batch"], row["queue"], row["identical"]) == (2, 4, True)
+    assert len(row["sd_token_ids"]) == 4 and row["ar_starts"] >= 2 and row["sd_starts"] >= 2
+    assert row["sd_tokens_per_s"] == pytest.approx(4 * 8 / row["sd_mean_s"])
+    assert 0 <= row["idle_fraction"] < 1 and row["ar_steps"] >= 2 * 7  # 4 requests of 7 steps, 2 at a time
+    for flags, flag, words in (
+        (["--queue", 4, *env], "--queue", "give --refill"),
+        (["--batch", 2, "--refill", "--host-loop", *env], "--host-loop", "device loop"),
+        (["--refill", "--drafter", "dial", "--acceptance", 0.5, *env[2:]], "--refill", "dial"),  # no draft
+    ):
+        assert_one_line_error(invoke("run", *flags, "--dry-run"), flag, words)
+    assert_one_line_error(invoke("sweep", *env, "--refill", "--dry-run"), "--refill", "--batch")

@@ -39,6 +39,7 @@ def cli():
     + opt.single
     + opt.decode
     + opt.run
+    + opt.refill
     + opt.drafter
     + opt.peer
     + opt.exports
@@ -88,7 +89,7 @@ def run(**flags):
 
 
 @cli.command(epilog=helptext.METRICS_HELP)
-@opt.apply(opt.model + opt.sweep + opt.prompts_file + opt.drafter + opt.peer + opt.exports)
+@opt.apply(opt.model + opt.sweep + opt.prompts_file + opt.refill + opt.drafter + opt.peer + opt.exports)
 @opt.dry_run
 def sweep(**flags):
     """A grid over drafters, K, temperature, top-p and prompts (or batch sizes); every finished row

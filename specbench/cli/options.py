@@ -145,6 +145,20 @@ exports = [
         "--export-markdown", type=str, default=None, metavar="PATH", help="Write Markdown ('-' = stdout)."
     ),
 ]
+refill = [  # run's and sweep's (model/decode/refill.py)
+    click.option(
+        "--refill",
+        is_flag=True,
+        help="Keep the --batch slots busy from a queue of requests: a finished sequence's slot takes the "
+        "next prompt, prefilled while the others go on (continuous batching; docs/batches.md).",
+    ),
+    click.option(
+        "--queue",
+        type=Count(1),
+        default=None,
+        help="--refill: the requests served, the prompts cycled [default: 4 x --batch].",
+    ),
+]
 prompts_file = [  # run, sweep, trace and report (prompt_files.py)
     click.option(
         "--prompts-file",

@@ -51,6 +51,27 @@ def run_settings(f: dict) -> dict:
     return {k: f[k] for k in ("n_tokens", "seed", "repeats", "warmup")} | {"device_loop": not f["host_loop"]}
 
 
+def queue_length(f: dict, batch: int) -> int | None:
+    """--refill's queue for a batch of this size (--queue, else 4 x the batch); None without --refill."""
+    if f.get("queue") is not None and not f.get("refill"):
+        raise BadInput("--queue", "sets --refill's queue of requests: give --refill too")
+    return (f.get("queue") or 4 * batch) if f.get("refill") else None
+
+
+def check_refill(f: dict, drafter) -> None:
+    """A refilled batch runs on the device loop, one drafter for every slot, and no peer."""
+    if not f.get("refill"):
+        return
+    if f["host_loop"]:
+        raise BadInput(
+            "--host-loop", "drives one sequence; --refill serves its queue in the device loop only"
+        )
+    if drafter.spec.acceptance:
+        raise BadInput("--refill", "the dial drives one sequence at T = 0: it serves no queue")
+    if f["peers"]:
+        raise BadInput("--peer", "peers decode one sequence at a time: leave out --refill")
+
+
 def drafter_models(kinds: list[str], f: dict) -> tuple[dict, object]:
     """({kind: the model it drafts with: the draft model, the EAGLE head or None}, the target),
     each loaded once and only where one of `kinds` needs it."""
@@ -71,10 +92,10 @@ def run_plan(f: dict, given: set[str]) -> RunPlan:
     if save_path:
         check_save_path(save_path)
     prompt, prompt_id = resolve_prompt(f, given, suite)
-    batch = f["batch"]
-    # a batch: the suite's prompts cycled, unless a prompt was chosen, which is then repeated
-    chosen = {prompt_id: prompt} if chose_prompt or batch == 1 else suite.texts()
-    if batch > 1 and not chose_prompt:
+    batch, queue = f["batch"], queue_length(f, f["batch"])
+    # a batch (or a queue): the suite's prompts cycled, unless a prompt was chosen, then repeated
+    chosen = {prompt_id: prompt} if chose_prompt or (batch == 1 and not queue) else suite.texts()
+    if (batch > 1 or queue) and not chose_prompt:
         prompt_id = "all"
     check_drafter_flags([f["drafter"]], f)
     own, t = drafter_models([f["drafter"]], f)
@@ -86,10 +107,12 @@ def run_plan(f: dict, given: set[str]) -> RunPlan:
         where = origin(suite, pid)
         check_decodable(ids, f["n_tokens"], drafter.reach(f["K"]), models, drafter.reach_setting, where)
     check_batch(batch, f["host_loop"], drafter, d, t, list(by_id.values()), f["n_tokens"], f["K"])
-    ids = suite.batch_ids(chosen, batch)
+    check_refill(f, drafter)
+    ids = suite.batch_ids(chosen, queue or batch)
     peers = load_peers(f["peers"], drafter, d, t, batch, not f["dry_run"], [f["temperature"]])
+    warp = Warp(f["temperature"], f["top_k"], f["top_p"])
     config = RunConfig(
-        d, t, drafter, f["K"], Warp(f["temperature"], f["top_k"], f["top_p"]), **run_settings(f), peers=peers
+        d, t, drafter, f["K"], warp, **run_settings(f), peers=peers, slots=batch if queue else None
     )
     texts, encoded = [chosen[i] for i in ids], [by_id[i] for i in ids]
     job = Job(config, draft_name, prompt_id, ids, texts, encoded, category_of(suite, prompt_id))

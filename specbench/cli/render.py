@@ -92,13 +92,27 @@ def run_header(job, d, t) -> str:
         + f" · T={w.temperature:g}"
         + (f" · top-k {w.top_k}" if w.top_k else "")
         + (f" · top-p {w.top_p:g}" if w.top_p else "")
-        + (f" · batch {B}" if B > 1 else "")
+        + (
+            f" · batch {c.slots} refilled from a queue of {B}"
+            if c.slots
+            else f" · batch {B}"
+            if B > 1
+            else ""
+        )
         + (" · random weights: timing only" if "random" in (t.source, d.source if d else "") else "")
     )
 
 
 def batch_line(row: dict) -> str:
     """What a batch did: its size and mix, the rounds it ran, and the slots stragglers wasted."""
+    if row.get("queue"):
+        return (
+            f"a queue of {row['queue']} requests on {row['batch']} refilled slots · tokens/s count all "
+            f"{row['queue']} requests · the slots ran {row['batch_rounds']} rounds, "
+            f"{row['tokens_per_batch_round']:.2f} tokens per slot per round (each request alone: "
+            f"{row['tokens_per_round']:.2f}) · idle slots {row['idle_fraction']:.1%}: slots left without a "
+            "request once the queue emptied"
+        )
     mix = sorted(set(row["batch_prompt_ids"] or []))
     shown = ", ".join(mix[:4]) + (f" and {len(mix) - 4} more" if len(mix) > 4 else "")
     return (
@@ -114,7 +128,13 @@ def timing_table(row: dict, console: Console) -> None:
     one, batch = row["repeats"] == 1, row.get("batch", 1)
     table = Table(
         title=f"{row['n_tokens']} new tokens"
-        + (f" x {batch} sequences" if batch > 1 else "")
+        + (
+            f" x {row['queue']} requests on {batch} slots"
+            if row.get("queue")
+            else f" x {batch} sequences"
+            if batch > 1
+            else ""
+        )
         + f" · {plural(row['repeats'], 'repeat')}"
         + (" (no spread from one repeat)" if one else "")
         + f" · {row['device']} · {row['dtype']}"
@@ -201,12 +221,15 @@ def budget_lines(row: dict) -> list[str]:
     what the parts predict (the accounted speedup, tokens per round, the best K)."""
     ms = lambda s: f"{s * 1e3:.2f}"
     share = lambda part, whole: f"{part / whole:+.0%}" if whole else ""
+    starts = lambda n: f"{n} × " if n and n > 1 else ""  # a refilled queue's batched starts
     N, K, rounds = row["n_tokens"], row["K"], row["batch_rounds"]
     ar, sd = row["ar_median_s"], row["sd_median_s"]
     lines = [
-        f"AR {ms(ar)} ms = start {ms(row['t_ar_start_s'])} + {N - 1} × {ms(row['t_ar_token_s'])} token"
+        f"AR {ms(ar)} ms = {starts(row.get('ar_starts'))}start {ms(row['t_ar_start_s'])} + "
+        f"{row.get('ar_steps') or N - 1} × {ms(row['t_ar_token_s'])} token"
         f" + residual {ms(row['ar_residual_s'])} ({share(row['ar_residual_s'], ar)})",
-        f"SD {ms(sd)} ms = start {ms(row['t_sd_start_s'])} + {rounds} rounds × {ms(row['t_round_s'])} "
+        f"SD {ms(sd)} ms = {starts(row.get('sd_starts'))}start {ms(row['t_sd_start_s'])} + "
+        f"{rounds} rounds × {ms(row['t_round_s'])} "
         f"({K} × {ms(row['t_draft_s'])} draft + {ms(row['t_verify_s'])} verify + "
         f"{ms(row['t_overhead_s'])} other) + residual {ms(row['sd_residual_s'])} "
         f"({share(row['sd_residual_s'], sd)})",
@@ -231,6 +254,10 @@ def request_line(row: dict) -> str:
         f" (p95 {ms(f'ar_{x}_p95_s')} / {ms(f'sd_{x}_p95_s')})"
     )
     n = len(row.get("requests") or [])
+    if row.get("queue"):
+        return (
+            f"per request: the {row['queue']} requests of a refilled queue start and end apart, untimed alone"
+        )
     return f"per request ({plural(n, 'request')}), p50: " + " · ".join(
         part(x, name) for x, name in (("ttft", "TTFT"), ("tpot", "TPOT"), ("e2e", "E2E"))
     )
@@ -279,7 +306,7 @@ def verdict(row: dict) -> str:
 def run_report(row: dict, res, console: Console) -> None:
     """Everything `run` prints after measuring: the tables, the verdict, the texts."""
     timing_table(row, console)
-    K, B = row["K"], row["batch"]
+    K, B = row["K"], row.get("queue") or row["batch"]  # the sequences decoded: a queue's requests
     if res.config.drafter.spec.fewer or row["dynamic_K"]:
         console.print(
             f"drafts per round: mean {row['mean_drafted']:.2f} of {K} · rounds with 0..{K} drafts: "

@@ -27,7 +27,7 @@ from specbench.cli.paths import (
     results_dir,
     stamp,
 )
-from specbench.cli.plan import drafter_models, run_settings
+from specbench.cli.plan import check_refill, drafter_models, queue_length, run_settings
 from specbench.cli.suites import category_of, origin, suite_of
 from specbench.errors import ExportError
 from specbench.measure.bench import RunConfig
@@ -76,10 +76,13 @@ def sweep_plan(f: dict, given: set[str]) -> SweepPlan:
     for kind in kinds:  # a tree's reach is the same for every variant: one tree
         check_fit(f, suite, encoded, variants[kind][0][0], own[kind], t)
     # the prompt axis: each chosen prompt alone, or (with --batch) the batch of B cycling through them
+    if f.get("refill") and not batches:
+        raise BadInput("--refill", "serves a queue on --batch slots: give --batch")
+    queue = lambda b: queue_length(f, b)  # --refill's requests for b slots, else None
     units = (
-        [(batch_label, suite.batch_ids(chosen, b)) for b in batches]
+        [(batch_label, suite.batch_ids(chosen, queue(b) or b), b if queue(b) else None) for b in batches]
         if batches
-        else [(pid, [pid]) for pid in chosen]
+        else [(pid, [pid], queue_length(f, 1)) for pid in chosen]
     )
     fixed = sweep_fixed(f, t)
     check_resume_settings(rows, {**fixed, "repeats": f["repeats"], "warmup": f["warmup"]}, output)
@@ -89,8 +92,10 @@ def sweep_plan(f: dict, given: set[str]) -> SweepPlan:
     methods = [(kind, *v) for kind in kinds for v in variants[kind]]
     grid = list(itertools.product(methods, units, f["temperature"], f["top_p"] or [None], f["K"]))
     todo, labels = [], []
-    for (kind, drafter, name), (pid, ids), temp, p, k in grid:
-        varied = {"K": k, "temperature": temp, "top_p": p, "prompt_id": pid, "batch": len(ids)}
+    for (kind, drafter, name), (pid, ids, slots), temp, p, k in grid:
+        check_refill(f, drafter)
+        varied = {"K": k, "temperature": temp, "top_p": p, "prompt_id": pid, "batch": slots or len(ids)}
+        varied["queue"] = len(ids) if slots else None
         key = {**fixed, **varied, "draft": name, **drafter_settings(drafter)}
         # the cell's rows: specbench's and each peer's, measured together; done when all are there
         cell_keys = [{**key, "implementation": i} for i in ["specbench", *f["peers"]]]
@@ -98,10 +103,11 @@ def sweep_plan(f: dict, given: set[str]) -> SweepPlan:
         if all(results.sweep_key(k_) in done for k_ in cell_keys):
             continue
         warp = Warp(temp, f["top_k"], p)
-        config = RunConfig(own[kind], t, drafter, k, warp, **settings, peers=peers[kind])
+        config = RunConfig(own[kind], t, drafter, k, warp, **settings, peers=peers[kind], slots=slots)
         texts, codes = [chosen[i] for i in ids], [encoded[i] for i in ids]
         todo.append(Job(config, name, pid, ids, texts, codes, category_of(suite, pid)))
-        labels.append(cell_label(kind, drafter, k, temp, p, pid) + (f" batch {len(ids)}" if batches else ""))
+        size = f" batch {slots} queue {len(ids)}" if slots else f" batch {len(ids)}" if batches else ""
+        labels.append(cell_label(kind, drafter, k, temp, p, pid) + size)
     check_grid_resume(rows, keys, output)
     if not f["output"] and not f["dry_run"]:
         results_dir(create=True)  # every check has passed: the folder the user named can be made

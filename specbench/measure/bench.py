@@ -44,7 +44,9 @@ class BenchmarkResult:
     t_overhead_err_s: float  # σ of t_round - K t_draft - t_verify, from the spread of each timing
     compile_s: float
     n_compiles: int
-    batch: int = 1  # sequences decoded together; times are then per batch
+    batch: int = 1  # sequences decoded together (a refilled queue's slots); times are then per batch
+    queue: int | None = None  # a refilled queue's requests (None: a fixed batch)
+    ar_stats: DecodeStats | None = None  # AR's counts: its steps and starts
     peers: list[PeerResult] = dataclasses.field(default_factory=list)
     load: dict = dataclasses.field(default_factory=dict)  # load.others() over the whole measurement
     # the budget's parts as sampled in each repeat: {"ar_start", "ar_token", "sd_start", "round": [repeats]}
@@ -63,7 +65,7 @@ STEP_TIMERS = ("draft", "target", "verify")  # the theory's step times
 def part_seconds(prep: Prepared, name: str, rounds: int) -> np.ndarray:
     """One cold sample of a budget part (PARTS), in a loop as long as the generation's: the AR
     start, N - 1 AR tokens, the SD start, or `rounds` rounds."""
-    once = dict(repeats=1, warm=False)
+    once, prep = dict(repeats=1, warm=False), prep.timed
     if name == "ar_start":
         return timing.ar_start_seconds(prep, **once)
     if name == "ar_token":
@@ -77,6 +79,7 @@ def step_seconds(prep: Prepared, name: str) -> np.ndarray:
     """One cold sample of a step timer (STEP_TIMERS), a 10-step loop at the run's batch size: a
     draft step, a 1-token target step, or the verify of K + 1 tokens (of k sequences with k drafts;
     of a tree's nodes with a tree)."""
+    prep = prep.timed
     c, B, once = prep.config, len(prep.prompts), dict(iters=10, repeats=1, warm=False)
     if name == "draft":
         return timing.draft_seconds(prep, **once)
@@ -185,7 +188,9 @@ def benchmark_result(
         t_overhead_err_s=overhead_err,
         compile_s=compile_s,
         n_compiles=n_compiles,
-        batch=len(prep.prompts),
+        batch=c.slots or len(prep.prompts),
+        queue=len(prep.prompts) if c.slots else None,
+        ar_stats=outputs["ar"][1],
         peers=peers,
         load=machine,
         part_samples={name: steps[name].tolist() for names in PARTS.values() for name in names},

@@ -31,6 +31,7 @@ class RunConfig:
     device_loop: bool = True
     peers: tuple = ()  # peers.PeerProcess, timed alternately with specbench's own
     max_len: int | None = None  # the cache's length; None: the shortest that fits (generate.plan)
+    slots: int | None = None  # refill: the prompts are a queue served on this many slots (refill.py)
 
     @property
     def models(self) -> list[Model]:
@@ -64,13 +65,36 @@ class Prepared:
         return cls(config, prompts, max_len, draft_params)
 
     def generate(self, method: str):
-        """One generation, "ar" or "sd": (tokens [N] for one prompt, [B, N] for a batch; DecodeStats)."""
+        """One generation, "ar" or "sd": (tokens [N] for one prompt, [B, N] for a batch, [Q, N] for
+        a refilled queue; DecodeStats)."""
         c, one = self.config, self.one
+        if c.slots:
+            return self.serve(method)
         kw = dict(max_len=self.max_len, device_loop=c.device_loop)
         if method == "ar":
             return generate.autoregressive(c.target, one, c.n_tokens, c.warp, c.seed, **kw)
         drafting = dict(drafter=c.drafter, draft_params=self.draft_params)
         return generate.speculative(c.draft, c.target, one, c.n_tokens, c.K, c.warp, c.seed, **kw, **drafting)
+
+    def serve(self, method: str):
+        """The queue served on the refilled slots, "ar" or "sd" (generate.serve)."""
+        c, kw = self.config, dict(max_len=self.max_len)
+        if method == "ar":
+            return generate.serve_autoregressive(
+                c.target, self.prompts, c.n_tokens, c.warp, c.seed, c.slots, **kw
+            )
+        kw |= dict(drafter=c.drafter, draft_params=self.draft_params)
+        return generate.serve(c.draft, c.target, self.prompts, c.n_tokens, c.K, c.warp, c.seed, c.slots, **kw)
+
+    @property
+    def timed(self) -> Prepared:
+        """What the step and part timers run: the slots' fixed batch (the queue's first B prompts)
+        for a refilled queue, else this configuration itself."""
+        return (
+            dataclasses.replace(self, prompts=self.prompts[: self.config.slots])
+            if self.config.slots
+            else self
+        )
 
     def peer_generate(self, peer, method: str):
         """A peer's generation of the first prompt, "ar" or "sd", in its own process: (tokens, drafts

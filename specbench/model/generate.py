@@ -219,8 +219,12 @@ def serve(draft, target: Model, prompts, n_tokens: int, K: int, warp: Warp, seed
     static = dict(drafter=drafter, target_config=target.config, warp=warp, max_len=max_len, K=K)
     out = refill.serve_spec_jit(draft_params, target.params, queue, B=slots, n_tokens=n_tokens, **static)
     stats = DecodeStats.from_counts(K, n_tokens, jax.device_get(out.counts))
-    served = dict(batch_rounds=int(out.rounds), idle_slots=int(out.idle), n_slots=slots)
-    return np.asarray(out.tokens), dataclasses.replace(stats, **served)
+    return np.asarray(out.tokens), dataclasses.replace(stats, **_served(out, slots))
+
+
+def _served(out, slots: int) -> dict:
+    """What a refilled run's DecodeStats add: the slots, the rounds they ran, their idle share, the starts."""
+    return dict(batch_rounds=int(out.rounds), idle_slots=int(out.idle), n_slots=slots, starts=int(out.starts))
 
 
 def serve_autoregressive(
@@ -233,8 +237,7 @@ def serve_autoregressive(
     static = dict(config=target.config, warp=warp, max_len=max_len)
     out = refill.serve_ar_jit(target.params, queue, B=slots, n_tokens=n_tokens, **static)
     stats = DecodeStats.autoregressive(n_tokens, len(batch))
-    served = dict(batch_rounds=int(out.rounds), idle_slots=int(out.idle), n_slots=slots)
-    return np.asarray(out.tokens), dataclasses.replace(stats, **served)
+    return np.asarray(out.tokens), dataclasses.replace(stats, **_served(out, slots))
 
 
 def _queue(draft, target, prompts, n_tokens, K, warp, seed, drafter=None, draft_params=None, max_len=None):

@@ -11,9 +11,19 @@ from specbench.results import theory
 
 def budget_ar(res, t_start=None, t_token=None):
     """AR's accounted time: the prefill with the first token, then N - 1 tokens (step and sampling);
-    of the row's medians, or of the parts given (arrays too)."""
+    of the row's medians, or of the parts given (arrays too). A refilled queue: every batched start
+    it ran, and every batched step."""
     t_start, t_token = (res.t_ar_start_s, res.t_ar_token_s) if t_start is None else (t_start, t_token)
-    return t_start + (res.config.n_tokens - 1) * t_token
+    starts, steps = ar_counts(res)
+    return starts * t_start + steps * t_token
+
+
+def ar_counts(res) -> tuple[int, int]:
+    """(AR's batched starts, its steps): 1 and N - 1, or a refilled queue's own."""
+    served = getattr(res, "ar_stats", None)
+    if served is not None and served.n_slots:
+        return served.starts, served.rounds_run
+    return 1, res.config.n_tokens - 1
 
 
 def budget_sd(res, t_start=None, t_round=None):
@@ -22,7 +32,7 @@ def budget_sd(res, t_start=None, t_round=None):
     (the first over 2 tokens), the verify, warping, accept/reject and bookkeeping; of the row's
     medians, or of the parts given (arrays too)."""
     t_start, t_round = (res.t_sd_start_s, res.t_round_s) if t_start is None else (t_start, t_round)
-    return t_start + res.stats.rounds_run * t_round
+    return res.stats.starts * t_start + res.stats.rounds_run * t_round  # starts: a refilled queue's
 
 
 def measured_over_accounted_err(res, resamples: int = 400) -> float | None:
@@ -45,7 +55,11 @@ def budget(res, ar_wall: float, sd_wall: float) -> dict:
     """The time budget of a row: starts, accounted times, the residual each wall time (median of
     the repeats) leaves, and the speedup the accounted times predict."""
     ar, sd = budget_ar(res), budget_sd(res)
+    ar_starts, ar_steps = ar_counts(res)
     return {
+        "ar_starts": ar_starts,
+        "ar_steps": ar_steps,
+        "sd_starts": res.stats.starts,
         "t_ar_start_s": res.t_ar_start_s,
         "t_sd_start_s": res.t_sd_start_s,
         "ar_accounted_s": ar,

@@ -10,7 +10,8 @@ What is measured and what is derived (docs/metrics.md, "Per request"):
   TPOT  (E2E - TTFT) / (N - 1), the mean gap between a request's later tokens
 
 The sequences of a batch start and end together, so they share their repeat's times; their
-speculative blocks are their own. NumPy only.
+speculative blocks are their own. The requests of a refilled queue (refill.py) start and end apart
+inside one program, which times none of them alone: theirs are left empty. NumPy only.
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ METRICS = ("ttft", "tpot", "e2e")
 def records(res, prompt_ids: list[str]) -> list[dict]:
     """One record per request: each repeat's generation of each sequence (prompt_ids[b] for
     sequence b), AR's and SD's times side by side, and the sequence's speculative block."""
-    c, st, B = res.config, res.stats, res.batch
-    N = c.n_tokens
+    c, st = res.config, res.stats
+    B, N = st.n_seqs if hasattr(st, "n_seqs") else res.batch, c.n_tokens
+    queued = getattr(res, "queue", None)  # a refilled queue: its requests start and end apart, untimed
     starts = {m: res.part_samples.get(f"{m}_start") or [] for m in ("ar", "sd")}
     walls = {"ar": res.ar_times_s, "sd": res.sd_times_s}
     hists = st.accepted_hist_per_seq if B > 1 else np.asarray(st.accepted_hist)[None, :]
@@ -34,8 +36,8 @@ def records(res, prompt_ids: list[str]) -> list[dict]:
         for b in range(B):
             record = {"repeat": repeat, "sequence": b, "prompt_id": prompt_ids[b]}
             for m in ("ar", "sd"):
-                e2e = walls[m][repeat]
-                ttft = min(starts[m][repeat], e2e) if repeat < len(starts[m]) else float("nan")
+                e2e = float("nan") if queued else walls[m][repeat]
+                ttft = min(starts[m][repeat], e2e) if repeat < len(starts[m]) and not queued else float("nan")
                 record |= {
                     f"{m}_ttft_s": ttft,
                     f"{m}_tpot_s": (e2e - ttft) / max(1, N - 1),

@@ -139,13 +139,14 @@ def _settings(res, draft: str, dtype: str) -> dict:
         "warmup": c.warmup,
         "loop": "device" if c.device_loop else "host",
         "batch": res.batch,
+        "queue": getattr(res, "queue", None),
     }
 
 
 def _times(res, ar: dict, sd: dict) -> dict:
     """The wall times of AR and SD, their rates and the speedup, repeat by repeat."""
     speedups = np.asarray(res.ar_times_s) / np.asarray(res.sd_times_s)
-    tokens = res.batch * res.config.n_tokens
+    tokens = (getattr(res, "queue", None) or res.batch) * res.config.n_tokens
     return {
         **{f"ar_{k}": v for k, v in ar.items()},
         **{f"sd_{k}": v for k, v in sd.items()},

@@ -72,6 +72,9 @@ FIELDS = [
     F("warmup", int),
     F("loop", str, key=True),
     F("batch", int, md=6, table=4, header="batch", key=True, old=1),
+    F(
+        "queue", int, key=True
+    ),  # a refilled batch's requests, served on its `batch` slots; empty: a fixed batch
     F("batch_prompts", int),  # distinct prompts in a batch: 1 when one prompt is repeated
     # wall times of the repeats (mean ± σ, range, median), AR then SD
     *[F(f"ar_{s}") for s in ("mean_s", "std_s", "min_s", "max_s", "median_s")],
@@ -111,6 +114,9 @@ FIELDS = [
     # the time budget: each wall time as the parts measured on their own, and what they leave
     F("t_ar_start_s", fmt="ms"),
     F("t_sd_start_s", fmt="ms"),
+    F("ar_starts", int),  # batched starts and steps the budget counts: 1 and N - 1, or a refilled queue's
+    F("ar_steps", int),
+    F("sd_starts", int),
     F("ar_accounted_s", fmt="ms"),
     F("sd_accounted_s", fmt="ms"),
     F("ar_residual_s", fmt="ms"),

@@ -43,6 +43,7 @@ class Served(NamedTuple):
     counts: object  # decoding.RoundCounts with a leading [Q] (SD), or None (AR)
     rounds: jax.Array  # [] int32: batched rounds (AR: steps) the slots ran
     idle: jax.Array  # [] int32: (slot, round) pairs in which a slot held no unfinished request
+    starts: jax.Array  # [] int32: batched starts run: the first fill and every refill
 
 
 def serve(start, step, queue: Queue, B: int, n_tokens: int, config, counted: bool) -> Served:
@@ -60,10 +61,10 @@ def serve(start, step, queue: Queue, B: int, n_tokens: int, config, counted: boo
         if counted
         else None
     )
-    carry = (slots, request, jnp.int32(min(B, Q)), out, per_request, jnp.int32(0), jnp.int32(0))
+    carry = (slots, request, jnp.int32(min(B, Q)), out, per_request, jnp.int32(0), jnp.int32(0), jnp.int32(1))
 
     def body(carry):
-        slots, request, nxt, out, per_request, rounds, idle = carry
+        slots, request, nxt, out, per_request, rounds, idle, n_starts = carry
         mine = jnp.maximum(request, 0)
         active = (request >= 0) & (slots.n < ends[mine])
         new = step(slots)
@@ -88,12 +89,13 @@ def serve(start, step, queue: Queue, B: int, n_tokens: int, config, counted: boo
 
         slots = lax.cond(jnp.any(take), refill, lambda s: s, slots)
         request = jnp.where(take, nxt + order, jnp.where(done, -1, request))
-        return slots, request, nxt + jnp.sum(take), out, per_request, rounds + 1, idle + jnp.sum(~active)
+        counted_ = (rounds + 1, idle + jnp.sum(~active), n_starts + jnp.any(take))
+        return slots, request, nxt + jnp.sum(take), out, per_request, *counted_
 
-    slots, request, nxt, out, per_request, rounds, idle = lax.while_loop(
+    slots, request, nxt, out, per_request, rounds, idle, n_starts = lax.while_loop(
         lambda c: jnp.any(c[1] >= 0), body, carry
     )
-    return Served(out, per_request, rounds, idle)
+    return Served(out, per_request, rounds, idle, n_starts)
 
 
 def _wide(mask, x):
