@@ -221,7 +221,7 @@ def budget_lines(row: dict) -> list[str]:
     what the parts predict (the accounted speedup, tokens per round, the best K)."""
     ms = lambda s: f"{s * 1e3:.2f}"
     share = lambda part, whole: f"{part / whole:+.0%}" if whole else ""
-    starts = lambda n: f"{n} × " if n and n > 1 else ""  # a refilled queue's batched starts
+    starts = lambda n: f"{n:g} × " if n and n != 1 else ""  # a refilled queue's starts, in batched starts
     N, K, rounds = row["n_tokens"], row["K"], row["batch_rounds"]
     ar, sd = row["ar_median_s"], row["sd_median_s"]
     lines = [

@@ -223,8 +223,11 @@ def serve(draft, target: Model, prompts, n_tokens: int, K: int, warp: Warp, seed
 
 
 def _served(out, slots: int) -> dict:
-    """What a refilled run's DecodeStats add: the slots, the rounds they ran, their idle share, the starts."""
-    return dict(batch_rounds=int(out.rounds), idle_slots=int(out.idle), n_slots=slots, starts=int(out.starts))
+    """What a refilled run's DecodeStats add: the slots, the rounds they ran, their idle share, and
+    its starts in batched starts' worth (each request's prefill a slot's share of one)."""
+    return dict(
+        batch_rounds=int(out.rounds), idle_slots=int(out.idle), n_slots=slots, starts=int(out.starts) / slots
+    )
 
 
 def serve_autoregressive(

@@ -18,8 +18,10 @@ def budget_ar(res, t_start=None, t_token=None):
     return starts * t_start + steps * t_token
 
 
-def ar_counts(res) -> tuple[int, int]:
-    """(AR's batched starts, its steps): 1 and N - 1, or a refilled queue's own."""
+def ar_counts(res) -> tuple[float, int]:
+    """(AR's starts in batched starts' worth, its steps): 1 and N - 1, or a refilled queue's: its
+    requests over its slots (each request's prefill one slot's share of a batched start) and the
+    batched steps it ran."""
     served = getattr(res, "ar_stats", None)
     if served is not None and served.n_slots:
         return served.starts, served.rounds_run

@@ -114,9 +114,11 @@ FIELDS = [
     # the time budget: each wall time as the parts measured on their own, and what they leave
     F("t_ar_start_s", fmt="ms"),
     F("t_sd_start_s", fmt="ms"),
-    F("ar_starts", int),  # batched starts and steps the budget counts: 1 and N - 1, or a refilled queue's
+    F(
+        "ar_starts", float
+    ),  # batched starts' worth and steps the budget counts: 1 and N - 1, or a refilled queue's
     F("ar_steps", int),
-    F("sd_starts", int),
+    F("sd_starts", float),
     F("ar_accounted_s", fmt="ms"),
     F("sd_accounted_s", fmt="ms"),
     F("ar_residual_s", fmt="ms"),

@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from specbench.model.decode import batched
+from specbench.model.decode import batched, decoding
 from specbench.model.kernels import programs
 from specbench.model.nets import network
 
@@ -43,12 +43,14 @@ class Served(NamedTuple):
     counts: object  # decoding.RoundCounts with a leading [Q] (SD), or None (AR)
     rounds: jax.Array  # [] int32: batched rounds (AR: steps) the slots ran
     idle: jax.Array  # [] int32: (slot, round) pairs in which a slot held no unfinished request
-    starts: jax.Array  # [] int32: batched starts run: the first fill and every refill
+    starts: jax.Array  # [] int32: requests started (the whole queue): the first fill's, then the refills'
 
 
-def serve(start, step, queue: Queue, B: int, n_tokens: int, config, counted: bool) -> Served:
-    """The refill loop over any decoding: start(bufs, n_prompts, keys) -> B slots' state and
-    step(state) -> the next, as batched.py's; `counted`: the state has RoundCounts (SD)."""
+def serve(start, start_one, step, queue: Queue, B: int, n_tokens: int, config, counted: bool) -> Served:
+    """The refill loop over any decoding: start(bufs, n_prompts, keys) -> B slots' state (the first
+    fill), start_one(buf, n_prompt, key) -> one slot's (a refill: one prefill for each request
+    started, not the whole batch's), step(state) -> the next, as batched.py's; `counted`: the
+    state has RoundCounts (SD)."""
     Q = queue.n_prompts.shape[0]
     ends = network.decoder_prompt_length(config, queue.n_prompts) + n_tokens  # [Q]
     starts = ends - n_tokens  # where each request's new tokens begin in its token buffer
@@ -61,7 +63,16 @@ def serve(start, step, queue: Queue, B: int, n_tokens: int, config, counted: boo
         if counted
         else None
     )
-    carry = (slots, request, jnp.int32(min(B, Q)), out, per_request, jnp.int32(0), jnp.int32(0), jnp.int32(1))
+    carry = (
+        slots,
+        request,
+        jnp.int32(min(B, Q)),
+        out,
+        per_request,
+        jnp.int32(0),
+        jnp.int32(0),
+        jnp.int32(min(B, Q)),
+    )
 
     def body(carry):
         slots, request, nxt, out, per_request, rounds, idle, n_starts = carry
@@ -84,18 +95,27 @@ def serve(start, step, queue: Queue, B: int, n_tokens: int, config, counted: boo
         idx = jnp.minimum(nxt + order, Q - 1)
 
         def refill(s):
-            new_slots = start(queue.bufs[idx], queue.n_prompts[idx], queue.keys[idx])
-            return jax.tree_util.tree_map(lambda f, o: jnp.where(_wide(take, f), f, o), new_slots, s)
+            def one(i, s):
+                j = idx[i]
+                fresh = lambda s: put(s, i, start_one(queue.bufs[j], queue.n_prompts[j], queue.keys[j]))
+                return lax.cond(take[i], fresh, lambda s: s, s)
+
+            return lax.fori_loop(0, B, one, s)
 
         slots = lax.cond(jnp.any(take), refill, lambda s: s, slots)
         request = jnp.where(take, nxt + order, jnp.where(done, -1, request))
-        counted_ = (rounds + 1, idle + jnp.sum(~active), n_starts + jnp.any(take))
+        counted_ = (rounds + 1, idle + jnp.sum(~active), n_starts + jnp.sum(take))
         return slots, request, nxt + jnp.sum(take), out, per_request, *counted_
 
     slots, request, nxt, out, per_request, rounds, idle, n_starts = lax.while_loop(
         lambda c: jnp.any(c[1] >= 0), body, carry
     )
     return Served(out, per_request, rounds, idle, n_starts)
+
+
+def put(slots, i, one):
+    """The B slots' state with slot i's replaced by `one` (a single sequence's)."""
+    return jax.tree_util.tree_map(lambda S, x: lax.dynamic_update_index_in_dim(S, x, i, 0), slots, one)
 
 
 def _wide(mask, x):
@@ -132,14 +152,17 @@ def serve_spec(
     step = lambda s: batched.spec_round(
         draft_params, target_params, s, drafter, target_config, warp, K, verdict
     )
-    return serve(start, step, queue, B, n_tokens, target_config, counted=True)
+    d, t = batched.batch_layout(draft_params), batched.batch_layout(target_params)  # as the batch's rounds
+    one = lambda buf, n, key: decoding.spec_start(d, t, buf, n, key, drafter, target_config, warp, max_len, K)
+    return serve(start, one, step, queue, B, n_tokens, target_config, counted=True)
 
 
 def serve_ar(params, queue: Queue, B, n_tokens, config, warp, max_len):
     """Autoregressive decoding of the queue on B refilled slots: the same refill, one token a step."""
     start = lambda bufs, n, keys: batched.ar_start(params, bufs, n, keys, config, warp, max_len)
     step = lambda s: batched.ar_step(params, s, config, warp)
-    return serve(start, step, queue, B, n_tokens, config, counted=False)
+    one = lambda buf, n, key: decoding.start(batched.batch_layout(params), buf, n, key, config, warp, max_len)
+    return serve(start, one, step, queue, B, n_tokens, config, counted=False)
 
 
 serve_spec_jit = programs.jit(

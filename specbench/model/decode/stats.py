@@ -30,7 +30,7 @@ class DecodeStats:
     idle_slots: int = 0  # (sequence, round) slots in which a finished sequence waited for the others
     accepted_hist_per_seq: np.ndarray | None = None  # [B, K+1]: accepted_hist of each sequence of a batch
     n_slots: int | None = None  # slots a refilled queue ran on (refill.py); None: one slot a sequence
-    starts: int = 1  # batched starts run: a refilled queue's first fill and each refill
+    starts: float = 1.0  # batched starts' worth: a refilled queue's requests / its slots
 
     @classmethod
     def autoregressive(cls, n_tokens: int, n_seqs: int = 1) -> DecodeStats:
