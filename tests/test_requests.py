@@ -80,15 +80,15 @@ def test_a_run_row_carries_every_request_and_its_percentiles(env, tmp_path):
 
 
 def test_the_report_s_reading_pools_the_suite_s_requests_and_its_plot_draws_both(tmp_path):
-    from specbench.results import plot, readings
+    from specbench.results import plot
 
     res = fake_result()
     rows = [{"requests": requests.records(res, [p]), "draft": "d", "target": "t"} for p in ("a", "b")]
-    text = readings.requests_reading(rows)
+    text = requests.reading(rows)
     assert "the suite's 6 requests" in text and "at or below AR's" in text
     for r in rows[0]["requests"]:
         r["sd_tpot_s"] = 1.0  # SD slower than AR on some requests: its p95 rises above AR's
-    assert "above AR's" in readings.requests_reading(rows)
-    assert "no per-request records" in readings.requests_reading([{"prompt_id": "old"}])
+    assert "above AR's" in requests.reading(rows)
+    assert "no per-request records" in requests.reading([{"prompt_id": "old"}])
     plot.plot_requests(rows, str(tmp_path / "tpot.png"))
     assert (tmp_path / "tpot.png").stat().st_size > 1000

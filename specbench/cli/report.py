@@ -38,6 +38,7 @@ from specbench.results.sections import BY_ID, SECTIONS
 FIXED_SECONDS = 30.0  # a dry run's rough time for the roofline, and for the self-test
 K_DEFAULT = 4
 SELFTEST_SAMPLES = 20000  # the self-test's generations per sampler (selftest.run): seconds on a CPU
+QUEUE_PER_SLOT = 4  # a refilled batch's queue: 4 requests a slot
 N_TOKENS = 40  # new tokens per generation, every job
 
 
@@ -95,19 +96,21 @@ class Jobs:
         acceptance), mixed (a batch cycles the suite; else repeats pid) and tree."""
         suite = self.battery.suite
         pid = pid or self.battery.default_prompt
-        mixed = kw.get("mixed", True) and batch > 1
-        ids = suite.batch_ids(suite.texts(), batch) if mixed else [pid] * batch
+        mixed, refilled = kw.get("mixed", True) and batch > 1, kw.get("refill", False)
+        queue = QUEUE_PER_SLOT * batch if refilled else None
+        ids = suite.batch_ids(suite.texts(), queue or batch) if mixed else [pid] * batch
         label = "all" if mixed else pid
         method, tree = kw.get("method") or ("token", 1, None), kw.get("tree")
-        name = job_id(kind, dynamic, K, warp, label, batch, method, tree)
+        name = job_id(kind, dynamic, K, warp, label, batch, method, tree) + ("-refill" if refilled else "")
         if name not in self.jobs:
             how = dict(zip(("verify", "drafts", "acceptance"), method))
             own = drafting_model(kind, self.d, self.head)
             flags = {**self.options, **how, "dynamic_K": dynamic, "tree": tree}
             drafter, draft_name = make_drafter(kind, own, self.t, flags)
             peers = kw.get("peers", ())
+            repeats, slots = self.battery.repeats, batch if refilled else None
             config = RunConfig(
-                own, self.t, drafter, K, warp, n_tokens=N_TOKENS, repeats=self.battery.repeats, peers=peers
+                own, self.t, drafter, K, warp, n_tokens=N_TOKENS, repeats=repeats, peers=peers, slots=slots
             )
             texts, codes = [suite.texts()[i] for i in ids], [self.encoded[i] for i in ids]
             self.jobs[name] = Job(config, draft_name, label, ids, texts, codes, category_of(suite, label))
@@ -148,6 +151,7 @@ def report_plan(f: dict) -> ReportPlan:
         add("batch", batch=b)
         if b > 1:
             add("batch", batch=b, mixed=False)
+            add("batch", batch=b, refill=True)  # the slots refilled from a queue, as servers run them
     for verify, drafts in battery.methods:
         add("verification", warp=Warp(1.0), method=(verify, drafts, None))
     for a in battery.acceptances:

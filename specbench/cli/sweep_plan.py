@@ -76,14 +76,7 @@ def sweep_plan(f: dict, given: set[str]) -> SweepPlan:
     for kind in kinds:  # a tree's reach is the same for every variant: one tree
         check_fit(f, suite, encoded, variants[kind][0][0], own[kind], t)
     # the prompt axis: each chosen prompt alone, or (with --batch) the batch of B cycling through them
-    if f.get("refill") and not batches:
-        raise BadInput("--refill", "serves a queue on --batch slots: give --batch")
-    queue = lambda b: queue_length(f, b)  # --refill's requests for b slots, else None
-    units = (
-        [(batch_label, suite.batch_ids(chosen, queue(b) or b), b if queue(b) else None) for b in batches]
-        if batches
-        else [(pid, [pid], queue_length(f, 1)) for pid in chosen]
-    )
+    units = sweep_units(f, suite, chosen, batch_label)
     fixed = sweep_fixed(f, t)
     check_resume_settings(rows, {**fixed, "repeats": f["repeats"], "warmup": f["warmup"]}, output)
     done = {results.sweep_key(r) for r in rows}
@@ -113,6 +106,21 @@ def sweep_plan(f: dict, given: set[str]) -> SweepPlan:
         results_dir(create=True)  # every check has passed: the folder the user named can be made
     names = [name for _, _, name in methods]
     return SweepPlan(output, rows, len(grid), todo, labels, names, t.name, exports, batches, f["repeats"])
+
+
+def sweep_units(f: dict, suite, chosen: dict[str, str], batch_label: str) -> list[tuple]:
+    """The prompt axis: (label, prompt ids, slots) for each chosen prompt alone, or with --batch each
+    batch of B cycling through them (with --refill a queue of them on B slots; slots None else)."""
+    batches = f["batches"]
+    queue_length(f, 1)  # --queue without --refill is refused
+    if f.get("refill") and not batches:
+        raise BadInput("--refill", "serves a queue on --batch slots: give --batch")
+    queue = lambda b: queue_length(f, b)  # --refill's requests for b slots, else None
+    return (
+        [(batch_label, suite.batch_ids(chosen, queue(b) or b), b if queue(b) else None) for b in batches]
+        if batches
+        else [(pid, [pid], None) for pid in chosen]
+    )
 
 
 def sweep_prompts(f: dict, given: set[str], suite) -> tuple[dict[str, str], str]:

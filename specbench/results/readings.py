@@ -239,7 +239,12 @@ def batch(rows: list[dict]) -> str:
             if s[-1] >= 1
             else f"it is below 1 from B = {Bs[0]} on"
         )
-        name = {None: "", "mixed": "With distinct prompts, t", "repeated": "With one prompt repeated, t"}[mix]
+        name = {
+            None: "",
+            "mixed": "With distinct prompts, t",
+            "repeated": "With one prompt repeated, t",
+            "refilled": "With the slots refilled from a queue, t",
+        }[mix]
         throughput = c["sd_tokens_per_s"][-1] / c["sd_tokens_per_s"][0]
         texts.append(
             f"{name or 'T'}he speedup goes from {x(s[0])} at B = {Bs[0]} to {x(s[-1])} at B = {Bs[-1]}; "
@@ -248,6 +253,15 @@ def batch(rows: list[dict]) -> str:
         )
         # where it stops paying: its crossing; past the last B where it never crosses; 0 if never paid
         ends[mix] = (b if b is not None else Bs[-1] + 1 if s[-1] >= 1 else 0, c["idle_fraction"][-1])
+    if "mixed" in ends and "refilled" in ends:
+        largest = max(r.get("batch", 1) for r in rows)
+        stop = lambda b: f"beyond B = {largest}" if b > largest else f"B ≈ {b:.1f}" if b else "B = 1"
+        fixed, refilled = stop(ends["mixed"][0]), stop(ends["refilled"][0])
+        texts.append(
+            "Refilling finished slots from a queue (as servers do) moves where speculation stops paying "
+            f"from {fixed} in fixed batches to {refilled}: a fixed batch idles while its slowest "
+            "sequence finishes."
+        )
     if "mixed" in ends and "repeated" in ends:
         (b_mixed, idle_mixed), (b_same, idle_same) = ends["mixed"], ends["repeated"]
         texts.append(
@@ -312,26 +326,3 @@ def exactness(rows: list[dict], selftest: dict | None) -> str:
             f"broken one (threshold {selftest['threshold']:g}): {verdict}."
         )
     return text
-
-
-def pooled_requests(rows: list[dict]) -> list[dict]:
-    """Every request of the rows (results/requests.py), pooled: one configuration's over a suite."""
-    return [r for row in rows for r in row.get("requests") or []]
-
-
-def requests_reading(rows: list[dict]) -> str:
-    """Per request over the suite: SD's TPOT and TTFT against AR's, at p50 and p95."""
-    recs = pooled_requests(rows)
-    if not recs:
-        return "These rows hold no per-request records (written before specbench recorded them)."
-    ms = lambda m, x, p: float(np.percentile([r[f"{m}_{x}_s"] for r in recs], p)) * 1e3
-    tpot = {(m, p): ms(m, "tpot", p) for m in ("ar", "sd") for p in (50, 95)}
-    ttft = {m: ms(m, "ttft", 50) for m in ("ar", "sd")}
-    at_or_below = "at or below" if tpot["sd", 95] <= tpot["ar", 95] else "above"
-    return (
-        f"Over the suite's {len(recs)} requests, SD's time per output token was {tpot['sd', 50]:.2f} ms "
-        f"at p50 against AR's {tpot['ar', 50]:.2f} ms, and {tpot['sd', 95]:.2f} against "
-        f"{tpot['ar', 95]:.2f} ms at p95: {at_or_below} AR's. Its first token came at "
-        f"{ttft['sd']:.2f} ms against {ttft['ar']:.2f} ms (p50): SD's start also prefills the draft. "
-        "TTFT is the start sampled in the same repeat; TPOT is the rest of the wall time over N − 1 tokens."
-    )

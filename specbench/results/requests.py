@@ -72,3 +72,26 @@ def percentiles(recs: list[dict]) -> dict:
             for p in PERCENTILES:
                 out[f"{m}_{metric}_p{p}_s"] = float(np.percentile(values, p)) if values.size else None
     return out
+
+
+def pooled(rows: list[dict]) -> list[dict]:
+    """Every request of the rows (results/requests.py), pooled: one configuration's over a suite."""
+    return [r for row in rows for r in row.get("requests") or []]
+
+
+def reading(rows: list[dict]) -> str:
+    """Per request over the suite: SD's TPOT and TTFT against AR's, at p50 and p95."""
+    recs = pooled(rows)
+    if not recs:
+        return "These rows hold no per-request records (written before specbench recorded them)."
+    ms = lambda m, x, p: float(np.percentile([r[f"{m}_{x}_s"] for r in recs], p)) * 1e3
+    tpot = {(m, p): ms(m, "tpot", p) for m in ("ar", "sd") for p in (50, 95)}
+    ttft = {m: ms(m, "ttft", 50) for m in ("ar", "sd")}
+    at_or_below = "at or below" if tpot["sd", 95] <= tpot["ar", 95] else "above"
+    return (
+        f"Over the suite's {len(recs)} requests, SD's time per output token was {tpot['sd', 50]:.2f} ms "
+        f"at p50 against AR's {tpot['ar', 50]:.2f} ms, and {tpot['sd', 95]:.2f} against "
+        f"{tpot['ar', 95]:.2f} ms at p95: {at_or_below} AR's. Its first token came at "
+        f"{ttft['sd']:.2f} ms against {ttft['ar']:.2f} ms (p50): SD's start also prefills the draft. "
+        "TTFT is the start sampled in the same repeat; TPOT is the rest of the wall time over N − 1 tokens."
+    )

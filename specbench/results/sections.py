@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from specbench.results import readings
+from specbench.results import readings, requests
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,7 +76,7 @@ SECTIONS = (
             ("AR TTFT p50", "ar_ttft_p50_s"),
             ("SD TTFT p50", "sd_ttft_p50_s"),
         ),
-        reading=readings.requests_reading,
+        reading=requests.reading,
         plot="plot_requests",
     ),
     Section("K", "K sweep", columns=(("K", "K"),), reading=readings.K_sweep, plot="plot_K"),

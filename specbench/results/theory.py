@@ -138,12 +138,19 @@ def crossover(xs: list[float], speedups: list[float]) -> float | None:
     return None
 
 
-MIX_LABEL = {None: "", "mixed": ", distinct prompts", "repeated": ", one prompt repeated (upper bound)"}
+MIX_LABEL = {
+    None: "",
+    "mixed": ", distinct prompts",
+    "repeated": ", one prompt repeated (upper bound)",
+    "refilled": ", refilled from a queue",
+}
 
 
 def batch_mix(row: dict) -> str | None:
-    """'mixed' for a batch of distinct prompts, 'repeated' for one prompt repeated, None for one
-    sequence or a row written before rows recorded the mix."""
+    """'mixed' for a batch of distinct prompts, 'repeated' for one prompt repeated, 'refilled' for
+    slots refilled from a queue, None for one sequence or a row written before rows recorded the mix."""
+    if row.get("queue"):
+        return "refilled"
     if row.get("batch", 1) == 1 or row.get("batch_prompts") is None:
         return None
     return "mixed" if row["batch_prompts"] > 1 else "repeated"

@@ -63,16 +63,8 @@ def serve(start, start_one, step, queue: Queue, B: int, n_tokens: int, config, c
         if counted
         else None
     )
-    carry = (
-        slots,
-        request,
-        jnp.int32(min(B, Q)),
-        out,
-        per_request,
-        jnp.int32(0),
-        jnp.int32(0),
-        jnp.int32(min(B, Q)),
-    )
+    filled = jnp.int32(min(B, Q))  # requests started: the next to start, and the count
+    carry = (slots, request, filled, out, per_request, jnp.int32(0), jnp.int32(0), filled)
 
     def body(carry):
         slots, request, nxt, out, per_request, rounds, idle, n_starts = carry
@@ -81,15 +73,7 @@ def serve(start, start_one, step, queue: Queue, B: int, n_tokens: int, config, c
         new = step(slots)
         slots = hold(new, slots, active)
         done = (request >= 0) & (slots.n >= ends[mine])
-        rows = jnp.where(done, request, Q)  # Q: dropped
-        new_tokens = jax.vmap(lambda t, s: lax.dynamic_slice(t, (s,), (n_tokens,)))(
-            slots.tokens, starts[mine]
-        )
-        out = out.at[rows].set(new_tokens, mode="drop")
-        if counted:
-            per_request = jax.tree_util.tree_map(
-                lambda a, c: a.at[rows].set(c, mode="drop"), per_request, slots.counts
-            )
+        out, per_request = store(slots, done, request, starts[mine], out, per_request, n_tokens)
         order = jnp.cumsum(done) - 1
         take = done & (nxt + order < Q)
         idx = jnp.minimum(nxt + order, Q - 1)
@@ -111,6 +95,20 @@ def serve(start, start_one, step, queue: Queue, B: int, n_tokens: int, config, c
         lambda c: jnp.any(c[1] >= 0), body, carry
     )
     return Served(out, per_request, rounds, idle, n_starts)
+
+
+def store(slots, done, request, starts, out, per_request, n_tokens: int):
+    """The finished slots' requests stored by request: their N new tokens (from `starts` [B] in
+    their token buffers) and their counts (SD; per_request None for AR)."""
+    Q = out.shape[0]
+    rows = jnp.where(done, request, Q)  # Q: dropped
+    new_tokens = jax.vmap(lambda t, s: lax.dynamic_slice(t, (s,), (n_tokens,)))(slots.tokens, starts)
+    out = out.at[rows].set(new_tokens, mode="drop")
+    if per_request is not None:
+        per_request = jax.tree_util.tree_map(
+            lambda a, c: a.at[rows].set(c, mode="drop"), per_request, slots.counts
+        )
+    return out, per_request
 
 
 def put(slots, i, one):
