@@ -372,14 +372,14 @@ COMMANDS = {
     | DRAFTER
     | EXPORTS
     | PROMPTS_FILE
-    | {"--refill", "--queue"}
+    | {"--refill", "--queue", "--itl"}
     | {"--prompt", "--prompt-id", "--repeats", "--warmup", "--batch", "--tree"}
     | {"--host-loop", "--no-save"},
     "sweep": DECODE
     | DRAFTER
     | EXPORTS
     | PROMPTS_FILE
-    | {"--refill", "--queue"}
+    | {"--refill", "--queue", "--itl"}
     | {"--prompts", "--output", "--repeats", "--warmup", "--batch"}
     | {"--host-loop", "--resume", "--force"},
     "trace": DECODE | DRAFTER | PROMPTS_FILE | {"--prompt", "--prompt-id", "--tree"},

@@ -92,3 +92,19 @@ def test_the_report_s_reading_pools_the_suite_s_requests_and_its_plot_draws_both
     assert "no per-request records" in requests.reading([{"prompt_id": "old"}])
     plot.plot_requests(rows, str(tmp_path / "tpot.png"))
     assert (tmp_path / "tpot.png").stat().st_size > 1000
+
+
+def test_itl_times_each_token_s_arrival_and_a_round_s_tokens_arrive_together(env, tmp_path):
+    from conftest import assert_one_line_error
+
+    out = tmp_path / "row.json"
+    result = invoke("run", *env, "--itl", "--repeats", 2, "-n", 10, "--export-json", out, "--no-save")
+    assert result.exit_code == 0, result.output
+    assert "gaps between tokens AR" in result.output
+    row = json.loads(out.read_text())[0]
+    for r in row["requests"]:
+        assert len(r["ar_gaps_s"]) == len(r["sd_gaps_s"]) == 9 and min(r["ar_gaps_s"]) > 0
+        # SD's tokens come a round at a time: as many non-zero gaps as rounds after the first token's
+        assert sum(g > 0 for g in r["sd_gaps_s"]) <= r["rounds"]
+    assert row["sd_itl_p50_s"] is not None and row["ar_itl_p99_s"] >= row["ar_itl_p50_s"] > 0
+    assert_one_line_error(invoke("run", *env, "--itl", "--batch", 2, "--dry-run"), "--itl", "--batch 1")

@@ -40,6 +40,7 @@ def cli():
     + opt.decode
     + opt.run
     + opt.refill
+    + [opt.itl]
     + opt.drafter
     + opt.peer
     + opt.exports
@@ -89,7 +90,9 @@ def run(**flags):
 
 
 @cli.command(epilog=helptext.METRICS_HELP)
-@opt.apply(opt.model + opt.sweep + opt.prompts_file + opt.refill + opt.drafter + opt.peer + opt.exports)
+@opt.apply(
+    opt.model + opt.sweep + opt.prompts_file + opt.refill + [opt.itl] + opt.drafter + opt.peer + opt.exports
+)
 @opt.dry_run
 def sweep(**flags):
     """A grid over drafters, K, temperature, top-p and prompts (or batch sizes); every finished row

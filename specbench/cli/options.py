@@ -159,6 +159,12 @@ refill = [  # run's and sweep's (model/decode/refill.py)
         help="--refill: the requests served, the prompts cycled [default: 4 x --batch].",
     ),
 ]
+itl = click.option(  # run's and sweep's (generate.token_times)
+    "--itl",
+    is_flag=True,
+    help="Also time each token's arrival: one generation a repeat driven from the host, a sync after every "
+    "step or round, for the gaps between tokens (inter-token latency) at p50/p95/p99.",
+)
 prompts_file = [  # run, sweep, trace and report (prompt_files.py)
     click.option(
         "--prompts-file",

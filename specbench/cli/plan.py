@@ -48,7 +48,10 @@ class RunPlan:
 
 def run_settings(f: dict) -> dict:
     """The RunConfig fields that the flags set the same for every row of a command."""
-    return {k: f[k] for k in ("n_tokens", "seed", "repeats", "warmup")} | {"device_loop": not f["host_loop"]}
+    settings = {k: f[k] for k in ("n_tokens", "seed", "repeats", "warmup")} | {
+        "device_loop": not f["host_loop"]
+    }
+    return settings | {"itl": bool(f.get("itl"))}
 
 
 def queue_length(f: dict, batch: int) -> int | None:
@@ -60,6 +63,8 @@ def queue_length(f: dict, batch: int) -> int | None:
 
 def check_refill(f: dict, drafter) -> None:
     """A refilled batch runs on the device loop, one drafter for every slot, and no peer."""
+    if f.get("itl") and (f.get("refill") or max(f.get("batches") or [f.get("batch", 1)]) > 1):
+        raise BadInput("--itl", "times one sequence's tokens as they arrive: use --batch 1, without --refill")
     if not f.get("refill"):
         return
     if f["host_loop"]:

@@ -258,9 +258,9 @@ def request_line(row: dict) -> str:
         return (
             f"per request: the {row['queue']} requests of a refilled queue start and end apart, untimed alone"
         )
-    return f"per request ({plural(n, 'request')}), p50: " + " · ".join(
-        part(x, name) for x, name in (("ttft", "TTFT"), ("tpot", "TPOT"), ("e2e", "E2E"))
-    )
+    shown = (("ttft", "TTFT"), ("tpot", "TPOT"), ("e2e", "E2E"))
+    shown += (("itl", "gaps between tokens"),) if row.get("ar_itl_p50_s") is not None else ()
+    return f"per request ({plural(n, 'request')}), p50: " + " · ".join(part(x, name) for x, name in shown)
 
 
 def budget_warning(row: dict) -> str | None:

@@ -47,6 +47,7 @@ class BenchmarkResult:
     batch: int = 1  # sequences decoded together (a refilled queue's slots); times are then per batch
     queue: int | None = None  # a refilled queue's requests (None: a fixed batch)
     ar_stats: DecodeStats | None = None  # AR's counts: its steps and starts
+    token_times: dict | None = None  # with itl: {"ar", "sd": [per repeat, each token's arrival (s)]}
     peers: list[PeerResult] = dataclasses.field(default_factory=list)
     load: dict = dataclasses.field(default_factory=dict)  # load.others() over the whole measurement
     # the budget's parts as sampled in each repeat: {"ar_start", "ar_token", "sd_start", "round": [repeats]}
@@ -141,9 +142,22 @@ def run_benchmark(config: RunConfig, prompts: list[list[int]], on_progress=None)
             if c.peers:  # a peer's run leaves the caches full of its own copy of the weights: the next
                 prep.generate("ar"), prep.generate("sd")  # repeat starts after specbench's own work
             progress(c.warmup + i + 1, total, "timing AR, SD and the parts")
+        arrivals = token_arrivals(prep) if c.itl else None
         progress(total, total, "done")
     machine = load.others(before, load.snapshot(helpers))
-    return benchmark_result(prep, walls, outputs, steps, peer_out, machine, compile_s, compiles.count)
+    result = benchmark_result(prep, walls, outputs, steps, peer_out, machine, compile_s, compiles.count)
+    return dataclasses.replace(result, token_times=arrivals)
+
+
+def token_arrivals(prep: Prepared) -> dict[str, list[list[float]]]:
+    """Each repeat's token arrival times, AR's and SD's alternated (generate.token_times), after one
+    untimed call of each to compile its host-driven programs."""
+    prep.token_times("ar"), prep.token_times("sd")
+    arrivals = {"ar": [], "sd": []}
+    for i in range(prep.config.repeats):
+        for m in ("ar", "sd") if i % 2 == 0 else ("sd", "ar"):
+            arrivals[m].append(prep.token_times(m).tolist())
+    return arrivals
 
 
 def benchmark_result(

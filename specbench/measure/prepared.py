@@ -32,6 +32,7 @@ class RunConfig:
     peers: tuple = ()  # peers.PeerProcess, timed alternately with specbench's own
     max_len: int | None = None  # the cache's length; None: the shortest that fits (generate.plan)
     slots: int | None = None  # refill: the prompts are a queue served on this many slots (refill.py)
+    itl: bool = False  # also time each token's arrival, one host-driven generation a repeat (token_times)
 
     @property
     def models(self) -> list[Model]:
@@ -85,6 +86,14 @@ class Prepared:
             )
         kw |= dict(drafter=c.drafter, draft_params=self.draft_params)
         return generate.serve(c.draft, c.target, self.prompts, c.n_tokens, c.K, c.warp, c.seed, c.slots, **kw)
+
+    def token_times(self, method: str):
+        """When each new token of the first prompt arrives, "ar" or "sd" (generate.token_times)."""
+        c = self.config
+        kw = dict(drafter=c.drafter, draft_params=self.draft_params, max_len=self.max_len)
+        return generate.token_times(
+            method, c.draft, c.target, self.prompts[0], c.n_tokens, c.K, c.warp, c.seed, **kw
+        )
 
     @property
     def timed(self) -> Prepared:

@@ -13,6 +13,7 @@ and `inputs(...)` are that one dispatch, shared with the timers (timing.py).
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import NamedTuple
 
 import jax
@@ -208,6 +209,40 @@ def speculative(
     tokens = _new_tokens(state.tokens, batch, n_tokens, target.config)
     stats = DecodeStats.from_counts(K, n_tokens, jax.device_get(state.counts), rounds)
     return (tokens[0] if single else tokens), stats
+
+
+def token_times(
+    method: str, draft, target: Model, prompt, n_tokens: int, K: int, warp: Warp, seed: int, **kw
+):
+    """When each of one prompt's N new tokens arrives, in seconds after its request began: the
+    generation driven from the host with a sync after its start and after every step (AR) or
+    round (SD), whose tokens arrive together. The syncs slow each step a little; the gaps between
+    arrivals are the inter-token latency a streaming client sees. kw: drafter, draft_params,
+    max_len, as speculative takes them."""
+    clock, batch = time.perf_counter, [list(prompt)]
+    if method == "ar":
+        max_len = plan(batch, n_tokens, 0, [target], kw.get("max_len"))
+        static = dict(config=target.config, warp=warp)
+        t0 = clock()
+        state = decoding.start_jit(target.params, *inputs(batch, max_len, seed), max_len=max_len, **static)
+        times = [(jax.block_until_ready(state.n), clock() - t0)[1]]
+        for _ in range(n_tokens - 1):
+            state = decoding.ar_step_jit(target.params, state, **static)
+            times.append((jax.block_until_ready(state.n), clock() - t0)[1])
+        return np.asarray(times)
+    queue, max_len, drafter, draft_params = _queue(draft, target, batch, n_tokens, K, warp, seed, **kw)
+    x = inputs(batch, max_len, seed)
+    static = dict(drafter=drafter, target_config=target.config, warp=warp, K=K)
+    t0 = clock()
+    state = decoding.spec_start_jit(draft_params, target.params, *x, max_len=max_len, **static)
+    n, times = int(state.n), [clock() - t0]
+    end = network.decoder_prompt_length(target.config, len(prompt)) + n_tokens
+    while n < end:
+        state, _ = decoding.spec_round_jit(draft_params, target.params, state, **static)
+        n_new = int(state.n)  # the round's one sync
+        times += [clock() - t0] * (n_new - n)
+        n = n_new
+    return np.asarray(times[:n_tokens])
 
 
 def serve(draft, target: Model, prompts, n_tokens: int, K: int, warp: Warp, seed: int, slots: int, **kw):

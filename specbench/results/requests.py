@@ -43,6 +43,9 @@ def records(res, prompt_ids: list[str]) -> list[dict]:
                     f"{m}_tpot_s": (e2e - ttft) / max(1, N - 1),
                     f"{m}_e2e_s": e2e,
                 }
+            arrivals = getattr(res, "token_times", None)
+            if arrivals and B == 1:  # the gaps between the tokens' arrivals (generate.token_times)
+                record |= {f"{m}_gaps_s": np.diff(arrivals[m][repeat]).tolist() for m in ("ar", "sd")}
             record |= speculative_block(np.asarray(hists[b]), c.K)
             out.append(record)
     return out
@@ -71,6 +74,9 @@ def percentiles(recs: list[dict]) -> dict:
             values = values[np.isfinite(values)]
             for p in PERCENTILES:
                 out[f"{m}_{metric}_p{p}_s"] = float(np.percentile(values, p)) if values.size else None
+        gaps = np.asarray([g for r in recs for g in r.get(f"{m}_gaps_s") or []], float)
+        for p in PERCENTILES:  # inter-token latency: every gap of every request, pooled
+            out[f"{m}_itl_p{p}_s"] = float(np.percentile(gaps, p)) if gaps.size else None
     return out
 
 
