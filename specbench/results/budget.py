@@ -34,7 +34,8 @@ def budget_sd(res, t_start=None, t_round=None):
     (the first over 2 tokens), the verify, warping, accept/reject and bookkeeping; of the row's
     medians, or of the parts given (arrays too)."""
     t_start, t_round = (res.t_sd_start_s, res.t_round_s) if t_start is None else (t_start, t_round)
-    return res.stats.starts * t_start + res.stats.rounds_run * t_round  # starts: a refilled queue's
+    starts = getattr(res.stats, "starts", 1.0)  # a refilled queue's, in batched starts' worth
+    return starts * t_start + res.stats.rounds_run * t_round
 
 
 def measured_over_accounted_err(res, resamples: int = 400) -> float | None:
@@ -61,7 +62,7 @@ def budget(res, ar_wall: float, sd_wall: float) -> dict:
     return {
         "ar_starts": ar_starts,
         "ar_steps": ar_steps,
-        "sd_starts": res.stats.starts,
+        "sd_starts": getattr(res.stats, "starts", 1.0),
         "t_ar_start_s": res.t_ar_start_s,
         "t_sd_start_s": res.t_sd_start_s,
         "ar_accounted_s": ar,
