@@ -173,17 +173,11 @@ def speculative(
     draft_params: what draft_params_for gives, when the caller made it once (the dial's reference
     is an AR generation: made here when not given).
     """
-    if K < 1:
-        raise DecodeError(f"K must be >= 1 (got {K})", "K")
     batch, single = as_batch(prompts)
     _check_loop(batch, device_loop, record)
-    drafter = drafter or drafters.model_drafter(draft.config)
-    if drafter.tree is not None and K != drafter.tree.depth:
-        raise DecodeError(f"a tree of depth {drafter.tree.depth} drafts K = its depth (got {K})", "K")
-    models = [target] + ([draft] if drafter.spec.draft_model else [])
-    max_len = plan(batch, n_tokens, drafter.reach(K), models, max_len)
-    if draft_params is None:
-        draft_params = prepare_drafter(drafter, draft, target, batch, n_tokens, K, warp, seed, max_len)
+    max_len, drafter, draft_params = _drafting(
+        draft, target, batch, n_tokens, K, warp, seed, drafter, draft_params, max_len
+    )
     x = inputs(batch, max_len, seed)
     kw = dict(drafter=drafter, target_config=target.config, warp=warp, K=K)
     rounds = [] if record else None
@@ -230,7 +224,7 @@ def token_times(
             state = decoding.ar_step_jit(target.params, state, **static)
             times.append((jax.block_until_ready(state.n), clock() - t0)[1])
         return np.asarray(times)
-    queue, max_len, drafter, draft_params = _queue(draft, target, batch, n_tokens, K, warp, seed, **kw)
+    max_len, drafter, draft_params = _drafting(draft, target, batch, n_tokens, K, warp, seed, **kw)
     x = inputs(batch, max_len, seed)
     static = dict(drafter=drafter, target_config=target.config, warp=warp, K=K)
     t0 = clock()
@@ -250,7 +244,9 @@ def serve(draft, target: Model, prompts, n_tokens: int, K: int, warp: Warp, seed
     (new tokens [Q, N], DecodeStats over the requests, with the rounds the slots ran and the idle
     (slot, round) pairs). Request i draws from keys(seed, Q)[i], as sequence i of a fixed batch
     does. kw: drafter, draft_params, max_len, as speculative takes them."""
-    queue, max_len, drafter, draft_params = _queue(draft, target, prompts, n_tokens, K, warp, seed, **kw)
+    batch, _ = as_batch(prompts)
+    max_len, drafter, draft_params = _drafting(draft, target, batch, n_tokens, K, warp, seed, **kw)
+    queue = _queue(batch, max_len, seed)
     static = dict(drafter=drafter, target_config=target.config, warp=warp, max_len=max_len, K=K)
     out = refill.serve_spec_jit(draft_params, target.params, queue, B=slots, n_tokens=n_tokens, **static)
     stats = DecodeStats.from_counts(K, n_tokens, jax.device_get(out.counts))
@@ -271,23 +267,31 @@ def serve_autoregressive(
     """serve's autoregressive baseline: the same queue, keys and refill, one token a step."""
     batch, _ = as_batch(prompts)
     max_len = plan(batch, n_tokens, 0, [target], max_len)
-    queue = refill.Queue(*batched.prompt_buffers(batch, max_len), batched.keys(seed, len(batch)))
+    queue = _queue(batch, max_len, seed)
     static = dict(config=target.config, warp=warp, max_len=max_len)
     out = refill.serve_ar_jit(target.params, queue, B=slots, n_tokens=n_tokens, **static)
     stats = DecodeStats.autoregressive(n_tokens, len(batch))
     return np.asarray(out.tokens), dataclasses.replace(stats, **_served(out, slots))
 
 
-def _queue(draft, target, prompts, n_tokens, K, warp, seed, drafter=None, draft_params=None, max_len=None):
-    """(the Queue, its cache length, the drafter, its weights) of serve."""
-    batch, _ = as_batch(prompts)
+def _drafting(draft, target, batch, n_tokens, K, warp, seed, drafter=None, draft_params=None, max_len=None):
+    """(the cache length, the drafter, its weights) of a speculative decode of these prompts: K
+    and a tree's depth checked (DecodeError), the weights made here when not given."""
+    if K < 1:
+        raise DecodeError(f"K must be >= 1 (got {K})", "K")
     drafter = drafter or drafters.model_drafter(draft.config)
+    if drafter.tree is not None and K != drafter.tree.depth:
+        raise DecodeError(f"a tree of depth {drafter.tree.depth} drafts K = its depth (got {K})", "K")
     models = [target] + ([draft] if drafter.spec.draft_model else [])
     max_len = plan(batch, n_tokens, drafter.reach(K), models, max_len)
     if draft_params is None:
         draft_params = prepare_drafter(drafter, draft, target, batch, n_tokens, K, warp, seed, max_len)
-    queue = refill.Queue(*batched.prompt_buffers(batch, max_len), batched.keys(seed, len(batch)))
-    return queue, max_len, drafter, draft_params
+    return max_len, drafter, draft_params
+
+
+def _queue(batch: list[list[int]], max_len: int, seed: int) -> refill.Queue:
+    """The requests of serve and serve_autoregressive: request i draws from keys(seed, Q)[i]."""
+    return refill.Queue(*batched.prompt_buffers(batch, max_len), batched.keys(seed, len(batch)))
 
 
 def prepare_drafter(drafter: Drafter, draft, target: Model, prompts, n_tokens, K, warp, seed, max_len):

@@ -26,6 +26,7 @@ from jax import lax
 from specbench.model.decode import batched, decoding
 from specbench.model.kernels import programs
 from specbench.model.nets import network
+from specbench.model.nets.layouts import batch_layout
 
 
 class Queue(NamedTuple):
@@ -150,7 +151,7 @@ def serve_spec(
     step = lambda s: batched.spec_round(
         draft_params, target_params, s, drafter, target_config, warp, K, verdict
     )
-    d, t = batched.batch_layout(draft_params), batched.batch_layout(target_params)  # as the batch's rounds
+    d, t = batch_layout(draft_params), batch_layout(target_params)  # as the batch's rounds
     one = lambda buf, n, key: decoding.spec_start(d, t, buf, n, key, drafter, target_config, warp, max_len, K)
     return serve(start, one, step, queue, B, n_tokens, target_config, counted=True)
 
@@ -159,7 +160,7 @@ def serve_ar(params, queue: Queue, B, n_tokens, config, warp, max_len):
     """Autoregressive decoding of the queue on B refilled slots: the same refill, one token a step."""
     start = lambda bufs, n, keys: batched.ar_start(params, bufs, n, keys, config, warp, max_len)
     step = lambda s: batched.ar_step(params, s, config, warp)
-    one = lambda buf, n, key: decoding.start(batched.batch_layout(params), buf, n, key, config, warp, max_len)
+    one = lambda buf, n, key: decoding.start(batch_layout(params), buf, n, key, config, warp, max_len)
     return serve(start, one, step, queue, B, n_tokens, config, counted=False)
 
 
