@@ -19,15 +19,23 @@ HEADINGS = [s.title for s in SECTIONS]
 ARTIFACTS = Path(os.environ.get("SPECBENCH_TEST_ARTIFACTS", "test-artifacts"))
 
 
+def small_battery(mp):
+    """The quick battery made smaller still (1 repeat, 2 prompts, K 2 and 4, B 1 and 2), its batch
+    section whole: distinct prompts, one prompt repeated, and the slots refilled."""
+    mp.setattr(report.Battery, "repeats", property(lambda self: 1))
+    mp.setattr(report.Battery, "batches", property(lambda self: [1, 2]))
+    mp.setattr(report.Battery, "Ks", property(lambda self: [2, 4]))
+    mp.setattr(report.Battery, "categories", property(lambda self: ["seed-turing", "refrain-1"]))
+    mp.setattr(report.Battery, "repeated_prompt", property(lambda self: True))
+    mp.setattr(report.Battery, "refilled", property(lambda self: True))
+
+
 @pytest.fixture(scope="module")
 def quick_report(tmp_path_factory, model_dirs):
     """One quick report of the tiny pair (random weights), shared by the tests below."""
     out = tmp_path_factory.mktemp("report") / "r"
     mp = pytest.MonkeyPatch()
-    mp.setattr(report.Battery, "repeats", property(lambda self: 1))
-    mp.setattr(report.Battery, "batches", property(lambda self: [1, 2]))
-    mp.setattr(report.Battery, "Ks", property(lambda self: [2, 4]))
-    mp.setattr(report.Battery, "categories", property(lambda self: ["seed-turing", "refrain-1"]))
+    small_battery(mp)
     mp.setattr(report, "SELFTEST_SAMPLES", 5000)
     mp.setattr(report.Battery, "roofline_iters", property(lambda self: 2))
     result = invoke("report", "--quick", "-o", out, "--draft", model_dirs / "d", "--target", model_dirs / "t")
@@ -68,10 +76,7 @@ def test_a_finished_report_without_its_page_gets_its_page_back_unmeasured(
     shutil.copytree(quick_report, copy)
     (copy / "index.html").unlink()
     rows = (copy / "rows.json").read_bytes()
-    monkeypatch.setattr(report.Battery, "repeats", property(lambda self: 1))
-    monkeypatch.setattr(report.Battery, "batches", property(lambda self: [1, 2]))
-    monkeypatch.setattr(report.Battery, "Ks", property(lambda self: [2, 4]))
-    monkeypatch.setattr(report.Battery, "categories", property(lambda self: ["seed-turing", "refrain-1"]))
+    small_battery(monkeypatch)
     monkeypatch.setattr(bench, "run_benchmark", lambda *a: pytest.fail("a finished report was measured"))
     pair = ("--draft", model_dirs / "d", "--target", model_dirs / "t")
     result = invoke("report", "--quick", "-o", copy, *pair, "--resume")

@@ -37,7 +37,7 @@ class Battery:
 
     @property
     def Ks(self) -> list[int]:
-        return [1, 2, 4, 8] if self.quick else [1, 2, 3, 4, 6, 8]
+        return [1, 4, 8] if self.quick else [1, 2, 3, 4, 6, 8]
 
     @property
     def warps(self) -> list[Warp]:
@@ -53,11 +53,10 @@ class Battery:
     def trees(self, eagle: bool) -> list[tuple[str, tuple[int, ...] | None, str]]:
         """(kind, tree shape or None for a chain of its depth, verify) at T = 1: each drafter's
         chain, its tree judged from the root, and judged from the leaves (traversal)."""
-        if self.quick:  # one drafter: the EAGLE head where there is one, the trees' own case
-            kinds = ["eagle" if eagle else "model"]
-        else:
-            kinds = ["model"] + (["eagle"] if eagle else []) + ["layerskip"]
         shape = TREE_SHAPE
+        if self.quick:  # one drafter (the EAGLE head where there is one): its chain and its tree
+            return [("eagle" if eagle else "model", t, "token") for t in (None, shape)]
+        kinds = ["model"] + (["eagle"] if eagle else []) + ["layerskip"]
         return [
             (k, t, v) for k in kinds for t, v in ((None, "token"), (shape, "token"), (shape, "traversal"))
         ]
@@ -67,8 +66,22 @@ class Battery:
         return [1, 4] if self.quick else [1, 2, 4, 8]
 
     @property
+    def repeated_prompt(self) -> bool:
+        """Whether the batch section also runs one prompt repeated (the upper bound): not quick."""
+        return not self.quick
+
+    @property
+    def refilled(self) -> bool:
+        """Whether the batch section also runs the slots refilled from a queue: not quick."""
+        return not self.quick
+
+    QUEUE_PER_SLOT = 4  # a refilled batch's queue: requests a slot
+
+    @property
     def methods(self) -> list[tuple[str, int]]:  # (verify, drafts) at T = 1
-        return [("token", 1), ("block", 1), ("token", 2), ("gbv", 2)] + ([] if self.quick else [("token", 4)])
+        if self.quick:
+            return [("token", 1), ("block", 1)]
+        return [("token", 1), ("block", 1), ("token", 2), ("gbv", 2), ("token", 4)]
 
     @property
     def acceptances(self) -> list[float]:  # the dial's settings, T = 0
@@ -86,8 +99,10 @@ class Battery:
         trees = "the model drafter's and layer-skip's" if eagle else "layer-skip's"
         return (
             f"The quick battery left out: {len(full.categories) - len(self.categories)} of the "
-            f"{len(full.categories)} prompts (one a category is kept), K = 3 and 6, top-p 0.9 at T = 1, "
-            f"the layer-skip and dynamic-K drafters, {trees} trees, batches of 2 and 8, 4 draft "
-            f"sequences, {len(full.acceptances) - len(self.acceptances)} of the dial's settings, and "
+            f"{len(full.categories)} prompts (one a category is kept), K = 2, 3 and 6, top-p 0.9 at T = 1, "
+            f"the layer-skip and dynamic-K drafters, {trees} trees and every traversal verdict, batches "
+            f"of 2 and 8, the batch of one prompt repeated and the batch refilled from a queue, k drafts "
+            f"(2 and 4 sequences, by token and by gbv), "
+            f"{len(full.acceptances) - len(self.acceptances)} of the dial's settings, and "
             f"{full.repeats - self.repeats} of {full.repeats} repeats. Run without --quick for them."
         )

@@ -38,7 +38,6 @@ from specbench.results.sections import BY_ID, SECTIONS
 FIXED_SECONDS = 30.0  # a dry run's rough time for the roofline, and for the self-test
 K_DEFAULT = 4
 SELFTEST_SAMPLES = 20000  # the self-test's generations per sampler (selftest.run): seconds on a CPU
-QUEUE_PER_SLOT = 4  # a refilled batch's queue: 4 requests a slot
 N_TOKENS = 40  # new tokens per generation, every job
 
 
@@ -97,7 +96,7 @@ class Jobs:
         suite = self.battery.suite
         pid = pid or self.battery.default_prompt
         mixed, refilled = kw.get("mixed", True) and batch > 1, kw.get("refill", False)
-        queue = QUEUE_PER_SLOT * batch if refilled else None
+        queue = self.battery.QUEUE_PER_SLOT * batch if refilled else None
         ids = suite.batch_ids(suite.texts(), queue or batch) if mixed else [pid] * batch
         label = "all" if mixed else pid
         method, tree = kw.get("method") or ("token", 1, None), kw.get("tree")
@@ -149,8 +148,9 @@ def report_plan(f: dict) -> ReportPlan:
         add("trees", kind=kind, K=len(TREE_SHAPE), warp=Warp(1.0), method=(verify, 1, None), tree=tree)
     for b in battery.batches:  # distinct prompts, and one prompt repeated as the upper bound
         add("batch", batch=b)
-        if b > 1:
+        if b > 1 and battery.repeated_prompt:
             add("batch", batch=b, mixed=False)
+        if b > 1 and battery.refilled:
             add("batch", batch=b, refill=True)  # the slots refilled from a queue, as servers run them
     for verify, drafts in battery.methods:
         add("verification", warp=Warp(1.0), method=(verify, drafts, None))

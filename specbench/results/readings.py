@@ -198,13 +198,20 @@ def trees(rows: list[dict]) -> str:
         f"{r['t_verify_s'] * 1e3:.2f} ms)"
         for r in rows
     ]
+    traversal = any(r.get("verify") == "traversal" for r in rows)
     return (
         "Same prompt, seed and depth: " + ", ".join(parts) + ". A tree offers several candidates per "
         "position, so in expectation it accepts at least as many tokens per round as a chain of its "
         "depth; it pays for a verify step over all its nodes and a drafting step per level over the "
-        "tree so far. Traversal verification judges the same tree from its leaves and keeps paths a "
-        "walk from the root drops. One generation's tokens per round varies with its random stream: "
-        "docs/drafters.md compares them over the prompt suite."
+        "tree so far. "
+        + (
+            "Traversal verification judges the same tree from its leaves and keeps paths a walk from "
+            "the root drops. "
+            if traversal
+            else ""
+        )
+        + "One generation's tokens per round varies with its random stream: docs/drafters.md compares "
+        "them over the prompt suite."
     )
 
 
