@@ -76,7 +76,7 @@ def main():
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     draft, target = loading.load_pair(None, None, "float32")
-    enc = tokenizer.for_model(target.source)
+    enc = tokenizer.for_model(target)
     ids = prompts.BUILTIN.batch_ids(prompts.BUILTIN.texts(), args.queue)
     queue = [enc.encode(prompts.BUILTIN.texts()[i]) for i in ids]
     drafter = drafters.Drafter("model", draft.config)

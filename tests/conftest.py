@@ -190,3 +190,15 @@ def assert_one_line_error(result, *fragments):
     assert "Traceback" not in result.output
     for f in fragments:
         assert f in lines[0], lines[0]
+
+
+def tiny_tokenizer_json(vocab_size: int) -> str:
+    """A byte-level BPE of vocab_size tokens trained on one sentence, as tokenizer.json text: a
+    checkpoint's own tokenizer for the loopback downloads."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer, bpe.decoder = pre_tokenizers.ByteLevel(add_prefix_space=False), decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    bpe.train_from_iterator(["the old house at the end of the lane"] * 20, trainer)
+    return bpe.to_str()

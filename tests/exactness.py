@@ -161,3 +161,19 @@ def chi_square_counts(observed, expected_probs):
     """chi_square_p from counts instead of samples."""
     samples = np.repeat(np.arange(len(observed)), observed.astype(int))
     return chi_square_p(samples, expected_probs)
+
+
+def assert_follows_target(draft: Model, target: Model, prompt, K: int = 2, positions: int = 3) -> None:
+    """SD's first `positions` tokens at T = 1, over many keys, against the target's exact marginals
+    (enumerated): every position passes the chi-square test, and the broken verdict (on a rejection
+    it resamples from q, not the residual) fails at a position after the first."""
+    from specbench.model.decode.sampling import Warp
+
+    warp = Warp(1.0)
+    exact = target_marginals(target, prompt, warp, positions)
+    verdicts = (accept_reject, broken_accept_reject)
+    tokens, broken = sampled_tokens(draft, target, prompt, warp, K, verdicts, positions)
+    p_values = [chi_square_p(tokens[:, i], exact[i]) for i in range(positions)]
+    assert min(p_values) > P_THRESHOLD, p_values
+    broken_p = [chi_square_p(broken[:, i], exact[i]) for i in range(1, positions)]
+    assert max(broken_p) < P_THRESHOLD, broken_p

@@ -124,8 +124,8 @@ def test_the_bundled_t5_pair_decodes_exactly_with_its_own_tokenizer(monkeypatch)
     assert sum(f.stat().st_size for name in names for f in (BUNDLED / name).iterdir()) <= 6 * 2**20
     draft, target = (weights.load_model(str(BUNDLED / name)) for name in names)
     assert network.architecture(target.config) == network.architecture(draft.config) == "t5"
-    text = tokenizer.for_model(target.source)
-    assert text.name == tokenizer.for_model(draft.source).name != tokenizer.GPT2.name
+    text = tokenizer.for_model(target)
+    assert text.name == tokenizer.for_model(draft).name != tokenizer.GPT2.name
     ids = [text.encode(t) for t in prompts.all_prompts().values()]
     assert max(max(i) for i in ids) < target.config.n_vocab
     ar, _ = generate.autoregressive(target, ids, 24)

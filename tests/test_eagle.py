@@ -51,7 +51,7 @@ def test_the_targets_step_returns_the_features_of_its_uncached_pass(target):
 
 
 def test_the_cached_head_equals_its_uncached_forward(target, head):
-    params = eagle.attach(head.params, target.params)
+    params = eagle.attach(head.params, target.params, target.config)
     config, tokens = head.config, jnp.asarray([5, 9, 1, 44, 3, 3, 70, 12], jnp.int32)
     feats = gpt2.transformer(target.params, tokens, TARGET, features=True)
     logits, h = eagle.forward(params, feats, tokens, config)

@@ -226,7 +226,7 @@ def test_the_t5_pair_trains_on_passages_and_what_follows_and_decodes_through_the
     target, draft = weights.load_model(str(tmp_path / "t5t")), weights.load_model(str(tmp_path / "t5d"))
     # the tokenizer's own size (a 3-document corpus runs out of merges before 400)
     assert tokens.max() < target.config.n_vocab == draft.config.n_vocab <= 400 and draft.config.d_model == 16
-    assert tok.for_model(target.source).name == tok.for_model(draft.source).name == text.name
+    assert tok.for_model(target).name == tok.for_model(draft).name == text.name
     monkeypatch.setenv("SPECBENCH_RESULTS_DIR", str(tmp_path / "results"))
     prompt = "Chapter 1. The little fox ran over the hill and into the wood, where the old owl"
     pair = ["--draft", tmp_path / "t5d", "--target", tmp_path / "t5t"]

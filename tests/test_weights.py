@@ -15,7 +15,7 @@ from specbench.model.checkpoints.hub import download
 from specbench.model.checkpoints.weights import WeightsError
 from specbench.model.nets.gpt2 import GPT2Config, gpt2
 
-from conftest import random_model
+from conftest import random_model, tiny_tokenizer_json
 
 CONFIG = GPT2Config(n_layer=2, n_head=2, n_embd=16, n_ctx=32, n_vocab=50)
 
@@ -160,6 +160,16 @@ class FakeHub(http.server.ThreadingHTTPServer):
         return f"http://127.0.0.1:{self.server_address[1]}"
 
 
+def served_download(files: dict[str, bytes], name: str):
+    """download(name) from a FakeHub serving `files`, shut down after."""
+    hub = FakeHub(files)
+    threading.Thread(target=hub.serve_forever, daemon=True).start()
+    try:
+        return download(name, endpoint=hub.url, progress=False)
+    finally:
+        hub.shutdown()
+
+
 class HubHandler(http.server.BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
@@ -254,23 +264,12 @@ def test_a_t5_downloads_in_shards_with_its_tokenizer_and_decodes_its_text(tmp_pa
         files[f"{repo}/{name}"] = (tmp_path / name).read_bytes()
     index = {"weight_map": {k: name for name, chosen in shards.items() for k in chosen}}
     files[f"{repo}/model.safetensors.index.json"] = json.dumps(index).encode()
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
-    bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer, bpe.decoder = pre_tokenizers.ByteLevel(add_prefix_space=False), decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=300, initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    bpe.train_from_iterator(["the old house at the end of the lane"] * 20, trainer)
-    files[f"{repo}/tokenizer.json"] = bpe.to_str().encode()
-    hub = FakeHub(files)
-    threading.Thread(target=hub.serve_forever, daemon=True).start()
-    try:
-        path = download("flan-t5-xl", endpoint=hub.url, progress=False)
-    finally:
-        hub.shutdown()
+    files[f"{repo}/tokenizer.json"] = tiny_tokenizer_json(300).encode()
+    path = served_download(files, "flan-t5-xl")
     assert sorted(p.name for p in path.iterdir()) == sorted(f.split("/")[-1] for f in files)
     model = weights.load_model("flan-t5-xl")
     assert model.config == config and model.source == str(path)
-    text = tokenizer.for_model(model.source)
+    text = tokenizer.for_model(model)
     assert text.name.startswith("sha256:") and text.decode(text.encode("the old house")) == "the old house"
     assert max(text.encode("the old house")) < config.n_vocab  # its own ids, not GPT-2's
 

@@ -43,6 +43,7 @@ FLAGS = {
     "n_tokens": "--n-tokens",
     "draft": "--draft/--target",
     "host_loop": "--host-loop",
+    "random_init": "--random-init",
     "weights_dir": "SPECBENCH_WEIGHTS_DIR",
 }
 

@@ -36,7 +36,7 @@ class Job:
             category=self.category,
             prompt=self.texts if B > 1 else self.texts[0],
             context=device.context(),
-            decode=tokenizer.for_model(self.config.target.source).decode,
+            decode=tokenizer.for_model(self.config.target).decode,
             batch_prompt_ids=self.ids,
         )
 
@@ -55,7 +55,7 @@ class Job:
                 for method, tokens in (("AR", p.ar_tokens), ("SD", p.sd_tokens))
             ]
             note = "; ".join(n for n in notes if n) if row["temperature"] == 0 else None
-            out.append(peer_row(row, p, tokenizer.for_model(self.config.target.source).decode, note or None))
+            out.append(peer_row(row, p, tokenizer.for_model(self.config.target).decode, note or None))
         return out
 
 

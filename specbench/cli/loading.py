@@ -22,9 +22,11 @@ def check_backend() -> None:
         raise BadInput("JAX_PLATFORMS", problem)
 
 
-def load_model(name: str, flag: str, dtype: str, kernels: str = "auto", cache: dict | None = None):
-    """A model by registry name, alias or directory, in the layout decoding reads (--kernels);
-    BadInput naming `flag` if it cannot be had."""
+def load_model(
+    name: str, flag: str, dtype: str, kernels: str = "auto", cache: dict | None = None, random: bool = False
+):
+    """A model by registry name, alias or directory (with `random`, random weights of a registry
+    name's shape), in the layout decoding reads (--kernels); BadInput naming `flag` if it cannot be had."""
     import jax.numpy as jnp
 
     from specbench.errors import SpecbenchError
@@ -33,10 +35,13 @@ def load_model(name: str, flag: str, dtype: str, kernels: str = "auto", cache: d
 
     check_backend()
     cache = {} if cache is None else cache
-    if (name, dtype, kernels) not in cache:
+    if (name, dtype, kernels, random) not in cache:
+        jdtype = jnp.bfloat16 if dtype == "bfloat16" else jnp.float32
         try:
-            model = weights.load_model(
-                name, jnp.bfloat16 if dtype == "bfloat16" else jnp.float32, decoding=False
+            model = (
+                weights.random_model(name, jdtype)
+                if random
+                else weights.load_model(name, jdtype, decoding=False)
             )
         except WeightsError as e:
             raise bad_input(e, flag) from None
@@ -45,17 +50,23 @@ def load_model(name: str, flag: str, dtype: str, kernels: str = "auto", cache: d
                 "--kernels", f"{model.name} is a T5: its steps run on XLA's products (auto or xla)"
             )
         try:
-            cache[name, dtype, kernels] = weights.for_decoding_model(model, kernels)
+            cache[name, dtype, kernels, random] = weights.for_decoding_model(model, kernels)
         except SpecbenchError as e:
             raise bad_input(e, "--kernels") from None
-    return cache[name, dtype, kernels]
+    return cache[name, dtype, kernels, random]
 
 
 def load_pair(
-    draft: str | None, target: str | None, dtype: str, need_draft: bool = True, kernels: str = "auto"
+    draft: str | None,
+    target: str | None,
+    dtype: str,
+    need_draft: bool = True,
+    kernels: str = "auto",
+    random: bool = False,
 ):
-    """(draft, target) models; the draft is None when the drafter needs no draft model. The two
-    must share the vocabulary and the tokenizer (model/tokenizer.for_model)."""
+    """(draft, target) models (random weights of their registry shapes with `random`); the draft
+    is None when the drafter needs no draft model. The two must share the vocabulary and the
+    tokenizer (checkpoints/tokenizer.for_model)."""
     from specbench.model.checkpoints import tokenizer, weights
 
     named = target and (draft or not need_draft)  # a named pair runs without the bundled one
@@ -63,15 +74,15 @@ def load_pair(
         default_draft, default_target = (draft, target) if named else weights.default_pair()
     except WeightsError as e:
         raise bad_input(e, "--target") from None
-    d = load_model(draft or default_draft, "--draft", dtype, kernels) if need_draft else None
-    t = load_model(target or default_target, "--target", dtype, kernels)
+    d = load_model(draft or default_draft, "--draft", dtype, kernels, random=random) if need_draft else None
+    t = load_model(target or default_target, "--target", dtype, kernels, random=random)
     if d is not None and d.config.n_vocab != t.config.n_vocab:
         raise BadInput(
             "--draft/--target",
             f"draft and target must share the vocabulary "
             f"({d.name}: {d.config.n_vocab}, {t.name}: {t.config.n_vocab})",
         )
-    texts = [tokenizer.for_model(m.source).name for m in (d, t) if m is not None]
+    texts = [tokenizer.for_model(m).name for m in (d, t) if m is not None]
     if len(set(texts)) > 1:
         raise BadInput(
             "--draft/--target",
@@ -108,11 +119,13 @@ def load_head(f: dict, target):
         config, params, trained_on = eagle_files.load(path, target.params["wte"].dtype)
     except WeightsError as e:
         raise BadInput("--eagle-head", str(e)) from None
-    if config.n_embd != target.config.n_embd or config.n_vocab != target.config.n_vocab:
+    same_family = network.architecture(config) == network.architecture(target.config)
+    if not same_family or config.n_embd != target.config.n_embd or config.n_vocab != target.config.n_vocab:
         raise BadInput(
             "--eagle-head",
-            f"{path} reads features of width {config.n_embd} (trained on {trained_on or 'another target'}); "
-            f"{target.name}'s are {target.config.n_embd} wide",
+            f"{path} is a {network.display_name(config)} block reading features of width {config.n_embd} "
+            f"(trained on {trained_on or 'another target'}); {target.name} is a "
+            f"{network.display_name(target.config)} whose are {target.config.n_embd} wide",
         )
     if trained_on and trained_on != target.name:
         click.echo(
@@ -142,25 +155,7 @@ def drafting_model(kind: str, draft, head):
 
 def random_model(name: str, dtype: str, kernels: str = "auto"):
     """Random weights of a registry shape (timing only), in the layout decoding reads (--kernels)."""
-    import jax.numpy as jnp
-
-    from specbench.errors import SpecbenchError
-    from specbench.model.checkpoints import weights
-    from specbench.model.nets.gpt2 import init_params
-
-    check_backend()
-    try:
-        spec = weights.resolve(name)
-    except WeightsError as e:
-        raise bad_input(e, "--model") from None
-    if not isinstance(spec, weights.ModelSpec):
-        raise BadInput("--random-init", "needs registry names (a directory has weights already)")
-    jdtype = jnp.bfloat16 if dtype == "bfloat16" else jnp.float32
-    model = weights.Model(spec.name, spec.config, init_params(spec.config, 0, jdtype), "random")
-    try:
-        return weights.for_decoding_model(model, kernels)
-    except SpecbenchError as e:
-        raise bad_input(e, "--kernels") from None
+    return load_model(name, "--model", dtype, kernels, random=True)
 
 
 def load_peers(

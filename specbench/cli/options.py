@@ -47,6 +47,11 @@ model = [
         help="Draft model: registry name, alias or directory [default: bundled pair].",
     ),
     click.option("--target", default=None, help="Target model [default: bundled pair]."),
+    click.option(
+        "--random-init",
+        is_flag=True,
+        help="Random weights of the registry shapes of --draft and --target (timing only), offline.",
+    ),
     click.option("--dtype", type=click.Choice(["float32", "bfloat16"]), default="float32", show_default=True),
     click.option(
         "--kernels",

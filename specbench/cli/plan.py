@@ -80,9 +80,8 @@ def check_refill(f: dict, drafter) -> None:
 def drafter_models(kinds: list[str], f: dict) -> tuple[dict, object]:
     """({kind: the model it drafts with: the draft model, the EAGLE head or None}, the target),
     each loaded once and only where one of `kinds` needs it."""
-    d, t = load_pair(
-        f["draft"], f["target"], f["dtype"], bool(set(kinds_that("draft_model")) & set(kinds)), f["kernels"]
-    )
+    need_draft = bool(set(kinds_that("draft_model")) & set(kinds))
+    d, t = load_pair(f["draft"], f["target"], f["dtype"], need_draft, f["kernels"], f["random_init"])
     head = load_head(f, t) if set(kinds_that("features")) & set(kinds) else None
     return {kind: drafting_model(kind, d, head) for kind in kinds}, t
 
@@ -106,7 +105,7 @@ def run_plan(f: dict, given: set[str]) -> RunPlan:
     own, t = drafter_models([f["drafter"]], f)
     d = own[f["drafter"]]
     drafter, draft_name = make_drafter(f["drafter"], d, t, f)
-    by_id = {pid: tokenizer.for_model(t.source).encode(text) for pid, text in chosen.items()}
+    by_id = {pid: tokenizer.for_model(t).encode(text) for pid, text in chosen.items()}
     for pid, ids in by_id.items():
         models = [m for m in (d, t) if m is not None]
         where = origin(suite, pid)
@@ -149,7 +148,7 @@ def trace_plan(f: dict, given: set[str]) -> TracePlan:
     own, t = drafter_models([f["drafter"]], f)
     d = own[f["drafter"]]
     drafter, draft_name = make_drafter(f["drafter"], d, t, f)
-    ids = tokenizer.for_model(t.source).encode(prompt)
+    ids = tokenizer.for_model(t).encode(prompt)
     models, where = [m for m in (d, t) if m is not None], origin(suite, prompt_id)
     check_decodable(ids, f["n_tokens"], drafter.reach(f["K"]), models, drafter.reach_setting, where)
     return TracePlan(

@@ -70,6 +70,8 @@ def report_settings(f: dict, suite) -> dict:
         "peers": list(f["peers"]),
         "draft_vocab": "full" if f["draft_vocab"] is None else f["draft_vocab"],
     }
+    if f["random_init"]:  # recorded only when set: reports made before the flag resume as they were
+        settings["random_init"] = True
     if suite is not prompts.BUILTIN:
         listed = "\n".join(f"{p.id}\t{p.category}\t{p.text}" for p in suite.prompts)
         settings |= {"prompts_file": suite.source, "prompts_sha": prompts.prompt_hash(listed)}
@@ -124,12 +126,12 @@ def report_plan(f: dict) -> ReportPlan:
     directory, suite = Path(f["output"]), suite_of(f)
     battery, settings = Battery(f["quick"], suite), report_settings(f, suite)
     done = check_directory(directory, settings, f["resume"], f["force"])
-    d, t = load_pair(f["draft"], f["target"], f["dtype"], kernels=f["kernels"])
+    d, t = load_pair(f["draft"], f["target"], f["dtype"], kernels=f["kernels"], random=f["random_init"])
     chains_only = network.encoder_decoder(t.config)  # a T5 verifies chains so far: no trees section
     head = default_head(t)  # the target's EAGLE head where it has one: eagle joins the drafters
     options = {"ngram": 3, "draft_layers": None, "draft_confidence": DRAFT_CONFIDENCE}
     options |= {"draft_vocab": f["draft_vocab"], "verify": "token", "drafts": 1, "acceptance": None}
-    encoded = {pid: tokenizer.for_model(t.source).encode(text) for pid, text in suite.texts().items()}
+    encoded = {pid: tokenizer.for_model(t).encode(text) for pid, text in suite.texts().items()}
     jobs = Jobs(battery, d, t, head, options, encoded)
     add = jobs.add
     model_drafter, _ = make_drafter("model", d, t, {**options, "dynamic_K": False})

@@ -71,7 +71,7 @@ def sweep_plan(f: dict, given: set[str]) -> SweepPlan:
         f["peers"], variants[kind][0][0], own[kind], t, most, not f["dry_run"], f["temperature"]
     )
     peers = {kind: load(kind) for kind in kinds}
-    encoded = {pid: tokenizer.for_model(t.source).encode(text) for pid, text in chosen.items()}
+    encoded = {pid: tokenizer.for_model(t).encode(text) for pid, text in chosen.items()}
     batches = f["batches"]
     for kind in kinds:  # a tree's reach is the same for every variant: one tree
         check_fit(f, suite, encoded, variants[kind][0][0], own[kind], t)

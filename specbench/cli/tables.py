@@ -52,12 +52,13 @@ def theory_report(rows: list[tuple], c: float, r, alpha, t_verify, K_search: int
 
 def models_table(rows: list[dict], weights_dir, console: Console) -> None:
     table = Table(title=f"models · weights in {weights_dir}")
-    for col in ("name", "aliases", "layers x width", "parameters", "kind", "here"):
+    for col in ("name", "aliases", "architecture", "layers x width", "parameters", "kind", "here"):
         table.add_column(col)
     for row in rows:
         table.add_row(
             row["name"],
             row["aliases"],
+            row["architecture"],
             row["layers_x_width"],
             f"{row['n_params'] / 1e6:.1f}M" if row["n_params"] is not None else "",
             row["kind"],

@@ -62,7 +62,7 @@ class TransformersPeer:
         self.version = f"{transformers.__version__} (torch {torch.__version__}, {self.device})"
         torch_dtype = torch.bfloat16 if dtype == "bfloat16" else torch.float32
         self.t5 = t5
-        kind = transformers.T5ForConditionalGeneration if t5 else transformers.GPT2LMHeadModel
+        kind = transformers.T5ForConditionalGeneration if t5 else transformers.AutoModelForCausalLM
         load = lambda d: kind.from_pretrained(d, dtype=torch_dtype).to(self.device)
         self.target, self.draft = load(target_dir).eval(), load(draft_dir).eval()
         g = self.draft.generation_config  # the assistant's schedule is read from its own config

@@ -1,8 +1,9 @@
 """Peers: other implementations of the same decoding, timed in the same run as specbench's own.
 
-- `transformers`: Hugging Face's `GPT2LMHeadModel` on the same weights; AR is `generate`, SD its
-  assisted generation (`assistant_model=`) with the same draft, a constant K and no confidence
-  threshold (with --dynamic-K: transformers' own heuristic schedule and threshold).
+- `transformers`: Hugging Face's `AutoModelForCausalLM` (GPT-2's, Llama's, Qwen2's) on the same
+  weights; AR is `generate`, SD its assisted generation (`assistant_model=`) with the same draft,
+  a constant K and no confidence threshold (with --dynamic-K: transformers' own heuristic
+  schedule and threshold).
 - `numpy`: the papers' algorithm with no cache (reference.py).
 - `warfield`: the seed's T5 system (Warfield), greedy draft-and-verify through transformers'
   `T5ForConditionalGeneration` with no cache: the whole decoder recomputed for every token. A T5
@@ -36,8 +37,9 @@ import numpy as np
 from specbench.errors import SpecbenchError
 from specbench.measure import peer_worker
 from specbench.measure.load import process_cpu_seconds
-from specbench.model.checkpoints import hf_layout
+from specbench.model.checkpoints import hf_layout, llama_layout
 from specbench.model.nets import layouts, network, reference
+from specbench.model.nets.llama import LlamaConfig
 from specbench.model.nets.network import Model
 
 NAMES = ("transformers", "numpy", "warfield")
@@ -170,7 +172,10 @@ def hf_directory(model: Model, scratch: str) -> str:
     draft) a copy saved in the HF layout under `scratch`."""
     if model.source != "random" and hf_layout.is_model_dir(Path(model.source)):
         return model.source
-    hf_layout.save(scratch, model.params, model.config)
+    if isinstance(model.config, LlamaConfig):
+        llama_layout.save(scratch, layouts.as_loaded(model.params), model.config)
+    else:
+        hf_layout.save(scratch, model.params, model.config)
     return scratch
 
 
@@ -239,6 +244,11 @@ def make_peers(
             specs[name] |= {"dtype": dtype, "on_gpu": on_gpu}
             continue
         if name == "numpy":
+            if network.architecture(target.config) != "gpt2":
+                kind = network.display_name(target.config)
+                raise PeerError(
+                    f"numpy runs the papers' algorithm on GPT-2s; {target.name} is a {kind}", "peer"
+                )
             if dynamic:
                 raise PeerError("numpy runs the papers' constant K; leave out --dynamic-K", "peer")
             if dtype != "float32":

@@ -39,13 +39,14 @@ def step_bytes(model: Model, max_len: int) -> int:
         head = model.params.get("lm_head", model.params["shared"])  # an untied head, else the embedding
         cache = 2 * c.n_decoder_layer * (max_len + SOURCE_TOKENS) * c.inner * itemsize
         return param_bytes(model.params["decoder"]) + head.size * itemsize + cache
-    return param_bytes(model.params) + 2 * c.n_layer * max_len * c.n_embd * itemsize
+    return param_bytes(model.params) + 2 * c.n_layer * max_len * network.kv_width(c) * itemsize
 
 
 def step_flops(model: Model, n_tokens: int, max_len: int) -> float:
     """Floating-point operations of one step over n_tokens: two per multiply-add, in every block
-    matrix (12 n_embd² a layer), the output head (n_vocab n_embd) and the attention over a cache
-    of max_len (scores and values, 2 max_len n_embd a layer), for each token. A T5 decoder block:
+    matrix (config.layer_matrix_params: GPT-2's 12 n_embd², a Llama's q/k/v/o and SwiGLU's three),
+    the output head (n_vocab n_embd) and the attention over a cache of max_len (scores and values,
+    2 max_len n_embd a layer over every query head), for each token. A T5 decoder block:
     self-attention's four matrices and cross-attention's q and o (its k and v are the source's,
     computed once), the feed-forward's two or three, attention over max_len and the source."""
     c = model.config
@@ -54,7 +55,7 @@ def step_flops(model: Model, n_tokens: int, max_len: int) -> float:
         attention = 2 * (max_len + SOURCE_TOKENS) * c.inner
         per_token = c.n_decoder_layer * (matrices + attention) + c.n_vocab * c.d_model
     else:
-        per_token = c.n_layer * (12 * c.n_embd**2 + 2 * max_len * c.n_embd) + c.n_vocab * c.n_embd
+        per_token = c.n_layer * (c.layer_matrix_params + 2 * max_len * c.n_embd) + c.n_vocab * c.n_embd
     return 2.0 * n_tokens * per_token
 
 

@@ -23,7 +23,6 @@ from specbench.model.decode import drafters, loops
 from specbench.model.decode.sampling import Warp, argmax
 from specbench.model.kernels import programs
 from specbench.model.nets import eagle, network
-from specbench.model.nets.gpt2 import GPT2Config, init_cache
 from specbench.model.nets.layouts import batch_layout
 from specbench.model.nets.network import Model
 
@@ -123,7 +122,7 @@ def step_seconds(
 
 
 @functools.partial(programs.jit, static_argnames=("iters", "config"), donate_argnames=("state",))
-def _eagle_loop(params, state, pos, iters, config: GPT2Config):
+def _eagle_loop(params, state, pos, iters, config):
     """`iters` 1-token steps of an EAGLE head, each reading the feature and the argmax of the one
     before (so none can be hoisted); with a leading batch axis, every sequence at once."""
 
@@ -138,13 +137,11 @@ def _eagle_loop(params, state, pos, iters, config: GPT2Config):
     return jax.vmap(one)(state, pos) if jnp.ndim(pos) else one(state, pos)
 
 
-def eagle_step_seconds(
-    params, config: GPT2Config, max_len: int, rows=1, iters=20, repeats=5, batch=1, warm=True
-):
+def eagle_step_seconds(params, config, max_len: int, rows=1, iters=20, repeats=5, batch=1, warm=True):
     """Seconds of one drafting step of an EAGLE head (eagle.step over `rows` tokens), one per
     repeat, of `batch` sequences together where batch > 1 (warm: seconds_per_iter)."""
     state = (
-        init_cache(config, max_len, params["wte"].dtype),
+        network.init_cache(config, max_len, params["wte"].dtype),
         jnp.zeros((rows, config.n_embd), params["wte"].dtype),
         jnp.zeros(rows, jnp.int32),
     )

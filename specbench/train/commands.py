@@ -77,8 +77,9 @@ def train_model(flags: dict, teacher=None):
     tc = TrainConfig(**{k: flags[k] for k in TRAIN_FLAGS if k in flags}, kd=flags.get("kd", 0.0))
     data, ctx, seed = flags["data"], flags["ctx"], flags["seed"]
     check_tokenizer(data, own=False)
-    if teacher is not None and network.encoder_decoder(teacher.config):
-        raise BadInput("--teacher", f"{teacher.name} is a T5: a GPT-2 draft learns from a GPT-2 target")
+    if teacher is not None and network.architecture(teacher.config) != "gpt2":
+        kind = network.display_name(teacher.config)
+        raise BadInput("--teacher", f"{teacher.name} is a {kind}: a GPT-2 draft learns from a GPT-2 target")
     train_tokens, val_tokens = load_tokens(data, "train"), load_tokens(data, "val")
     check_windows(data, {"train": train_tokens, "val": val_tokens}, ctx, "--ctx")
     checkpoint, saved = checkpoint_note(flags)
@@ -172,8 +173,11 @@ def eagle_cmd(target, vocab, cls_weight, noise, **flags):
         t = weights.load_model(target, decoding=False)
     except SpecbenchError as e:
         raise BadInput("--target", str(e)) from None
-    if network.encoder_decoder(t.config):
-        raise BadInput("--target", f"{t.name} is a T5: an EAGLE head drafts for a GPT-2 target so far")
+    if network.architecture(t.config) != "gpt2":
+        kind = network.display_name(t.config)
+        raise BadInput(
+            "--target", f"{t.name} is a {kind}: specbench.train trains EAGLE heads for GPT-2 targets so far"
+        )
     try:
         ids = draft_vocab.frequent_ids(vocab, t.config.n_vocab) if vocab else np.arange(t.config.n_vocab)
     except SpecbenchError as e:

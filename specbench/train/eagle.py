@@ -47,7 +47,7 @@ def losses(head, target: Model, x, vocab, key, how: EagleLoss):
     feats, logq = target_view(target, x, vocab)
     noisy = feats + jax.random.uniform(key, feats.shape, minval=-how.noise, maxval=how.noise)
     config = eagle.config_for(target.config)
-    params = {**{k: target.params[k] for k in eagle.TARGET_KEYS}, **head}
+    params = {**{k: target.params[k] for k in eagle.family(config).head_keys(config)}, **head}
     half = jax.tree_util.tree_map(lambda p: p.astype(jnp.bfloat16), params)
     h = jax.vmap(lambda f, seq: eagle.predict(half, f, seq, config))(noisy, x).astype(jnp.float32)
     diff = jnp.abs(h - feats)

@@ -1,6 +1,7 @@
 """An EAGLE head on disk (its step is nets/eagle.py): a folder with config.json (MARKER, the
-target it reads, the shape) and model.safetensors (its parameters by their path in the tree,
-"fc.weight", "blocks.attn.c_attn.bias")."""
+target it reads, the shape: a GPT-2's fields, or a Llama-family block's config as its
+config.json has it under "llama") and model.safetensors (its parameters by their path in the
+tree, "fc.weight", "blocks.attn.c_attn.bias")."""
 
 from __future__ import annotations
 
@@ -13,8 +14,10 @@ import numpy as np
 
 from specbench import files
 from specbench.errors import WeightsError
+from specbench.model.checkpoints import llama_layout
 from specbench.model.nets.eagle import init_params
 from specbench.model.nets.gpt2 import GPT2Config
+from specbench.model.nets.llama import LlamaConfig
 
 MARKER = "specbench-eagle"  # config.json's "architecture" for a head
 WEIGHTS_FILE = "model.safetensors"
@@ -28,7 +31,9 @@ def is_head_dir(directory: Path) -> bool:
         return False
 
 
-def save(out: Path, params: dict, config: GPT2Config, target: str, record: dict | None = None) -> None:
+def save(
+    out: Path, params: dict, config: GPT2Config | LlamaConfig, target: str, record: dict | None = None
+) -> None:
     """Write a head: its parameters as float16 safetensors, keyed by path, and config.json."""
     from safetensors.numpy import save_file
 
@@ -39,7 +44,11 @@ def save(out: Path, params: dict, config: GPT2Config, target: str, record: dict 
     }
     save_file(flat, str(out / WEIGHTS_FILE))
     files.share(out / WEIGHTS_FILE)  # safetensors writes 0600
-    shape = {k: getattr(config, k) for k in ("n_head", "n_embd", "n_ctx", "n_vocab", "layer_norm_epsilon")}
+    if isinstance(config, LlamaConfig):
+        shape = {"llama": llama_layout.config_to_hf(config)}
+    else:
+        fields = ("n_head", "n_embd", "n_ctx", "n_vocab", "layer_norm_epsilon")
+        shape = {k: getattr(config, k) for k in fields}
     (out / "config.json").write_text(
         json.dumps({"architecture": MARKER, "target": target, **shape}, indent=1)
     )
@@ -47,7 +56,7 @@ def save(out: Path, params: dict, config: GPT2Config, target: str, record: dict 
         (out / "train_record.json").write_text(json.dumps(record, indent=1) + "\n")
 
 
-def load(directory: Path, dtype=jnp.float32) -> tuple[GPT2Config, dict, str]:
+def load(directory: Path, dtype=jnp.float32) -> tuple[GPT2Config | LlamaConfig, dict, str]:
     """(config, params, the target it was trained on) of a head folder; WeightsError naming the
     file and the key when something is missing or misshapen."""
     from safetensors import SafetensorError
@@ -56,9 +65,12 @@ def load(directory: Path, dtype=jnp.float32) -> tuple[GPT2Config, dict, str]:
     directory = Path(directory)
     try:
         meta = json.loads((directory / "config.json").read_text())
-        config = GPT2Config(n_layer=1, **{k: meta[k] for k in ("n_head", "n_embd", "n_ctx", "n_vocab")})
+        if "llama" in meta:  # a Llama-family head's block
+            config = llama_layout.config_from_hf(meta["llama"])
+        else:
+            config = GPT2Config(n_layer=1, **{k: meta[k] for k in ("n_head", "n_embd", "n_ctx", "n_vocab")})
         flat = load_file(str(directory / WEIGHTS_FILE))
-    except (OSError, ValueError, KeyError, TypeError, SafetensorError) as e:
+    except (OSError, ValueError, KeyError, TypeError, SafetensorError, WeightsError) as e:
         raise WeightsError(f"{directory} is not a readable EAGLE head ({e})", "draft") from None
     expected = init_params(config)
     params = {}

@@ -1,5 +1,6 @@
-"""Downloads of Hugging Face checkpoints (GPT-2's, T5's with their tokenizer.json) into
-gpt2_weights/, checked before they are used."""
+"""Downloads of Hugging Face checkpoints (GPT-2's; T5's and the Llama family's with their
+tokenizer.json) into gpt2_weights/, checked before they are used. A gated repository (Meta's
+Llama) is fetched with the token huggingface_hub finds: $HF_TOKEN, or `hf auth login`'s."""
 
 from __future__ import annotations
 
@@ -11,22 +12,22 @@ import shutil
 from pathlib import Path
 
 from specbench.errors import WeightsError
-from specbench.model.checkpoints import t5_layout
-from specbench.model.checkpoints.hf_layout import (
-    CONFIG_FILE,
-    INDEX_FILE,
-    SAFETENSORS_FILE,
-    is_model_dir,
-    load_dir,
-)
+from specbench.model.checkpoints.hf_layout import CONFIG_FILE, INDEX_FILE, SAFETENSORS_FILE, is_model_dir
 from specbench.model.checkpoints.tokenizer import JSON_FILE
-from specbench.model.checkpoints.weights import REGISTRY, ModelSpec, local_path, resolve, weights_dir
-from specbench.model.nets.t5 import T5Config
+from specbench.model.checkpoints.weights import (
+    REGISTRY,
+    ModelSpec,
+    local_path,
+    read_dir,
+    resolve,
+    weights_dir,
+)
+from specbench.model.nets.gpt2 import GPT2Config
 
 
 def download(name: str, endpoint: str | None = None, progress: bool = True) -> Path:
     """Fetch an HF checkpoint into gpt2_weights/<name>/ with huggingface_hub: config.json, the
-    weights (model.safetensors, or an index and its shards) and, for a T5, its tokenizer.json.
+    weights (model.safetensors, or an index and its shards) and, but for a GPT-2, its tokenizer.json.
 
     Files land in a hidden staging directory first (where huggingface_hub can resume them) and
     the model directory appears only once every file is complete and its size checked, so a
@@ -46,6 +47,7 @@ def download(name: str, endpoint: str | None = None, progress: bool = True) -> P
     final = local_path(spec)
     if is_model_dir(final):
         return final
+    check_token(spec)
     endpoint = endpoint or os.environ.get("HF_ENDPOINT") or None
     where = endpoint or "the Hugging Face Hub"
     hf_logging.set_verbosity_error()  # our one error line instead of the library's retry chatter
@@ -78,12 +80,12 @@ def download(name: str, endpoint: str | None = None, progress: bool = True) -> P
 
 
 def fetch_all(spec: ModelSpec, fetch, staging: Path) -> list[str]:
-    """Every file of the checkpoint into `staging` (config.json, a T5's tokenizer.json, the weights
+    """Every file of the checkpoint into `staging` (config.json, a T5's or Llama's tokenizer.json, the weights
     whole or as an index and its shards), then loaded to check every key and shape; their names."""
     from huggingface_hub.utils import EntryNotFoundError
 
-    t5 = isinstance(spec.config, T5Config)
-    files = [CONFIG_FILE, *([JSON_FILE] if t5 else [])]  # a T5 brings its own tokenizer
+    own_tokenizer = not isinstance(spec.config, GPT2Config)  # GPT-2's is vendored
+    files = [CONFIG_FILE, *([JSON_FILE] if own_tokenizer else [])]
     for filename in files:
         fetch(filename)
     try:
@@ -95,8 +97,19 @@ def fetch_all(spec: ModelSpec, fetch, staging: Path) -> list[str]:
         for shard in shards:
             fetch(shard)
         files += [INDEX_FILE, *shards]
-    (t5_layout.load_dir if t5 else load_dir)(staging)  # every key and shape present
+    read_dir(staging)  # every key and shape present
     return files
+
+
+def check_token(spec: ModelSpec) -> None:
+    """A gated model needs a Hugging Face token: WeightsError in one line saying how to give one."""
+    from huggingface_hub import get_token
+
+    if spec.gated and not get_token():
+        raise WeightsError(
+            f"{spec.name} ({spec.hf_repo}) is gated: accept its licence on huggingface.co, then give "
+            "a token with `hf auth login` or HF_TOKEN=hf_..."
+        )
 
 
 def fetch_checked(spec: ModelSpec, filename: str, staging: Path, endpoint: str | None) -> Path:

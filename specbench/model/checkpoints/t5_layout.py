@@ -131,7 +131,7 @@ def params_from_hf(tensors: dict[str, np.ndarray], config: T5Config, dtype=jnp.f
     return params | {"lm_head": as_jax(matrix("lm_head.weight"))} if untied else params
 
 
-def is_t5_dir(directory: Path) -> bool:
+def is_dir_of(directory: Path) -> bool:
     """Whether a model directory holds a T5 (its config.json's model_type), not a GPT-2."""
     try:
         return json.loads((directory / hf_layout.CONFIG_FILE).read_text()).get("model_type") == "t5"

@@ -121,8 +121,26 @@ def from_json(path: str) -> Tokenizer:
     )
 
 
-def for_model(source: str) -> Tokenizer:
-    """The tokenizer of the model loaded from `source` (weights.Model.source): the tokenizer.json
-    in its folder, else GPT-2's (every GPT-2 checkpoint, random weights, a T5 saved without one)."""
-    path = Path(source) / JSON_FILE
-    return from_json(str(path)) if source != "random" and path.is_file() else GPT2
+def for_model(model) -> Tokenizer:
+    """The tokenizer of a loaded model (network.Model): the tokenizer.json in its folder, else
+    GPT-2's (every GPT-2 checkpoint, a T5 saved without one), folded onto the vocabulary of random
+    weights whose vocabulary is not GPT-2's (folded)."""
+    path = Path(model.source) / JSON_FILE
+    if model.source != "random" and path.is_file():
+        return from_json(str(path))
+    return GPT2 if model.config.n_vocab == N_VOCAB else folded(model.config.n_vocab)
+
+
+@functools.lru_cache(maxsize=8)
+def folded(n_vocab: int) -> Tokenizer:
+    """GPT-2's tokenizer for random weights of another vocabulary (a Llama's, a small test model's):
+    token ids taken modulo n_vocab; ids GPT-2 has no text for are decoded as <id>. Timing only,
+    as the weights are."""
+
+    def decode_ids(ids: Iterable[int]) -> str:
+        ids = [int(i) for i in ids]
+        return "".join(decode([i]) if i < N_VOCAB else f"<{i}>" for i in ids)
+
+    return Tokenizer(
+        f"gpt2 folded to {n_vocab} ids", lambda text: [i % n_vocab for i in encode(text)], decode_ids
+    )

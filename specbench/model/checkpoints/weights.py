@@ -1,6 +1,6 @@
-"""Which models specbench knows and where their weights are: the registry of GPT-2 sizes, the
-bundled pair, and loading by name, alias or directory (the format on disk is hf_layout.py's;
-downloads are hub.py's).
+"""Where the models specbench knows have their weights: the weights folder, the bundled pair, and
+loading by registry name (registry.py), alias or directory (the formats on disk are hf_layout.py's,
+t5_layout.py's and llama_layout.py's; downloads are hub.py's).
 """
 
 from __future__ import annotations
@@ -13,90 +13,15 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 
-from specbench.errors import WeightsError
-from specbench.model.checkpoints import eagle_files, t5_layout
-from specbench.model.checkpoints.hf_layout import is_model_dir, load_dir, read_config
+from specbench.errors import SpecbenchError, WeightsError
+from specbench.model.checkpoints import eagle_files, hf_layout, llama_layout, t5_layout
+from specbench.model.checkpoints.hf_layout import is_model_dir
+from specbench.model.checkpoints.registry import ALIASES, REGISTRY, ModelSpec
 from specbench.model.kernels import cpu
 from specbench.model.nets import network
-from specbench.model.nets.gpt2 import GPT2Config, init_params
 from specbench.model.nets.layouts import for_decoding
+from specbench.model.nets.llama import LlamaConfig
 from specbench.model.nets.network import Model
-from specbench.model.nets.t5 import T5Config
-
-
-@dataclasses.dataclass(frozen=True)
-class ModelSpec:
-    name: str
-    description: str
-    config: GPT2Config | T5Config
-    hf_repo: str | None = None  # downloadable from the Hub
-    aliases: tuple[str, ...] = ()
-    random_seed: int | None = None  # made on the fly with random weights: timing only
-    random_from: str | None = None  # ...taking its first layers from this model (layer-skip draft)
-
-
-def _gpt2(n_layer, n_head, n_embd):
-    return GPT2Config(n_layer=n_layer, n_head=n_head, n_embd=n_embd, n_ctx=1024, n_vocab=50257)
-
-
-def _t5(layers, heads, d_model, d_ff, flan: bool):
-    """T5's published shapes: the original (ReLU, a tied and scaled head) or Flan-T5 (v1.1's
-    gated GELU, an untied head), 32,128 tokens of SentencePiece, d_kv 64."""
-    return T5Config(
-        n_vocab=32128,
-        d_model=d_model,
-        d_kv=64,
-        d_ff=d_ff,
-        n_layer=layers,
-        n_decoder_layer=layers,
-        n_head=heads,
-        gated=flan,
-        scale_decoder_outputs=not flan,
-    )
-
-
-REGISTRY: dict[str, ModelSpec] = {
-    s.name: s
-    for s in [
-        ModelSpec("124M", "GPT-2 small", _gpt2(12, 12, 768), "openai-community/gpt2", ("gpt2",)),
-        ModelSpec(
-            "355M", "GPT-2 medium", _gpt2(24, 16, 1024), "openai-community/gpt2-medium", ("gpt2-medium",)
-        ),
-        ModelSpec("774M", "GPT-2 large", _gpt2(36, 20, 1280), "openai-community/gpt2-large", ("gpt2-large",)),
-        ModelSpec("1558M", "GPT-2 XL", _gpt2(48, 25, 1600), "openai-community/gpt2-xl", ("gpt2-xl",)),
-        ModelSpec("t5-small", "T5 small", _t5(6, 8, 512, 2048, False), "google-t5/t5-small"),
-        ModelSpec("flan-t5-small", "Flan-T5 small", _t5(8, 6, 512, 1024, True), "google/flan-t5-small"),
-        ModelSpec("flan-t5-base", "Flan-T5 base", _t5(12, 12, 768, 2048, True), "google/flan-t5-base"),
-        ModelSpec("flan-t5-large", "Flan-T5 large", _t5(24, 16, 1024, 2816, True), "google/flan-t5-large"),
-        ModelSpec("flan-t5-xl", "Flan-T5 XL", _t5(24, 32, 2048, 5120, True), "google/flan-t5-xl"),
-        ModelSpec(
-            "random-target",
-            "random weights, 6x256 (timing only)",
-            GPT2Config(n_layer=6, n_head=4, n_embd=256, n_ctx=1024),
-            random_seed=0,
-        ),
-        ModelSpec(
-            "random-124M",
-            "random weights, GPT-2 124M's shape (timing only)",
-            _gpt2(12, 12, 768),
-            random_seed=0,
-        ),
-        ModelSpec(
-            "random-1558M",
-            "random weights, GPT-2 XL's shape (timing only)",
-            _gpt2(48, 25, 1600),
-            random_seed=0,
-        ),
-        ModelSpec(
-            "random-draft",
-            "first layer of random-target (timing only)",
-            GPT2Config(n_layer=1, n_head=4, n_embd=256, n_ctx=1024),
-            random_seed=0,
-            random_from="random-target",
-        ),
-    ]
-}
-ALIASES = {alias: s.name for s in REGISTRY.values() for alias in s.aliases}
 
 
 def weights_dir() -> Path:
@@ -130,7 +55,9 @@ def resolve(name: str) -> ModelSpec | Path:
     if path.is_dir():
         return path
     known = ", ".join(list(REGISTRY) + sorted(ALIASES))
-    raise WeightsError(f"unknown model {name!r}: use one of {known}, or a directory in the HF GPT-2 layout")
+    raise WeightsError(
+        f"unknown model {name!r}: use one of {known}, or a folder of a GPT-2, T5 or Llama-family checkpoint"
+    )
 
 
 def local_path(spec: ModelSpec) -> Path:
@@ -143,7 +70,20 @@ def random_model_params(spec: ModelSpec, dtype=jnp.float32) -> dict:
         full = random_model_params(parent, dtype)
         first = lambda a: a[: spec.config.n_layer]
         return {**full, "blocks": jax.tree_util.tree_map(first, full["blocks"])}
-    return init_params(spec.config, spec.random_seed, dtype)
+    return network.init_params(spec.config, spec.random_seed or 0, dtype)
+
+
+def random_model(name: str, dtype=jnp.float32) -> Model:
+    """Random weights of a registry name's shape (`--random-init`: timing only, offline); a
+    WeightsError naming --random-init for a folder or a T5."""
+    spec = resolve(name)
+    if not isinstance(spec, ModelSpec):
+        raise WeightsError("needs registry names (a directory has weights already)", "random_init")
+    if network.encoder_decoder(spec.config):
+        raise WeightsError(
+            f"{spec.name} is a T5: random weights are made for decoder-only models", "random_init"
+        )
+    return Model(spec.name, spec.config, random_model_params(spec, dtype), "random")
 
 
 def load_model(name: str, dtype=jnp.float32, decoding: bool = True, kernels_choice: str = "auto") -> Model:
@@ -156,27 +96,45 @@ def load_model(name: str, dtype=jnp.float32, decoding: bool = True, kernels_choi
 
 def for_decoding_model(model: Model, kernels_choice: str = "auto") -> Model:
     """The model with its weights in the layout decoding reads (layouts.for_decoding); a T5's
-    stay as loaded (XLA's products)."""
+    stay as loaded (XLA's products). The fused Pallas kernels serve GPT-2's blocks only."""
     if network.encoder_decoder(model.config):
         return model
+    llama = isinstance(model.config, LlamaConfig)
+    if llama and kernels_choice == "pallas":
+        raise SpecbenchError(
+            f"the fused Pallas kernels serve GPT-2's blocks only; {model.name} is a "
+            f"{network.display_name(model.config)}: use auto, cpu or xla",
+            "kernels",
+        )
     kernel = cpu.choose(model.params, model.config.n_head, kernels_choice)
+    kernel = "xla" if llama and kernel == "pallas" else kernel
     return dataclasses.replace(model, params=for_decoding(model.params, kernel))
+
+
+def read_dir(directory: Path, dtype=jnp.float32):
+    """(config, params) of a checkpoint folder, in whichever layout it is: T5's, the Llama
+    family's (config.json's model_type says), else GPT-2's."""
+    for layout in (t5_layout, llama_layout):
+        if layout.is_dir_of(directory):
+            return layout.load_dir(directory, dtype)
+    return hf_layout.load_dir(directory, dtype)
 
 
 def _load(name: str, dtype) -> Model:
     target = resolve(name)
     if isinstance(target, Path):
-        read = t5_layout.load_dir if t5_layout.is_t5_dir(target) else load_dir
-        config, params = read(target, dtype)
+        config, params = read_dir(target, dtype)
         return Model(target.name, config, params, str(target))
     spec = target
     if spec.random_seed is not None:
         return Model(spec.name, spec.config, random_model_params(spec, dtype), "random")
     if is_model_dir(local_path(spec)):
-        read = t5_layout.load_dir if isinstance(spec.config, T5Config) else load_dir
-        config, params = read(local_path(spec), dtype)
+        config, params = read_dir(local_path(spec), dtype)
         return Model(spec.name, config, params, str(local_path(spec)))
-    raise WeightsError(f"model {spec.name} is not downloaded: run `specbench models download {spec.name}`")
+    raise WeightsError(
+        f"model {spec.name} is not downloaded: run `specbench models download {spec.name}`, "
+        "or time its shape with --random-init"
+    )
 
 
 def list_models() -> list[dict]:
@@ -195,6 +153,7 @@ def list_models() -> list[dict]:
                 "description": spec.description,
                 "path": "" if spec.random_seed is not None else str(local_path(spec)),
                 "layers_x_width": network.shape(spec.config),
+                "architecture": network.architecture(spec.config),
             }
         )
     root = weights_dir()
@@ -208,11 +167,12 @@ def list_models() -> list[dict]:
             if eagle_files.is_head_dir(d):
                 rows.append(head_row(d))
                 continue
-            if t5_layout.is_t5_dir(d):
+            if t5_layout.is_dir_of(d):
                 rows.append(t5_row(d))
                 continue
             try:
-                config = read_config(d)
+                reader = llama_layout if llama_layout.is_dir_of(d) else hf_layout
+                config = reader.read_config(d)
             except WeightsError as e:  # listed, with why it cannot be used: what loading it says
                 rows.append(unreadable_row(d, str(e)))
                 continue
@@ -227,6 +187,7 @@ def list_models() -> list[dict]:
                     "description": "trained by specbench.train" if bundled else "local directory",
                     "path": str(d),
                     "layers_x_width": network.shape(config),
+                    "architecture": network.architecture(config),
                 }
             )
     return rows
@@ -248,6 +209,7 @@ def head_row(d: Path) -> dict:
         "description": f"drafts for {trained_on or 'a target'} from its features",
         "path": str(d),
         "layers_x_width": f"1x{config.n_embd}",
+        "architecture": "eagle",
     }
 
 
@@ -267,6 +229,7 @@ def t5_row(d: Path) -> dict:
         "description": "trained by specbench.train (t5-target, t5-draft)" if bundled else "local directory",
         "path": str(d),
         "layers_x_width": network.shape(config),
+        "architecture": "t5",
     }
 
 
@@ -280,6 +243,7 @@ def unreadable_row(d: Path, reason: str) -> dict:
         "description": reason,
         "path": str(d),
         "layers_x_width": "",
+        "architecture": "",
         "problem": reason,
     }
 

@@ -16,7 +16,6 @@ from specbench.model.decode import sampling
 from specbench.model.decode.draft_states import EagleState, NetworkState
 from specbench.model.decode.sampling import Warp, draw
 from specbench.model.nets import eagle, layouts, network
-from specbench.model.nets.gpt2 import init_cache
 from specbench.model.nets.network import Model
 
 if TYPE_CHECKING:
@@ -47,7 +46,7 @@ def eagle_weights(drafter: Drafter, draft: Model | None, target: Model, referenc
         raise DecodeError(
             f"the eagle drafter needs a head of the target's width {target.config.n_embd}", "draft"
         )
-    return eagle.attach(draft.params, target.params)
+    return eagle.attach(draft.params, target.params, target.config)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -58,7 +57,7 @@ def eagle_start(drafter: Drafter, params, prompt_buf, n_prompt, max_len: int, fe
     """The head's state after the prompt: its cache over the prompt's rows, each reading the
     target's feature of the row before (eagle.shifted), and those features in a [max_len, n_embd]
     buffer (rows past the prompt are padding's, rewritten before they are read)."""
-    cache = init_cache(drafter.config, max_len, params["wte"].dtype)
+    cache = network.init_cache(drafter.config, max_len, params["wte"].dtype)
     _, _, cache = eagle.step(
         params, cache, eagle.shifted(features), prompt_buf, 0, drafter.config, logits_at=0
     )

@@ -6,16 +6,17 @@ position j, before the final layer norm (gpt2.step(hidden=True)): ln_f and the h
 the logits of token j+1. The head predicts the next feature from the current one and the token
 that was drawn from it:
 
-    x_j = [f_{j-1}, wte[t_j]] @ fc.weight + fc.bias + wpe[j]      f_{-1} = 0: the first position
-    h_j = block(x_j, attending to x_0 .. x_{j-1} through its own cache)       (one GPT-2 block)
-    logits for t_{j+1} = ln_f(h_j) @ wte.T                 the target's own final norm and head
+    x_j = [f_{j-1}, wte[t_j]] @ fc.weight + fc.bias (+ wpe[j])   f_{-1} = 0: the first position
+    h_j = block(x_j, attending to x_0 .. x_{j-1} through its own cache)   (the target family's block)
+    logits for t_{j+1} = head(norm(h_j))                  the target's own final norm and head
 
 h_j stands in for f_j: while drafting, position j+1 reads h_j where f_j is not known yet, and
 the target's verify step then returns the true features of the rows it accepts. The head owns
-only fc and the block (its config is the target's with n_layer = 1); wte, wpe and ln_f are the
-target's, joined in by `attach`. It is trained by `python -m specbench.train eagle` with EAGLE's
-two losses: a smooth-L1 regression of h_j onto f_j and the cross-entropy of its tokens against
-the target's distribution.
+only fc and the block (its config is the target's with n_layer = 1): a GPT-2 block for a GPT-2
+target, a Llama block (RoPE, GQA, SwiGLU) for a Llama-family one. The embeddings, the final norm
+and the head are the target's, joined in by `attach`. `python -m specbench.train eagle` trains a
+GPT-2 target's head with EAGLE's two losses: a smooth-L1 regression of h_j onto f_j and the
+cross-entropy of its tokens against the target's distribution.
 
 On disk a head is a folder (checkpoints/eagle_files.py).
 """
@@ -28,55 +29,61 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from specbench.model.nets import gpt2, layouts
-from specbench.model.nets.gpt2 import GPT2Config
-
-TARGET_KEYS = ("wte", "wpe", "ln_f")  # what the head reads of the target's weights
+from specbench.model.nets import layouts, network, products
 
 
-def config_for(target: GPT2Config) -> GPT2Config:
+def family(config):
+    """The module of the head's block, its target's family (gpt2.py or llama.py): its blocks,
+    final norm, position embedding and the target weights it reads."""
+    return network.DECODERS[type(config)]
+
+
+def config_for(target):
     """The head's block has the target's width, heads and context: the target with one layer."""
     return dataclasses.replace(target, n_layer=1)
 
 
-def init_params(config: GPT2Config, seed: int = 0) -> dict:
-    """fc and one block, GPT-2's initialisation for the block. fc starts as [I; 0]: the head
-    first passes the feature through, and learns what the token and the block add to it."""
-    block = gpt2.init_params(config, seed)["blocks"]
+def init_params(config, seed: int = 0) -> dict:
+    """fc and one block of the target's family, its initialisation for the block. fc starts as
+    [I; 0]: the head first passes the feature through, and learns what the token and the block add
+    to it."""
+    block = family(config).init_params(config, seed)["blocks"]
     e = config.n_embd
     fc = np.concatenate([np.eye(e), np.random.default_rng(seed + 1).normal(0.0, 0.02, (e, e))])
     return {"fc": {"weight": jnp.asarray(fc, jnp.float32), "bias": jnp.zeros(e)}, "blocks": block}
 
 
-def attach(head_params: dict, target_params) -> layouts.Weights:
-    """The weights a head drafts with: its own fc and block, the target's wte, wpe and ln_f, in
-    the layout the target's are in (layouts.py: the CPU kernel's packed copies of the block and
-    of the output head where the target has them)."""
+def attach(head_params: dict, target_params, config) -> layouts.Weights:
+    """The weights a head drafts with: its own fc and block, and what it reads of the target
+    (family(config).head_keys: the embeddings, the final norm, an untied head), in the layout the
+    target's are in (layouts.py: the CPU kernel's packed copies of the block and of the output
+    head where the target has them)."""
     target = layouts.as_weights(target_params)
-    merged = {**{k: target[k] for k in TARGET_KEYS}, **head_params}
+    merged = {**{k: target[k] for k in family(config).head_keys(config)}, **head_params}
     return layouts.to_layout(merged, target.layout)
 
 
-def embed(params, feats_in, tokens, positions):
-    """x_j = [f_{j-1}, wte[t_j]] @ fc + b + wpe[j]: [n_seq, n_embd] from features [n_seq, n_embd]."""
+def embed(params, feats_in, tokens, positions, config):
+    """x_j = [f_{j-1}, wte[t_j]] @ fc + b (+ wpe[j] for GPT-2): [n_seq, n_embd] from features."""
     x = jnp.concatenate([feats_in.astype(params["wte"].dtype), params["wte"][tokens]], axis=-1)
-    return x @ params["fc"]["weight"] + params["fc"]["bias"] + params["wpe"][positions]
+    where = family(config).position_embedding(params, positions)
+    return x @ params["fc"]["weight"] + params["fc"]["bias"] + where
 
 
-def step(params, cache, feats_in, tokens, pos, config: GPT2Config, logits_at=None, tree=None):
+def step(params, cache, feats_in, tokens, pos, config, logits_at=None, tree=None):
     """The head over `tokens` [n_seq] at positions pos.., row j reading feats_in[j], the feature
     of the token before it (f_{j-1}, or a predicted one). Reads and writes its one-layer `cache`
-    (gpt2.init_cache(config, ...)); with `tree` the rows are a token tree's nodes, as in gpt2.step.
-    Returns (logits [n_seq, V] float32, or [1, V] at row `logits_at`; h [n_seq, n_embd], the
+    (network.init_cache(config, ...)); with `tree` the rows are a token tree's nodes, as in a
+    step. Returns (logits [n_seq, V] float32, or [1, V] at row `logits_at`; h [n_seq, n_embd], the
     predicted features; the new cache)."""
-    n_seq = tokens.shape[0]
+    n_seq, net = tokens.shape[0], family(config)
     offsets = jnp.arange(n_seq) if tree is None else jnp.asarray(tree.depths)
     positions = jnp.minimum(pos + offsets, config.n_ctx - 1)
-    x = embed(params, feats_in, tokens, positions)
-    h, (k_new, v_new) = gpt2.blocks(params, x, cache, pos, config, tree)
-    k, v = gpt2.write_cache(cache["k"], cache["v"], jnp.transpose(k_new, (0, 2, 3, 1)), v_new, pos)
+    x = embed(params, feats_in, tokens, positions, config)
+    h, (k_new, v_new) = net.blocks(params, x, cache, pos, config, tree)
+    k, v = products.write_cache(cache["k"], cache["v"], jnp.transpose(k_new, (0, 2, 3, 1)), v_new, pos)
     out = h if logits_at is None else lax.dynamic_slice_in_dim(h, logits_at, 1)
-    logits = gpt2.head(params, gpt2.layer_norm(out, **params["ln_f"], eps=config.layer_norm_epsilon))
+    logits = products.head(params, net.final_norm(params, out, config))
     return logits, h, {"k": k, "v": v}
 
 
@@ -85,22 +92,21 @@ def shifted(feats):
     return jnp.concatenate([jnp.zeros_like(feats[..., :1, :]), feats[..., :-1, :]], axis=-2)
 
 
-def predict(params, feats, tokens, config: GPT2Config):
+def predict(params, feats, tokens, config):
     """Uncached, over a whole sequence whose true features are feats [n_seq, n_embd]: the
     predicted features h [n_seq, n_embd], row j reading f_{j-1}. What training runs."""
-    n_seq = tokens.shape[-1]
-    x = embed(params, shifted(feats), tokens, jnp.arange(n_seq))
-    h, _ = gpt2.blocks(params, x, gpt2.empty_cache(config, 0, x.dtype), 0, config)
+    n_seq, net = tokens.shape[-1], family(config)
+    x = embed(params, shifted(feats), tokens, jnp.arange(n_seq), config)
+    h, _ = net.blocks(params, x, net.empty_cache(config, 0, x.dtype), 0, config)
     return h
 
 
-def forward(params, feats, tokens, config: GPT2Config):
+def forward(params, feats, tokens, config):
     """predict, then the target's norm and head: (logits [n_seq, V] float32, h). The tests' oracle
     for the cached step: it multiplies the weights as loaded, with XLA."""
     params = layouts.as_loaded(params)
     h = predict(params, feats, tokens, config)
-    logits = gpt2.layer_norm(h, **params["ln_f"], eps=config.layer_norm_epsilon) @ params["wte"].T
-    return logits.astype(jnp.float32), h
+    return products.head(params, family(config).final_norm(params, h, config)), h
 
 
 def window(feats, tokens, n, rows: int):

@@ -28,14 +28,14 @@ from __future__ import annotations
 import dataclasses
 import math
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from specbench.model.kernels import cpu, pallas, pallas_layers, programs
+from specbench.model.kernels import pallas, pallas_layers, programs
 from specbench.model.nets import attention
-from specbench.model.nets.layouts import Layout, Weights, as_loaded, as_weights
+from specbench.model.nets.layouts import Layout, as_loaded, as_weights
+from specbench.model.nets.products import head, layer_params, linear, write_cache
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,6 +56,11 @@ class GPT2Config:
     @property
     def head_dim(self) -> int:
         return self.n_embd // self.n_head
+
+    @property
+    def layer_matrix_params(self) -> int:
+        """Numbers in one block's matrices: q/k/v, the output projection and the MLP's two (12 n_embd²)."""
+        return 12 * self.n_embd**2
 
     @property
     def n_params(self) -> int:
@@ -84,29 +89,6 @@ def layer_norm(x, weight, bias, eps: float = 1e-5):
     mean = jnp.mean(x32, axis=-1, keepdims=True)
     var = jnp.var(x32, axis=-1, keepdims=True)
     return ((x32 - mean) * lax.rsqrt(var + eps)).astype(x.dtype) * weight + bias
-
-
-def linear(x, m, layout: Layout = Layout.HF, layer=None):
-    """[n_seq, n_in] -> [n_seq, n_out]: x @ weight + bias, m's weight [n_in, n_out] in HF's Conv1D
-    orientation. In the KERNEL layout m's weight, packed copy and bias are every layer's, stacked,
-    and `layer` says which: a step of up to cpu.ROWS_MAX rows runs the CPU kernel on the packed
-    copy, a longer one XLA's product on the weight. In the DECODE layout a 1-row step uses
-    weight_t: weight.T [n_out, n_in] cut along n_in into [n_pieces, n_out, n_in / n_pieces], one
-    product per piece, which XLA streams at the memory bound (docs/performance.md)."""
-    weight, bias = m["weight"], m["bias"]
-    if layout is Layout.KERNEL:
-        if x.shape[0] <= cpu.ROWS_MAX and m["packed"].dtype == jnp.float32:
-            return cpu.matmul(x, m["packed"], weight.shape[-1], bias, layer)
-        return x @ weight[layer] + bias[layer]
-    if layout is not Layout.DECODE or x.shape[0] != 1:
-        return x @ weight + bias
-    weight_t = m["weight_t"]
-    if weight_t.shape[0] == 1:
-        return x @ weight_t[0].T + bias
-    pieces = x.reshape(weight_t.shape[0], 1, weight_t.shape[2])  # [n_pieces, 1, n_in / n_pieces]
-    # the barrier keeps XLA from fusing the sum into one product, which then copies its weight
-    products = lax.optimization_barrier([p @ w.T for p, w in zip(pieces, weight_t)])
-    return sum(products) + bias
 
 
 def mlp(x, c_fc, c_proj, layout: Layout = Layout.HF, layer=None):  # [n_seq, n_embd] -> [n_seq, n_embd]
@@ -185,44 +167,6 @@ def step(params, cache, tokens, pos, config: GPT2Config, logits_at=None, tree=No
     return (logits, {"k": k, "v": v}, features) if hidden else (logits, {"k": k, "v": v})
 
 
-def head(params, x):
-    """The output head, tied to the embedding: [n_seq, n_embd] -> [n_seq, n_vocab] float32 logits.
-    In the KERNEL layout a step of up to cpu.ROWS_MAX rows reads the head's packed copy (of wte.T)
-    with the CPU kernel. A draft's head may cover only some tokens (its RestrictedHead, V' ids:
-    layouts.restrict_head); its logits are then [n_seq, V'], column j for token head.tokens[j]."""
-    w = as_weights(params)
-    wte = w["wte"] if w.head is None else w.head.wte
-    if w.layout is Layout.KERNEL and x.shape[0] <= cpu.ROWS_MAX and wte.dtype == jnp.float32:
-        packed = w["head"]["packed"] if w.head is None else w.head.packed
-        return cpu.matmul(x, packed, wte.shape[0])
-    return (x @ wte.T).astype(jnp.float32)
-
-
-@jax.custom_batching.custom_vmap
-def write_cache(k_cache, v_cache, k_new, v_new, pos):
-    """The step's new keys [L, n_head, hd, n_seq] and values [L, n_seq, n_head, hd] written into
-    the cache at pos, in place. Under vmap (a batch, each sequence at its own pos) the write is a
-    loop of the same in-place updates, one per sequence: the scatter vmap would make of it copied
-    the whole cache every step (docs/performance.md)."""
-    k = lax.dynamic_update_slice(k_cache, k_new, (0, 0, 0, pos))
-    v = lax.dynamic_update_slice(v_cache, v_new, (0, pos, 0, 0))
-    return k, v
-
-
-@write_cache.def_vmap
-def _write_cache_batched(axis_size, in_batched, k_cache, v_cache, k_new, v_new, pos):
-    batched = lambda x, b: x if b else jnp.broadcast_to(jnp.asarray(x), (axis_size,) + jnp.shape(x))
-    k_cache, v_cache, k_new, v_new, pos = map(batched, (k_cache, v_cache, k_new, v_new, pos), in_batched)
-
-    def one(b, kv):
-        k, v = kv
-        k = lax.dynamic_update_slice(k, k_new[b][None], (b, 0, 0, 0, pos[b]))
-        v = lax.dynamic_update_slice(v, v_new[b][None], (b, 0, pos[b], 0, 0))
-        return k, v
-
-    return lax.fori_loop(0, axis_size, one, (k_cache, v_cache)), (True, True)
-
-
 def blocks(params, x, cache, pos, config: GPT2Config, tree=None):
     """The transformer blocks over x [n_seq, n_embd] at positions pos.. (a token tree's nodes
     with `tree`): as many as the cache has layers. Returns (x, (k, v)), the new keys and values
@@ -242,19 +186,19 @@ def blocks(params, x, cache, pos, config: GPT2Config, tree=None):
     return lax.scan(layer, x, jnp.arange(cache["k"].shape[0]))
 
 
-def layer_params(w: Weights, i):
-    """Block i's parameters, sliced out of the stacked ones. In the KERNEL layout the four matrices
-    stay stacked, for the kernel to read layer i in place (linear's `layer`)."""
-    take = lambda tree: jax.tree_util.tree_map(lambda a: a[i], tree)
-    blocks = w["blocks"]
-    if w.layout is not Layout.KERNEL:
-        return take(blocks)
-    return {
-        "ln_1": take(blocks["ln_1"]),
-        "attn": blocks["attn"],
-        "ln_2": take(blocks["ln_2"]),
-        "mlp": blocks["mlp"],
-    }
+def final_norm(params, x, config: GPT2Config):
+    """The norm before the head: layer norm with ln_f's gain and bias."""
+    return layer_norm(x, **params["ln_f"], eps=config.layer_norm_epsilon)
+
+
+def position_embedding(params, positions):
+    """What a step adds to its embeddings for their positions: the learned table's rows."""
+    return params["wpe"][positions]
+
+
+def head_keys(config: GPT2Config) -> tuple[str, ...]:
+    """The weights an EAGLE head reads of its target (eagle.attach): embeddings and final norm."""
+    return ("wte", "wpe", "ln_f")
 
 
 def init_cache(config: GPT2Config, max_len: int, dtype=jnp.float32):

@@ -1,4 +1,5 @@
-"""The layouts the same GPT-2 weights are kept in, each for the products that read them.
+"""The layouts a decoder's weights are kept in (GPT-2's; the Llama family's, which llama.py stores
+as GPT-2's are), each for the products that read them.
 
     HF      as loaded (Hugging Face's Conv1D orientation, layers stacked): the plain path, and
             the tests' oracle (gpt2.gpt2)
@@ -10,9 +11,10 @@
 
 The weights a step reads are a `Weights`: the arrays, the `Layout` they are in (static under jit,
 so one program is compiled per layout) and, for a draft with a smaller vocabulary, its
-`RestrictedHead`. gpt2.linear and gpt2.head dispatch on the layout; no code asks which keys the
-arrays have. What each layout costs in memory is in docs/performance.md, and `specbench roofline`
-prints it.
+`RestrictedHead`. products.linear and products.head dispatch on the layout; no code asks which
+keys the arrays have to tell a layout (`unembedding` asks whether a checkpoint brought its own
+output head, which is its shape, not a layout). What each layout costs in memory is in
+docs/performance.md, and `specbench roofline` prints it.
 """
 
 from __future__ import annotations
@@ -88,6 +90,12 @@ def head_tokens(params):
     return None if head is None else head.tokens
 
 
+def unembedding(arrays: dict) -> jax.Array:
+    """The output head's matrix [n_vocab, n_embd]: an untied model's own `lm_head` (a checkpoint's
+    shape: TinyLlama's, Qwen2.5-7B's), else the embedding `wte` it is tied to (GPT-2's)."""
+    return arrays["lm_head"] if "lm_head" in arrays else arrays["wte"]
+
+
 def decode_pieces(n_in: int, itemsize: int) -> int:
     """How many pieces decode_layout cuts a matrix's n_in into: the fewest that divide n_in with
     each piece's vector under FUSED_VECTOR_BYTES (1 for every n_in up to 4,095 in float32)."""
@@ -106,7 +114,7 @@ def _with_copies(w: Weights, copy, layout: Layout) -> Weights:
 def decode_layout(params) -> Weights:
     """The same weights with a second copy of every block matrix for 1-token steps (`weight_t`):
     stored [n_out, n_in], cut along n_in into decode_pieces() pieces, [n_layer, n_pieces, n_out,
-    n_in / n_pieces]; gpt2.linear reads it. Made once at load, on the CPU only (other devices keep
+    n_in / n_pieces]; products.linear reads it. Made once at load, on the CPU only (other devices keep
     the HF layout). It costs the block matrices' size again in memory (docs/performance.md)."""
     w = as_weights(params)
     if jax.devices()[0].platform != "cpu" or w.layout is Layout.DECODE:
@@ -131,7 +139,9 @@ def kernel_layout(params) -> Weights:
     if w.layout is Layout.KERNEL:
         return w
     out = _with_copies(w, lambda weight: {"packed": cpu.pack(weight)}, Layout.KERNEL)
-    out = dataclasses.replace(out, arrays={**out.arrays, "head": {"packed": cpu.pack(w["wte"].T)}})
+    out = dataclasses.replace(
+        out, arrays={**out.arrays, "head": {"packed": cpu.pack(unembedding(w.arrays).T)}}
+    )
     return out if w.head is None else restrict_head(out, w.head.tokens)
 
 
@@ -181,10 +191,10 @@ def as_loaded(params) -> dict:
 
 def restrict_head(params, ids) -> Weights:
     """Draft weights whose head covers only `ids` [V'] (RestrictedHead), packed for the CPU
-    kernel in the KERNEL layout. gpt2.head then gives [n_seq, V'] logits; drafters map them back."""
+    kernel in the KERNEL layout. products.head then gives [n_seq, V'] logits; drafters map them back."""
     w = as_weights(params)
     ids = jnp.asarray(ids, jnp.int32)
-    wte = w["wte"][ids]  # [V', n_embd]
+    wte = unembedding(w.arrays)[ids]  # [V', n_embd]
     packed = cpu.pack(wte.T) if w.layout is Layout.KERNEL else None
     return dataclasses.replace(w, head=RestrictedHead(ids, wte, packed))
 

@@ -1,5 +1,6 @@
-"""The one step interface decoding reads: GPT-2 (decoder-only, gpt2.py) and T5 (encoder-decoder,
-t5.py) behind the same functions, chosen by the config's type.
+"""The one step interface decoding reads: GPT-2 (gpt2.py) and the Llama family (llama.py), both
+decoder-only, and T5 (encoder-decoder, t5.py) behind the same functions, chosen by the config's
+type.
 
 A decoder-only model reads the prompt as the start of its own sequence. An encoder-decoder reads
 it as the source: the encoder runs once, its cross-attention keys and values go into the cache
@@ -14,25 +15,39 @@ import dataclasses
 
 import jax.numpy as jnp
 
-from specbench.model.nets import gpt2, t5
+from specbench.model.nets import gpt2, llama, t5
 from specbench.model.nets.gpt2 import GPT2Config
+from specbench.model.nets.llama import LlamaConfig
 from specbench.model.nets.t5 import T5Config
+
+DECODERS = {GPT2Config: gpt2, LlamaConfig: llama}
+"""The decoder-only networks' modules, by config type: each has step, init_cache, init_params."""
+FORWARDS = {GPT2Config: gpt2.gpt2, LlamaConfig: llama.llama}
+"""Each decoder-only network's uncached forward (the tests' oracle)."""
 
 
 @dataclasses.dataclass(frozen=True)
 class Model:
-    """A network with its weights: its name, config (GPT2Config or T5Config), weights and where
-    they came from (a directory, or "random")."""
+    """A network with its weights: its name, config (GPT2Config, LlamaConfig or T5Config), weights
+    and where they came from (a directory, or "random")."""
 
     name: str
-    config: GPT2Config | T5Config
+    config: GPT2Config | LlamaConfig | T5Config
     params: dict
     source: str
 
 
 def architecture(config) -> str:
-    """What a row records of the model: "gpt2" or "t5"."""
+    """What a row records of the model: "gpt2", "t5", or a Llama-family checkpoint's HF model_type
+    ("llama", "qwen2")."""
+    if isinstance(config, LlamaConfig):
+        return config.family
     return "t5" if encoder_decoder(config) else "gpt2"
+
+
+def display_name(config) -> str:
+    """The architecture as prose names it: GPT-2, T5, Llama or Qwen2."""
+    return {"gpt2": "GPT-2", "t5": "T5", "llama": "Llama", "qwen2": "Qwen2"}[architecture(config)]
 
 
 def encoder_decoder(config) -> bool:
@@ -49,11 +64,18 @@ def shape(config) -> str:
 
 
 def cache_elements(config, max_len: int) -> int:
-    """Numbers a cache of max_len holds: GPT-2's keys and values of every layer; T5's decoder
-    entries and, at most as many, its source's cross-attention keys and values."""
+    """Numbers a cache of max_len holds: a decoder's keys and values of every layer (a Llama's of
+    its n_kv_head heads); T5's decoder entries and, at most as many, its source's cross-attention
+    keys and values."""
     if encoder_decoder(config):
         return 2 * 2 * config.n_decoder_layer * max_len * config.inner
-    return 2 * config.n_layer * max_len * config.n_embd
+    return 2 * config.n_layer * max_len * kv_width(config)
+
+
+def kv_width(config) -> int:
+    """Numbers of a key (and of a value) a decoder caches per token and layer: GPT-2's n_embd, a
+    Llama's n_kv_head * head_dim (grouped-query attention)."""
+    return config.n_kv_head * config.head_dim if isinstance(config, LlamaConfig) else config.n_embd
 
 
 def dtype_of(params, config):
@@ -68,11 +90,21 @@ def decoder_prompt_length(config, n_prompt):
 
 
 def start_cache(params, prompt_buf, n_prompt, config, max_len: int):
-    """The cache before the decoder reads its prompt: GPT-2's empty one; T5's with the source
-    (prompt_buf, its first n_prompt real) encoded into the cross-attention entries."""
+    """The cache before the decoder reads its prompt: a decoder-only model's empty one; T5's with
+    the source (prompt_buf, its first n_prompt real) encoded into the cross-attention entries."""
     if encoder_decoder(config):
         return t5.start_cache(params, prompt_buf, n_prompt, config, max_len)
-    return gpt2.init_cache(config, max_len, dtype_of(params, config))
+    return init_cache(config, max_len, dtype_of(params, config))
+
+
+def init_cache(config, max_len: int, dtype):
+    """A decoder-only model's empty cache for sequences of up to max_len tokens."""
+    return DECODERS[type(config)].init_cache(config, max_len, dtype)
+
+
+def init_params(config, seed: int = 0, dtype=None) -> dict:
+    """Random weights of a decoder-only config's shape (its module's initialisation): timing only."""
+    return DECODERS[type(config)].init_params(config, seed, dtype or jnp.float32)
 
 
 def decoder_prompt(prompt_buf, config):
@@ -85,20 +117,21 @@ def decoder_prompt(prompt_buf, config):
 
 def last_logits(params, prompt, continuation, config):
     """The logits [V] after the prompt and a continuation [n] (n may be 0), uncached: the tests'
-    oracle. GPT-2 reads their concatenation; T5 reads the prompt as its source and its decoder
-    reads the start token and the continuation."""
+    oracle. A decoder-only model reads their concatenation; T5 reads the prompt as its source and
+    its decoder reads the start token and the continuation."""
     prompt = jnp.asarray(prompt, jnp.int32)
     continuation = jnp.asarray(continuation, jnp.int32)
     if encoder_decoder(config):
         decoder = jnp.concatenate([jnp.full(1, config.decoder_start, jnp.int32), continuation])
         return t5.t5(params, prompt, decoder, config)[-1]
-    return gpt2.gpt2(params, jnp.concatenate([prompt, continuation]), config)[-1]
+    return FORWARDS[type(config)](params, jnp.concatenate([prompt, continuation]), config)[-1]
 
 
 def step(params, cache, tokens, pos, config, logits_at=None, tree=None, hidden=False):
-    """gpt2.step or t5.step, by the config's type. T5 has no token trees or features (yet)."""
-    if isinstance(config, GPT2Config):
-        return gpt2.step(params, cache, tokens, pos, config, logits_at=logits_at, tree=tree, hidden=hidden)
+    """gpt2.step, llama.step or t5.step, by the config's type. T5 has no token trees or features (yet)."""
+    if type(config) in DECODERS:
+        module = DECODERS[type(config)]
+        return module.step(params, cache, tokens, pos, config, logits_at=logits_at, tree=tree, hidden=hidden)
     if tree is not None or hidden:
         raise ValueError("specbench's T5 verifies chains: no token trees or EAGLE features")
     return t5.step(params, cache, tokens, pos, config, logits_at=logits_at)

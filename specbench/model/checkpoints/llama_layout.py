@@ -1,0 +1,239 @@
+"""The Hugging Face layout of the Llama family on disk (LlamaForCausalLM, Qwen2ForCausalLM: Llama 2
+and 3, TinyLlama, SmolLM2, Qwen2 and 2.5), and llama.py's params it maps to:
+
+    model.embed_tokens.weight                          -> wte                      [V, e]
+    model.layers.{i}.input_layernorm.weight            -> blocks.ln_1.weight[i]
+    model.layers.{i}.self_attn.{q,k,v}_proj.weight     -> blocks.attn.c_attn.weight[i]  [e, (H + 2 KV) hd]
+    model.layers.{i}.self_attn.{q,k,v}_proj.bias       -> blocks.attn.c_attn.bias[i]    (Qwen2 only)
+    model.layers.{i}.self_attn.o_proj.weight           -> blocks.attn.c_proj.weight[i]  [H hd, e]
+    model.layers.{i}.post_attention_layernorm.weight   -> blocks.ln_2.weight[i]
+    model.layers.{i}.mlp.{gate,up}_proj.weight         -> blocks.mlp.c_fc.weight[i]     [e, 2 I]
+    model.layers.{i}.mlp.down_proj.weight              -> blocks.mlp.c_proj.weight[i]   [I, e]
+    model.norm.weight                                  -> ln_f.weight
+    lm_head.weight                                     -> lm_head                  [V, e] (untied only)
+
+torch's Linear stores [out, in]: every matrix is transposed once, at load, and q/k/v and gate/up
+are fused (llama.py says why). The config is read from config.json in both of transformers'
+spellings (rope_theta and rope_scaling, or v5's rope_parameters); what specbench's llama.py does
+not compute (sliding windows, biases beyond Qwen2's, other activations, other rope scalings) is
+refused by name rather than run wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import jax.numpy as jnp
+import numpy as np
+
+from specbench.errors import WeightsError
+from specbench.model.checkpoints import hf_layout
+from specbench.model.nets.llama import LlamaConfig, RopeScaling
+
+FAMILIES = ("llama", "qwen2")  # HF model_type values this layout reads
+IGNORED = re.compile(r"^model\.layers\.\d+\.self_attn\.rotary_emb\.inv_freq$")  # older checkpoints' buffer
+
+
+def is_dir_of(directory: Path) -> bool:
+    """Whether a model folder's config.json names a model_type of this family."""
+    try:
+        return json.loads((directory / hf_layout.CONFIG_FILE).read_text()).get("model_type") in FAMILIES
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def rope_of(d: dict) -> tuple[float, RopeScaling | None]:
+    """(rope_theta, scaling) from config.json: transformers 4's rope_theta and rope_scaling, or 5's
+    rope_parameters; WeightsError naming a scaling llama.py does not compute."""
+    params = d.get("rope_parameters") or d.get("rope_scaling") or {}
+    theta = float(d.get("rope_theta") or params.get("rope_theta") or 10000.0)
+    kind = params.get("rope_type") or params.get("type") or "default"
+    if kind == "default":
+        return theta, None
+    if kind == "linear":
+        return theta, RopeScaling("linear", float(params["factor"]))
+    if kind == "llama3":
+        return theta, RopeScaling(
+            "llama3",
+            float(params["factor"]),
+            float(params["low_freq_factor"]),
+            float(params["high_freq_factor"]),
+            int(params["original_max_position_embeddings"]),
+        )
+    raise WeightsError(f"rope scaling {kind!r}: specbench's Llama computes the default, linear and llama3")
+
+
+def config_from_hf(d: dict) -> LlamaConfig:
+    """LlamaConfig from a Llama or Qwen2 config.json; WeightsError naming a missing field or one
+    specbench does not compute."""
+    family = d.get("model_type")
+    refused = {
+        "hidden_act": d.get("hidden_act", "silu") != "silu",
+        "attention_bias": bool(d.get("attention_bias")),
+        "mlp_bias": bool(d.get("mlp_bias")),
+        "use_sliding_window": bool(d.get("use_sliding_window")),
+    }
+    if family not in FAMILIES:
+        raise WeightsError(f"model_type {family!r}: this layout reads {', '.join(FAMILIES)}")
+    if any(refused.values()):
+        field = next(k for k, v in refused.items() if v)
+        raise WeightsError(f"config.json sets {field}={d[field]!r}, which specbench's Llama does not compute")
+    try:
+        theta, scaling = rope_of(d)
+        heads = int(d["num_attention_heads"])
+        config = LlamaConfig(
+            n_layer=int(d["num_hidden_layers"]),
+            n_head=heads,
+            n_kv_head=int(d.get("num_key_value_heads") or heads),
+            n_embd=int(d["hidden_size"]),
+            n_inner=int(d["intermediate_size"]),
+            n_vocab=int(d["vocab_size"]),
+            n_ctx=int(d.get("max_position_embeddings", 2048)),
+            rope_theta=theta,
+            rope_scaling=scaling,
+            rms_norm_eps=float(d.get("rms_norm_eps", 1e-6)),
+            qkv_bias=family == "qwen2",
+            tied=bool(d.get("tie_word_embeddings", False)),
+            family=family,
+        )
+    except KeyError as e:
+        raise WeightsError(f"config.json has no {e.args[0]!r}, which a {family} config needs") from None
+    except ValueError as e:
+        raise WeightsError(f"config.json: {e}") from None
+    if d.get("head_dim") not in (None, config.head_dim):
+        raise WeightsError(f"config.json's head_dim {d['head_dim']} is not hidden_size / num_attention_heads")
+    return config
+
+
+def config_to_hf(config: LlamaConfig) -> dict:
+    """config.json for a config (transformers 4's spelling, which 5 reads too)."""
+    s = config.rope_scaling
+    scaling = None
+    if s is not None:
+        scaling = {"rope_type": s.kind, "factor": s.factor}
+        if s.kind == "llama3":
+            scaling |= {
+                "low_freq_factor": s.low_freq_factor,
+                "high_freq_factor": s.high_freq_factor,
+                "original_max_position_embeddings": s.original_context,
+            }
+    arch = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM"}[config.family]
+    return {
+        "architectures": [arch],
+        "model_type": config.family,
+        "num_hidden_layers": config.n_layer,
+        "num_attention_heads": config.n_head,
+        "num_key_value_heads": config.n_kv_head,
+        "hidden_size": config.n_embd,
+        "intermediate_size": config.n_inner,
+        "vocab_size": config.n_vocab,
+        "max_position_embeddings": config.n_ctx,
+        "rope_theta": config.rope_theta,
+        "rope_scaling": scaling,
+        "rms_norm_eps": config.rms_norm_eps,
+        "tie_word_embeddings": config.tied,
+        "hidden_act": "silu",
+    }
+
+
+def expected_shapes(config: LlamaConfig) -> dict[str, tuple[int, ...]]:
+    """Every key a checkpoint of this config holds, with its shape (torch's [out, in])."""
+    e, V, inner = config.n_embd, config.n_vocab, config.n_inner
+    q, kv = config.n_head * config.head_dim, config.n_kv_head * config.head_dim
+    shapes = {"model.embed_tokens.weight": (V, e), "model.norm.weight": (e,)}
+    if not config.tied:
+        shapes["lm_head.weight"] = (V, e)
+    for i in range(config.n_layer):
+        b = f"model.layers.{i}"
+        shapes |= {f"{b}.input_layernorm.weight": (e,), f"{b}.post_attention_layernorm.weight": (e,)}
+        for name, n in (("q", q), ("k", kv), ("v", kv)):
+            shapes[f"{b}.self_attn.{name}_proj.weight"] = (n, e)
+            if config.qkv_bias:
+                shapes[f"{b}.self_attn.{name}_proj.bias"] = (n,)
+        shapes[f"{b}.self_attn.o_proj.weight"] = (e, q)
+        shapes |= {f"{b}.mlp.gate_proj.weight": (inner, e), f"{b}.mlp.up_proj.weight": (inner, e)}
+        shapes[f"{b}.mlp.down_proj.weight"] = (e, inner)
+    return shapes
+
+
+def params_from_hf(tensors: dict[str, np.ndarray], config: LlamaConfig, dtype=jnp.float32) -> dict:
+    """An HF state dict (numpy) -> llama.py's params, every key and shape checked: a missing,
+    unexpected or misshapen tensor is a WeightsError naming it. A tied checkpoint's saved copy of
+    the head is dropped (it reads the embedding)."""
+    tensors = {k: v for k, v in tensors.items() if not IGNORED.match(k)}
+    if config.tied:
+        tensors.pop("lm_head.weight", None)
+    hf_layout.check_tensors(tensors, expected_shapes(config), f"{config.family} checkpoint")
+    f32 = lambda key: np.asarray(tensors[key], np.float32)
+    each = lambda f: jnp.asarray(np.stack([f(f"model.layers.{i}") for i in range(config.n_layer)]), dtype)
+    fused = lambda b, names, part="weight": np.concatenate([f32(f"{b}.{n}.{part}") for n in names], 0)
+    qkv = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj")
+    c_attn = {"weight": each(lambda b: fused(b, qkv).T)}
+    if config.qkv_bias:
+        c_attn["bias"] = each(lambda b: fused(b, qkv, "bias"))
+    params = {
+        "wte": jnp.asarray(f32("model.embed_tokens.weight"), dtype),
+        "blocks": {
+            "ln_1": {"weight": each(lambda b: f32(f"{b}.input_layernorm.weight"))},
+            "attn": {
+                "c_attn": c_attn,
+                "c_proj": {"weight": each(lambda b: f32(f"{b}.self_attn.o_proj.weight").T)},
+            },
+            "ln_2": {"weight": each(lambda b: f32(f"{b}.post_attention_layernorm.weight"))},
+            "mlp": {
+                "c_fc": {"weight": each(lambda b: fused(b, ("mlp.gate_proj", "mlp.up_proj")).T)},
+                "c_proj": {"weight": each(lambda b: f32(f"{b}.mlp.down_proj.weight").T)},
+            },
+        },
+        "ln_f": {"weight": jnp.asarray(f32("model.norm.weight"), dtype)},
+    }
+    return params if config.tied else params | {"lm_head": jnp.asarray(f32("lm_head.weight"), dtype)}
+
+
+def params_to_hf(params: dict, config: LlamaConfig, np_dtype=np.float32) -> dict[str, np.ndarray]:
+    """llama.py's params (as loaded) -> an HF state dict (numpy): params_from_hf undone, q/k/v and
+    gate/up split again, every matrix back to torch's [out, in]."""
+    as_np = lambda a: np.ascontiguousarray(np.asarray(a, np.float32).astype(np_dtype))
+    blocks, q = params["blocks"], config.n_head * config.head_dim
+    kv = config.n_kv_head * config.head_dim
+    cuts = {"q_proj": (0, q), "k_proj": (q, q + kv), "v_proj": (q + kv, q + 2 * kv)}
+    out = {
+        "model.embed_tokens.weight": as_np(params["wte"]),
+        "model.norm.weight": as_np(params["ln_f"]["weight"]),
+    }
+    for i in range(config.n_layer):
+        b, c_attn = f"model.layers.{i}", blocks["attn"]["c_attn"]
+        out[f"{b}.input_layernorm.weight"] = as_np(blocks["ln_1"]["weight"][i])
+        out[f"{b}.post_attention_layernorm.weight"] = as_np(blocks["ln_2"]["weight"][i])
+        for name, (lo, hi) in cuts.items():
+            out[f"{b}.self_attn.{name}.weight"] = as_np(c_attn["weight"][i][:, lo:hi].T)
+            if config.qkv_bias:
+                out[f"{b}.self_attn.{name}.bias"] = as_np(c_attn["bias"][i][lo:hi])
+        out[f"{b}.self_attn.o_proj.weight"] = as_np(blocks["attn"]["c_proj"]["weight"][i].T)
+        gate, up = np.split(np.asarray(blocks["mlp"]["c_fc"]["weight"][i]), 2, axis=1)
+        out[f"{b}.mlp.gate_proj.weight"], out[f"{b}.mlp.up_proj.weight"] = as_np(gate.T), as_np(up.T)
+        out[f"{b}.mlp.down_proj.weight"] = as_np(blocks["mlp"]["c_proj"]["weight"][i].T)
+    return out if config.tied else out | {"lm_head.weight": as_np(params["lm_head"])}
+
+
+def save(directory: str | Path, params: dict, config: LlamaConfig) -> Path:
+    """Write config.json and model.safetensors in the HF layout (transformers loads it)."""
+    return hf_layout.write(directory, config_to_hf(config), params_to_hf(params, config))
+
+
+def read_config(directory: Path) -> LlamaConfig:
+    """A Llama-family folder's config.json as a LlamaConfig; WeightsError saying what is wrong."""
+    try:
+        d = json.loads((Path(directory) / hf_layout.CONFIG_FILE).read_text())
+    except (OSError, ValueError) as e:
+        raise WeightsError(f"cannot read {Path(directory) / hf_layout.CONFIG_FILE}: {e}") from None
+    return config_from_hf(d)
+
+
+def load_dir(directory: str | Path, dtype=jnp.float32) -> tuple[LlamaConfig, dict]:
+    """Read a Llama-family folder (config.json, model.safetensors or an index and its shards)."""
+    directory = Path(directory)
+    config = read_config(directory)
+    return config, params_from_hf(hf_layout.read_tensors(directory), config, dtype)

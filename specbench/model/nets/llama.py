@@ -1,0 +1,280 @@
+"""The Llama decoder family in pure JAX (Llama 2 and 3, TinyLlama, SmolLM2, Qwen2 and 2.5), with
+the same fixed-size KV cache and step as gpt2.py.
+
+Beside GPT-2 a block differs in four places (Touvron et al. 2023, "LLaMA"; Ainslie et al. 2023,
+"GQA"):
+
+    RMSNorm             x / sqrt(mean(x^2) + eps) * weight, no mean, no bias (Zhang & Sennrich 2019)
+    rotary positions    q and k rotated by angle position * theta^(-2i/hd) per pair of features
+                        (Su et al. 2021, RoFormer), HF's half-split pairing; no position embedding
+    grouped queries     n_head query heads share n_kv_head key/value heads, n_head / n_kv_head each:
+                        the cache holds only the n_kv_head heads
+    SwiGLU              down(silu(gate(x)) * up(x)) (Shazeer 2020), no bias
+
+Qwen2 adds a bias to the q/k/v product; an untied model has its own output head (`lm_head`).
+
+The weights are stored as gpt2.py's, so that one layout code (layouts.py) and the CPU kernel serve
+both: every block matrix in HF's Conv1D orientation [n_in, n_out], stacked over layers, q/k/v
+fused into `attn.c_attn` ([n_embd, (n_head + 2 n_kv_head) hd], q's columns first), o_proj as
+`attn.c_proj`, gate and up fused into `mlp.c_fc` ([n_embd, 2 n_inner], gate's first), down as
+`mlp.c_proj`; the norms are `ln_1`, `ln_2` and `ln_f`. checkpoints/llama_layout.py maps HF's
+names onto these.
+
+The cache is gpt2.py's with n_kv_head heads: k [n_layer, n_kv_head, hd, max_len], v [n_layer,
+max_len, n_kv_head, hd]; keys are stored rotated, at their positions, so rollback and a token
+tree's accepted path (moved to consecutive positions, as its depths are) need nothing new.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from specbench.model.nets import attention
+from specbench.model.nets.layouts import Layout, as_loaded, as_weights
+from specbench.model.nets.products import head, layer_params, linear, write_cache
+
+
+@dataclasses.dataclass(frozen=True)
+class RopeScaling:
+    """HF's `rope_scaling` of the kinds these checkpoints use: "linear" (positions / factor) or
+    "llama3" (Llama 3.1/3.2: long wavelengths slowed by `factor`, short ones kept, those between
+    blended)."""
+
+    kind: str
+    factor: float
+    low_freq_factor: float = 1.0
+    high_freq_factor: float = 4.0
+    original_context: int = 8192
+
+
+@dataclasses.dataclass(frozen=True)
+class LlamaConfig:
+    """Hyperparameters of one Llama-family checkpoint; hashable, so it is static under jit.
+    `family` is HF's model_type ("llama" or "qwen2"): what a row records as the architecture."""
+
+    n_layer: int
+    n_head: int
+    n_kv_head: int
+    n_embd: int
+    n_inner: int
+    n_vocab: int
+    n_ctx: int = 2048
+    rope_theta: float = 10000.0
+    rope_scaling: RopeScaling | None = None
+    rms_norm_eps: float = 1e-5
+    qkv_bias: bool = False
+    tied: bool = True
+    family: str = "llama"
+
+    def __post_init__(self):
+        if self.n_embd % self.n_head or self.n_head % self.n_kv_head:
+            raise ValueError(
+                f"n_kv_head={self.n_kv_head} must divide n_head={self.n_head}, which must divide "
+                f"n_embd={self.n_embd}"
+            )
+
+    @property
+    def head_dim(self) -> int:
+        return self.n_embd // self.n_head
+
+    @property
+    def layer_matrix_params(self) -> int:
+        """Numbers in one block's matrices: q and o (n_embd² each), k and v (n_embd x n_kv_head hd
+        each), and SwiGLU's gate, up and down (n_embd x n_inner each)."""
+        e = self.n_embd
+        return 2 * e * e + 2 * e * self.n_kv_head * self.head_dim + 3 * e * self.n_inner
+
+    @property
+    def n_params(self) -> int:
+        """Parameter count: embedding, per layer the q/k/v/o products (q/k/v biases for Qwen2), the
+        three SwiGLU matrices and two norms, the final norm, and an untied head."""
+        e, kv = self.n_embd, self.n_kv_head * self.head_dim
+        per_layer = self.layer_matrix_params + (e + 2 * kv if self.qkv_bias else 0) + 2 * e
+        return self.n_vocab * e * (1 if self.tied else 2) + self.n_layer * per_layer + e
+
+
+# ---------------------------------------------------------------------------------------------
+# Parts of the model. x is [n_seq, n_embd] throughout.
+
+
+def rms_norm(x, weight, eps: float):
+    """x / sqrt(mean(x^2) + eps) * weight, the statistics in float32 whatever the weights' dtype."""
+    x32 = x.astype(jnp.float32)
+    return (x32 * lax.rsqrt(jnp.mean(x32 * x32, axis=-1, keepdims=True) + eps)).astype(x.dtype) * weight
+
+
+def inv_frequencies(config: LlamaConfig) -> np.ndarray:
+    """The rotary angles' rates theta^(-2i/hd), i < hd/2 [hd/2], with the config's scaling: a
+    constant of the program. Llama 3's: wavelengths above original_context / low_freq_factor
+    slowed by `factor`, below original_context / high_freq_factor kept, and blended between."""
+    hd = config.head_dim
+    inv = 1.0 / config.rope_theta ** (np.arange(0, hd, 2, dtype=np.float32) / hd)
+    s = config.rope_scaling
+    if s is None:
+        return inv.astype(np.float32)
+    if s.kind == "linear":
+        return (inv / s.factor).astype(np.float32)
+    wavelength = 2 * math.pi / inv
+    low, high = s.original_context / s.low_freq_factor, s.original_context / s.high_freq_factor
+    slowed = np.where(wavelength > low, inv / s.factor, inv)
+    smooth = (s.original_context / wavelength - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor)
+    between = (wavelength >= high) & (wavelength <= low)
+    return np.where(between, (1 - smooth) * slowed / s.factor + smooth * slowed, slowed).astype(np.float32)
+
+
+def rotate(x, positions, config: LlamaConfig):
+    """Rotary position embedding of x [n_seq, heads, hd] at positions [n_seq]: feature pairs
+    (i, i + hd/2) rotated by position * rate_i (HF's rotate_half pairing)."""
+    angles = positions.astype(jnp.float32)[:, None] * jnp.asarray(inv_frequencies(config))[None]
+    cos = jnp.cos(jnp.concatenate([angles, angles], -1))[:, None].astype(x.dtype)  # [n_seq, 1, hd]
+    sin = jnp.sin(jnp.concatenate([angles, angles], -1))[:, None].astype(x.dtype)
+    half = x.shape[-1] // 2
+    turned = jnp.concatenate([-x[..., half:], x[..., :half]], -1)
+    return x * cos + turned * sin
+
+
+def grouped(a, groups: int, axis: int):
+    """Each of a's key/value heads (on `axis`) repeated for the `groups` query heads that share it
+    (GQA): query head h reads key/value head h // groups."""
+    return a if groups == 1 else jnp.repeat(a, groups, axis=axis)
+
+
+def attend(x, p, k_cache, v_cache, pos, positions, config: LlamaConfig, tree, layout, layer):
+    """Grouped-query attention of x [n_seq, n_embd]; returns its output and this step's rotated keys
+    and values [n_seq, n_kv_head, hd] as the cache stores them."""
+    n_seq, hd = x.shape[0], config.head_dim
+    H, KV = config.n_head, config.n_kv_head
+    qkv = linear(x, p["c_attn"], layout, layer)  # [n_seq, (H + 2 KV) hd]
+    q = rotate(qkv[:, : H * hd].reshape(n_seq, H, hd), positions, config)
+    k = rotate(qkv[:, H * hd : (H + KV) * hd].reshape(n_seq, KV, hd), positions, config).astype(k_cache.dtype)
+    v = qkv[:, (H + KV) * hd :].reshape(n_seq, KV, hd).astype(v_cache.dtype)
+    g = H // KV
+    out = attention.cached_attention(
+        q, grouped(k, g, 1), grouped(v, g, 1), grouped(k_cache, g, 0), grouped(v_cache, g, 1), pos, tree
+    )
+    return linear(out.reshape(n_seq, H * hd), p["c_proj"], layout, layer), k, v
+
+
+def block(x, p, k_cache, v_cache, pos, positions, config: LlamaConfig, tree, layout, layer):
+    """One block: x + attention(rms_norm(x)), then + SwiGLU(rms_norm(x)); p is layer_params'."""
+    a, k, v = attend(
+        rms_norm(x, p["ln_1"]["weight"], config.rms_norm_eps),
+        p["attn"],
+        k_cache,
+        v_cache,
+        pos,
+        positions,
+        config,
+        tree,
+        layout,
+        layer,
+    )
+    x = x + a
+    gate_up = linear(rms_norm(x, p["ln_2"]["weight"], config.rms_norm_eps), p["mlp"]["c_fc"], layout, layer)
+    gate, up = jnp.split(gate_up, 2, axis=-1)  # [n_seq, n_inner] each
+    return x + linear(jax.nn.silu(gate) * up, p["mlp"]["c_proj"], layout, layer), k, v
+
+
+def blocks(params, x, cache, pos, config: LlamaConfig, tree=None):
+    """The blocks over x [n_seq, n_embd] at positions pos.. (a token tree's nodes at pos + their
+    depth), reading the cache entries before pos: as many blocks as the cache has layers. Returns
+    (x, (k, v)), the new keys and values [L, n_seq, KV, hd]. gpt2.blocks' signature, so that an
+    EAGLE head's block (eagle.py) is either family's."""
+    w = as_weights(params)
+    kernel = w.layout is Layout.KERNEL
+    offsets = jnp.arange(x.shape[0]) if tree is None else jnp.asarray(tree.depths)
+    positions = pos + offsets
+
+    def layer(x, i):
+        k_cache, v_cache = cache["k"][i], cache["v"][i]
+        layer_i = i if kernel else None
+        x, k, v = block(
+            x, layer_params(w, i), k_cache, v_cache, pos, positions, config, tree, w.layout, layer_i
+        )
+        return x, (k, v)
+
+    return lax.scan(layer, x, jnp.arange(cache["k"].shape[0]))
+
+
+def final_norm(params, x, config: LlamaConfig):
+    """The norm before the head: RMSNorm with ln_f's gain."""
+    return rms_norm(x, params["ln_f"]["weight"], config.rms_norm_eps)
+
+
+def position_embedding(params, positions):
+    """What a step adds to its embeddings for their positions: nothing (the rotation is in attention)."""
+    return 0.0
+
+
+def head_keys(config: LlamaConfig) -> tuple[str, ...]:
+    """The weights an EAGLE head reads of its target (eagle.attach): embedding, final norm, and an
+    untied head."""
+    return ("wte", "ln_f") + (() if config.tied else ("lm_head",))
+
+
+def step(params, cache, tokens, pos, config: LlamaConfig, logits_at=None, tree=None, hidden=False):
+    """gpt2.step for this family: `tokens` [n_seq] at positions pos.. (a token tree's nodes at pos +
+    their depth), reading and writing `cache`. Returns (logits [n_seq, n_vocab] float32, or [1,
+    n_vocab] at row `logits_at`, new cache), with `hidden` also the last block's output before the
+    final norm. A cache of L < n_layer layers runs the first L blocks (a layer-skip draft)."""
+    if as_weights(params).layout is Layout.PALLAS:
+        raise ValueError("the fused Pallas kernels serve GPT-2's blocks only")
+    x = params["wte"][tokens]  # [n_seq, n_embd]
+    x, (k_new, v_new) = blocks(params, x, cache, pos, config, tree)
+    k, v = write_cache(cache["k"], cache["v"], jnp.transpose(k_new, (0, 2, 3, 1)), v_new, pos)
+    features = x
+    if logits_at is not None:
+        x = lax.dynamic_slice_in_dim(x, logits_at, 1)
+    logits = head(params, final_norm(params, x, config))
+    return (logits, {"k": k, "v": v}, features) if hidden else (logits, {"k": k, "v": v})
+
+
+def init_cache(config: LlamaConfig, max_len: int, dtype=jnp.float32):
+    """An empty cache of n_kv_head heads for sequences of up to max_len tokens."""
+    if not 0 < max_len <= config.n_ctx:
+        raise ValueError(f"cache length {max_len} must be in 1..n_ctx={config.n_ctx}")
+    return empty_cache(config, max_len, dtype)
+
+
+def empty_cache(config: LlamaConfig, max_len: int, dtype=jnp.float32):
+    """init_cache without the length check: max_len 0 gives the uncached forward's empty cache."""
+    L, h, hd = config.n_layer, config.n_kv_head, config.head_dim
+    return {"k": jnp.zeros((L, h, hd, max_len), dtype), "v": jnp.zeros((L, max_len, h, hd), dtype)}
+
+
+def llama(params, tokens, config: LlamaConfig):
+    """Uncached forward over a whole sequence: [n_seq] -> logits [n_seq, n_vocab] float32. The
+    same blocks over an empty cache, XLA's products on the weights as loaded: the tests' oracle."""
+    params = as_loaded(params)
+    x = params["wte"][tokens]
+    x, _ = blocks(params, x, empty_cache(config, 0, x.dtype), 0, config)
+    return head(params, final_norm(params, x, config))
+
+
+def init_params(config: LlamaConfig, seed: int = 0, dtype=jnp.float32) -> dict:
+    """Random weights (HF's initialisation: N(0, 0.02) matrices, unit norms, zero biases), drawn
+    with NumPy: deterministic in `seed`, no compile per shape. Timing only."""
+    e, L, inner = config.n_embd, config.n_layer, config.n_inner
+    qkv = (config.n_head + 2 * config.n_kv_head) * config.head_dim
+    rng = np.random.default_rng(seed)
+    # drawn in float32: a float64 draw of a 1.7B model's largest matrix would take 6 GB more
+    normal = lambda *shape: jnp.asarray(0.02 * rng.standard_normal(shape, np.float32), dtype)
+    ones = lambda *s: jnp.ones(s, dtype)
+    c_attn = {"weight": normal(L, e, qkv)} | ({"bias": jnp.zeros((L, qkv), dtype)} if config.qkv_bias else {})
+    params = {
+        "wte": normal(config.n_vocab, e),
+        "blocks": {
+            "ln_1": {"weight": ones(L, e)},
+            "attn": {"c_attn": c_attn, "c_proj": {"weight": normal(L, e, e)}},
+            "ln_2": {"weight": ones(L, e)},
+            "mlp": {"c_fc": {"weight": normal(L, e, 2 * inner)}, "c_proj": {"weight": normal(L, inner, e)}},
+        },
+        "ln_f": {"weight": ones(e)},
+    }
+    return params if config.tied else params | {"lm_head": normal(config.n_vocab, e)}
