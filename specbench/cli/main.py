@@ -13,7 +13,16 @@ from pathlib import Path
 
 import click
 
-from specbench.cli import helptext, peers_view, render, step_options, sweep_view, tables, trace_view
+from specbench.cli import (
+    helptext,
+    peers_view,
+    predict_view,
+    render,
+    step_options,
+    sweep_view,
+    tables,
+    trace_view,
+)
 from specbench.cli import options as opt
 from specbench.cli.console import BadInput, SpecbenchGroup, bad_input, given, interrupt_note, make_console
 from specbench.cli.paths import check_new_file
@@ -165,7 +174,7 @@ def trace(**flags):
     tokens, st = generate.speculative(
         p.draft, p.target, p.prompt_ids, p.n_tokens, p.K, p.warp, p.seed, record=True, drafter=p.drafter
     )
-    trace_view.trace_text(p, tokens, st, tokenizer.for_model(p.target.source).decode, make_console())
+    trace_view.trace_text(p, tokens, st, tokenizer.for_model(p.target).decode, make_console())
 
 
 @cli.command("theory")
@@ -187,6 +196,9 @@ def theory_cmd(K, t_draft, t_target, r, alpha, t_verify):
     except ValueError as e:
         raise BadInput("--r", str(e)) from None
     tables.theory_report(rows, t_draft / t_target, r, alpha, t_verify, K_SEARCH, make_console())
+
+
+cli.add_command(predict_view.predict)
 
 
 @cli.group(invoke_without_command=True)
