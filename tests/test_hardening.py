@@ -343,6 +343,7 @@ values |= {  # --prompts-file and its choosers (a config.json is JSON with no pr
     "--sample": domain(st.sampled_from(["1", "3"]), ["0", "-2"]),
     "--limit": domain(st.sampled_from(["1", "4"]), ["0"]),
     "--queue": domain(st.sampled_from(["2", "5"]), ["0"]),
+    "--mesh": domain(st.sampled_from(["tp=1"]), ["tp=0", "dp=2", "tp=2"]),  # the tests see one device
 }
 ENVIRONMENT = {  # the variables that choose how specbench computes (specbench.environment)
     "SPECBENCH_SAMPLER": domain(st.sampled_from(["auto", "cdf", "race"]), ["bogus"]),
@@ -362,6 +363,7 @@ flags = [
     "--refill",
 ]
 DECODE = {"--K", "--temperature", "--top-p", "--top-k", "--n-tokens", "--seed", "--dtype", "--kernels"}
+DECODE |= {"--mesh", "--random-init"}  # the pair's placement, and random weights of registry names
 DRAFTER = {"--drafter", "--ngram", "--draft-layers", "--draft-confidence", "--dynamic-K", "--draft-vocab"}
 DRAFTER |= {"--verify", "--drafts", "--tree", "--acceptance", "--eagle-head"}
 EXPORTS = {"--export-csv", "--export-json"}
@@ -385,7 +387,8 @@ COMMANDS = {
     "trace": DECODE | DRAFTER | PROMPTS_FILE | {"--prompt", "--prompt-id", "--tree"},
     "roofline": EXPORTS | {"--model", "--random-init", "--dtype", "--K", "--context", "--iters", "--kernels"},
     "report": PROMPTS_FILE
-    | {"--dtype", "--kernels", "--output", "--quick", "--resume", "--force", "--draft-vocab"},
+    | {"--dtype", "--kernels", "--output", "--quick", "--resume", "--force", "--draft-vocab"}
+    | {"--mesh", "--random-init"},
     "theory": {"--K", "--t-draft", "--t-target", "--r", "--alpha", "--t-verify"},
 }
 DRY = {"run", "sweep", "trace", "roofline", "report"}  # theory only computes

@@ -18,6 +18,8 @@ from specbench.model.nets import llama, network
 from specbench.model.nets.llama import LlamaConfig, RopeScaling
 from specbench.model.nets.network import Model
 
+from conftest import tiny_tokenizer_json
+
 # (name, transformers class, its config's fields): GQA, MQA, Qwen2's biases, tied and untied
 # heads, Llama 3's and linear rope scaling
 HF_CASES = {
@@ -297,8 +299,6 @@ def test_a_gated_sharded_checkpoint_downloads_with_a_token_and_is_refused_withou
     from specbench.model.checkpoints import tokenizer
     from specbench.model.checkpoints.hub import download
 
-    from conftest import tiny_tokenizer_json
-
     monkeypatch.setenv("SPECBENCH_WEIGHTS_DIR", str(tmp_path / "gpt2_weights"))
     (tmp_path / "gpt2_weights").mkdir()
     hf, path = saved(tmp_path, "llama3-scaled-mqa-tied", max_shard_size="40KB")
@@ -447,3 +447,42 @@ def test_the_family_s_eagle_head_caches_as_its_uncached_forward_and_keeps_ar_s_t
         sd, stats = speculative(head, target, prompt, n, K, drafter=drafter)
         np.testing.assert_array_equal(sd, ar, err_msg=name)
         assert 0 < stats.alpha < 1, (name, stats.alpha)
+
+
+def test_a_family_step_s_flops_are_its_traced_matrix_products():
+    """roofline.step_flops for a step of 1 and 5 tokens equals twice the multiply-adds of the
+    traced step's matrix products (GQA's narrower k and v, SwiGLU's three, the head) and the
+    attention over the cache of every query head, and step_bytes counts the key/value heads' cache."""
+    from test_t5 import multiply_adds
+
+    from specbench.measure import roofline, timing
+
+    for config in (SMALL, dataclasses.replace(SMALL, tied=False, qkv_bias=False, family="llama")):
+        m = llama_model(config, 0, "m", 1.0)
+        step = lambda p, cache, tokens: llama.step(p, cache, tokens, jnp.int32(10), config)[0]
+        for n in (1, 5):
+            traced = jax.make_jaxpr(step)(m.params, timing.step_cache(m, 64), jnp.zeros(n, jnp.int32))
+            # a step of up to a few tokens attends by multiply-and-sum over the cache (attention.py),
+            # not by a matrix product: its 2 max_len n_embd a layer and token is added beside them
+            attention = 2 * n * config.n_layer * 2 * 64 * config.n_embd
+            assert roofline.step_flops(m, n, 64) == 2 * multiply_adds(traced.jaxpr) + attention
+        weights_bytes = sum(x.size * 4 for x in jax.tree_util.tree_leaves(m.params))
+        assert roofline.step_bytes(m, 64) == weights_bytes + 2 * config.n_layer * 64 * 2 * 8 * 4
+
+
+def test_a_report_plans_every_section_for_a_family_pair_and_the_draft_vocabulary_needs_gpt2_s_ids(
+    tiny_names, tmp_path
+):
+    from conftest import assert_one_line_error, invoke
+
+    pair = ("--target", "smollm2-1.7b", "--draft", "smollm2-135m", "--random-init")
+    result = invoke("report", *pair, "--quick", "--dry-run", "-o", tmp_path / "r")
+    assert result.exit_code == 0, result.output
+    for section in ("tree 2,2,1", "dial(a=0.5)", "batch 4", "lookup(n=3)"):  # trees, dial, batches, drafters
+        assert section in result.output, section
+    _, folder = saved(tmp_path, "qwen2-biases-tied")  # a checkpoint with its own tokenizer.json
+    (folder / "tokenizer.json").write_text(tiny_tokenizer_json(101))
+    own = invoke("run", "--target", folder, "--drafter", "layerskip", "--draft-vocab", "50", "--dry-run")
+    assert_one_line_error(own, "--draft-vocab", "own tokenizer")
+    random = invoke("run", *pair, "--draft-vocab", "64", "--dry-run")  # GPT-2's ids, folded: ranked
+    assert random.exit_code == 0, random.output

@@ -194,7 +194,7 @@ def draft_vocabulary(f: dict, network) -> int | None:
     """--draft-vocab for this drafting network: the tokens its head covers (None: all of them).
     A peer drafts over the whole vocabulary whatever this says (docs/peers.md)."""
     from specbench.errors import SpecbenchError
-    from specbench.model.checkpoints import draft_vocab, eagle_files
+    from specbench.model.checkpoints import draft_vocab, eagle_files, tokenizer
 
     choice = f.get("draft_vocab", "auto")
     # a folder's own drafting.json is the folder's fault, not --draft-vocab's
@@ -209,6 +209,12 @@ def draft_vocabulary(f: dict, network) -> int | None:
             draft_vocab.frequent_ids(n, network.config.n_vocab)  # refused here, before any work
     except SpecbenchError as e:
         raise BadInput("--draft-vocab" if choice != "auto" else folder, str(e)) from None
+    if n is not None and not tokenizer.for_model(network).name.startswith(tokenizer.GPT2.name):
+        raise BadInput(  # a checkpoint's own tokenizer (T5's, a real Llama's): other ids, other counts
+            "--draft-vocab" if choice != "auto" else folder,
+            f"the ranking counts GPT-2's tokens of the bundled text; {network.name} reads text with its "
+            "own tokenizer: use --draft-vocab full",
+        )
     return n
 
 

@@ -63,11 +63,17 @@ def load_pair(
     need_draft: bool = True,
     kernels: str = "auto",
     random: bool = False,
+    mesh: str | None = None,
 ):
     """(draft, target) models (random weights of their registry shapes with `random`); the draft
     is None when the drafter needs no draft model. The two must share the vocabulary and the
-    tokenizer (checkpoints/tokenizer.for_model)."""
+    tokenizer (checkpoints/tokenizer.for_model). With `mesh` (--mesh tp=N) the target is split
+    over N devices and the draft replicated on them (on_mesh)."""
     from specbench.model.checkpoints import tokenizer, weights
+
+    if mesh is not None and kernels not in ("auto", "xla"):
+        raise BadInput("--kernels", "a target split over a mesh runs on XLA's products: use auto or xla")
+    kernels = "xla" if mesh is not None else kernels
 
     named = target and (draft or not need_draft)  # a named pair runs without the bundled one
     try:
@@ -88,6 +94,24 @@ def load_pair(
             "--draft/--target",
             f"draft and target must share the tokenizer ({d.name}: {texts[0]}, {t.name}: {texts[1]})",
         )
+    return on_mesh(d, t, mesh)
+
+
+def on_mesh(draft, target, text: str | None):
+    """--mesh tp=N: the target's weights split over the first N devices (nets/mesh.py, Megatron
+    style), the draft's replicated on them; the pair as it is without the flag."""
+    if text is None:
+        return draft, target
+    import dataclasses
+
+    from specbench.model.nets import mesh, network
+
+    try:
+        on = mesh.make_mesh(mesh.MeshSpec.parse(text))
+        t = dataclasses.replace(target, params=network.shard(target.params, target.config, on))
+    except ValueError as e:
+        raise BadInput("--mesh", str(e)) from None
+    d = None if draft is None else dataclasses.replace(draft, params=mesh.replicate(draft.params, on))
     return d, t
 
 
@@ -166,6 +190,10 @@ def load_peers(
     if not names:
         return ()
     from specbench.measure import device, peers
+    from specbench.model.nets import mesh
+
+    if mesh.name(target.params):
+        raise BadInput("--peer", "peers decode on one device: leave out --mesh")
 
     try:
         return peers.make_peers(names, drafter, draft, target, batch, device.on_gpu(), start, temperatures)

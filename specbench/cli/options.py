@@ -54,6 +54,12 @@ model = [
     ),
     click.option("--dtype", type=click.Choice(["float32", "bfloat16"]), default="float32", show_default=True),
     click.option(
+        "--mesh",
+        default=None,
+        metavar="tp=N",
+        help="Split the target over N devices (tensor parallel, JAX SPMD); the draft is replicated on them.",
+    ),
+    click.option(
         "--kernels",
         type=click.Choice(KERNELS),
         default="auto",

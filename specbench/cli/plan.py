@@ -81,7 +81,11 @@ def drafter_models(kinds: list[str], f: dict) -> tuple[dict, object]:
     """({kind: the model it drafts with: the draft model, the EAGLE head or None}, the target),
     each loaded once and only where one of `kinds` needs it."""
     need_draft = bool(set(kinds_that("draft_model")) & set(kinds))
-    d, t = load_pair(f["draft"], f["target"], f["dtype"], need_draft, f["kernels"], f["random_init"])
+    d, t = load_pair(
+        f["draft"], f["target"], f["dtype"], need_draft, f["kernels"], f["random_init"], f["mesh"]
+    )
+    if f["mesh"] and set(kinds_that("features")) & set(kinds):
+        raise BadInput("--drafter", "eagle does not run on a mesh yet: its head is not placed there")
     head = load_head(f, t) if set(kinds_that("features")) & set(kinds) else None
     return {kind: drafting_model(kind, d, head) for kind in kinds}, t
 

@@ -70,8 +70,9 @@ def report_settings(f: dict, suite) -> dict:
         "peers": list(f["peers"]),
         "draft_vocab": "full" if f["draft_vocab"] is None else f["draft_vocab"],
     }
-    if f["random_init"]:  # recorded only when set: reports made before the flag resume as they were
-        settings["random_init"] = True
+    for flag in ("random_init", "mesh"):  # recorded only when set: older reports resume as they were
+        if f[flag]:
+            settings[flag] = f[flag]
     if suite is not prompts.BUILTIN:
         listed = "\n".join(f"{p.id}\t{p.category}\t{p.text}" for p in suite.prompts)
         settings |= {"prompts_file": suite.source, "prompts_sha": prompts.prompt_hash(listed)}
@@ -126,9 +127,10 @@ def report_plan(f: dict) -> ReportPlan:
     directory, suite = Path(f["output"]), suite_of(f)
     battery, settings = Battery(f["quick"], suite), report_settings(f, suite)
     done = check_directory(directory, settings, f["resume"], f["force"])
-    d, t = load_pair(f["draft"], f["target"], f["dtype"], kernels=f["kernels"], random=f["random_init"])
+    kw = dict(kernels=f["kernels"], random=f["random_init"], mesh=f["mesh"])
+    d, t = load_pair(f["draft"], f["target"], f["dtype"], **kw)
     chains_only = network.encoder_decoder(t.config)  # a T5 verifies chains so far: no trees section
-    head = default_head(t)  # the target's EAGLE head where it has one: eagle joins the drafters
+    head = None if f["mesh"] else default_head(t)  # the target's EAGLE head (not on a mesh yet): eagle joins
     options = {"ngram": 3, "draft_layers": None, "draft_confidence": DRAFT_CONFIDENCE}
     options |= {"draft_vocab": f["draft_vocab"], "verify": "token", "drafts": 1, "acceptance": None}
     encoded = {pid: tokenizer.for_model(t).encode(text) for pid, text in suite.texts().items()}

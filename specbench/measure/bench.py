@@ -21,7 +21,7 @@ from specbench.measure.prepared import Prepared, RunConfig
 from specbench.model.decode import sampling, verify
 from specbench.model.decode.stats import DecodeStats
 from specbench.model.kernels import programs
-from specbench.model.nets import layouts, network
+from specbench.model.nets import layouts, mesh, network
 
 __all__ = ["BenchmarkResult", "PARTS", "Prepared", "RunConfig", "STEP_TIMERS", "run_benchmark"]
 
@@ -57,6 +57,8 @@ class BenchmarkResult:
     sampler: str = "cdf"  # how a T > 0 draw picked its token (sampling.SAMPLERS), by sampling.sampler_for
     xla_loops: str = "xla default"  # how the device loops were compiled (programs.loops_setting)
     architecture: str = "gpt2"  # the target's (network.architecture)
+    mesh: str | None = None  # the target's split over devices ("tp=2"), or None: one device
+    devices: int = 1  # the devices the target's weights are on
 
 
 PARTS = {"ar": ("ar_start", "ar_token"), "sd": ("sd_start", "round")}  # each method's budget parts
@@ -213,4 +215,6 @@ def benchmark_result(
         sampler=sampling.sampler_for(jax.default_backend()),
         xla_loops=programs.loops_setting(),
         architecture=network.architecture(c.target.config),
+        mesh=mesh.name(c.target.params),
+        devices=mesh.device_count(c.target.params),
     )

@@ -126,6 +126,8 @@ def _settings(res, draft: str, dtype: str) -> dict:
         "sampler": res.sampler,
         "xla_loops": res.xla_loops,
         "architecture": res.architecture,
+        "mesh": res.mesh,
+        "devices": res.devices,
         "draft": draft,
         "target": c.target.name,
         **drafter_settings(c.drafter),

@@ -42,7 +42,9 @@ FIELDS = [
     F("verdict", str, key=True, old="lazy"),  # how a T > 0 verdict was computed (verify.KINDS)
     F("sampler", str, key=True, old="cdf"),  # how a T > 0 draw picked its token (sampling.SAMPLERS)
     F("xla_loops", str),  # how the device loops were compiled (model/kernels/programs.py)
-    F("architecture", str, key=True, old="gpt2"),  # the target's: gpt2 or t5 (network.architecture)
+    F("architecture", str, key=True, old="gpt2"),  # the target's: gpt2, llama, qwen2, t5
+    F("mesh", str, key=True),  # the target's split over devices ("tp=2"), or None: one device
+    F("devices", int, old=1),  # the devices the target's weights are on
     F("draft", str, md=3, table=2, header="drafter", key=True),
     F("target", str, md=4, key=True),
     F("drafter", str, md=2, key=True, old="model"),

@@ -33,8 +33,8 @@ import numpy as np
 from jax import lax
 
 from specbench.model.kernels import pallas, pallas_layers, programs
-from specbench.model.nets import attention
-from specbench.model.nets.layouts import Layout, as_loaded, as_weights
+from specbench.model.nets import attention, mesh
+from specbench.model.nets.layouts import Layout, as_weights, to_layout
 from specbench.model.nets.products import head, layer_params, linear, write_cache
 
 
@@ -95,18 +95,56 @@ def mlp(x, c_fc, c_proj, layout: Layout = Layout.HF, layer=None):  # [n_seq, n_e
     return linear(gelu(linear(x, c_fc, layout, layer)), c_proj, layout, layer)  # via [n_seq, 4*n_embd]
 
 
-def mha(x, c_attn, c_proj, k_cache, v_cache, pos, n_head, tree=None, layout: Layout = Layout.HF, layer=None):
+def mha(
+    x,
+    c_attn,
+    c_proj,
+    k_cache,
+    v_cache,
+    pos,
+    n_head,
+    tree=None,
+    layout: Layout = Layout.HF,
+    layer=None,
+    groups=1,
+):
     # x [n_seq, n_embd]; k_cache [n_head, hd, max_len], v_cache [max_len, n_head, hd]; pos: traced int32.
     # Returns the output and this step's keys and values, [n_seq, n_head, hd] each.
     n_seq, n_embd = x.shape
-    qkv = linear(x, c_attn, layout, layer).reshape(n_seq, 3, n_head, n_embd // n_head)  # [n_seq, 3, h, hd]
+    qkv = ungroup(linear(x, c_attn, layout, layer), n_head, groups)  # [n_seq, 3, h, hd]
     # as they will be stored: a later step reads them from the cache in its dtype
     k, v = qkv[:, 1].astype(k_cache.dtype), qkv[:, 2].astype(v_cache.dtype)
     out = attention.cached_attention(qkv[:, 0], k, v, k_cache, v_cache, pos, tree).reshape(n_seq, n_embd)
     return linear(out, c_proj, layout, layer), k, v
 
 
-def block(x, p, k_cache, v_cache, pos, config: GPT2Config, tree=None, layout: Layout = Layout.HF, layer=None):
+def ungroup(qkv, n_head: int, groups: int):
+    """The q/k/v product's [n_seq, 3 n_embd] as [n_seq, 3, n_head, hd]. On a mesh of `groups`
+    devices its columns come regrouped by device, each group its heads' q, k and v (mesh.py);
+    with one group this is the plain reshape."""
+    n_seq, width = qkv.shape
+    hd = width // (3 * n_head)
+    parts = qkv.reshape(n_seq, groups, 3, n_head // groups, hd)
+    return jnp.swapaxes(parts, 1, 2).reshape(n_seq, 3, n_head, hd)
+
+
+def fused_parts(config: GPT2Config) -> dict:
+    """The fused products whose columns a mesh regroups, with their parts' widths: q, k and v."""
+    return {("attn", "c_attn"): (config.n_embd,) * 3}
+
+
+def block(
+    x,
+    p,
+    k_cache,
+    v_cache,
+    pos,
+    config: GPT2Config,
+    tree=None,
+    layout: Layout = Layout.HF,
+    layer=None,
+    groups=1,
+):
     """One transformer block over x [n_seq, n_embd]: p is its ln_1, attn, ln_2 and mlp (layer_params)."""
     eps = config.layer_norm_epsilon
     attn = p["attn"]
@@ -121,6 +159,7 @@ def block(x, p, k_cache, v_cache, pos, config: GPT2Config, tree=None, layout: La
         tree,
         layout,
         layer,
+        groups,
     )
     x = x + a
     x = x + mlp(layer_norm(x, **p["ln_2"], eps=eps), p["mlp"]["c_fc"], p["mlp"]["c_proj"], layout, layer)
@@ -160,11 +199,12 @@ def step(params, cache, tokens, pos, config: GPT2Config, logits_at=None, tree=No
     # the scan only reads the cache; every layer's new entries [L, n_seq, n_head, hd] are written
     # in one update here (inside the scan, a batch's per-sequence write copied the whole cache)
     k, v = write_cache(cache["k"], cache["v"], jnp.transpose(k_new, (0, 2, 3, 1)), v_new, pos)
+    cache = mesh.constrain_cache({"k": k, "v": v}, params)
     features = x
     if logits_at is not None:
         x = lax.dynamic_slice_in_dim(x, logits_at, 1)  # [1, n_embd]
     logits = head(params, layer_norm(x, **params["ln_f"], eps=config.layer_norm_epsilon))
-    return (logits, {"k": k, "v": v}, features) if hidden else (logits, {"k": k, "v": v})
+    return (logits, cache, features) if hidden else (logits, cache)
 
 
 def blocks(params, x, cache, pos, config: GPT2Config, tree=None):
@@ -174,13 +214,14 @@ def blocks(params, x, cache, pos, config: GPT2Config, tree=None):
 
     w = as_weights(params)
     kernel = w.layout is Layout.KERNEL  # the kernel reads every layer's stacked matrices in place
+    g = mesh.groups(w)
 
     def layer(x, i):
         p = layer_params(w, i)
         # layer i's cache, sliced here rather than scanned over: under vmap the cache is [B, L, ...],
         # and scanning its second axis copied the whole cache every step (docs/performance.md)
         k_cache, v_cache = cache["k"][i], cache["v"][i]
-        x, k, v = block(x, p, k_cache, v_cache, pos, config, tree, w.layout, i if kernel else None)
+        x, k, v = block(x, p, k_cache, v_cache, pos, config, tree, w.layout, i if kernel else None, g)
         return x, (k, v)
 
     return lax.scan(layer, x, jnp.arange(cache["k"].shape[0]))
@@ -234,7 +275,7 @@ def transformer(params, tokens, config: GPT2Config, features=False):
     The same blocks as the cached step, over an empty cache: attention is then causal over the
     tokens themselves. Whatever layout params are in, it multiplies the weights as loaded with XLA.
     """
-    params = as_loaded(params)  # XLA's products in the HF layout: the plain path, the tests' oracle
+    params = to_layout(params, Layout.HF)  # XLA's products in the HF layout: the plain path, the oracle
     n_seq = tokens.shape[-1]
     x = params["wte"][tokens] + params["wpe"][jnp.arange(n_seq)]
     x, _ = blocks(params, x, empty_cache(config, 0, x.dtype), 0, config)

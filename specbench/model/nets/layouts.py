@@ -63,12 +63,14 @@ class RestrictedHead(NamedTuple):
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
 class Weights:
-    """A GPT-2's weights as a step reads them: `arrays` (wte, wpe, blocks, ln_f and the layout's
-    copies), the static `layout`, and a restricted `head` or None. `weights[key]` reads arrays."""
+    """A decoder's weights as a step reads them: `arrays` (wte, wpe, blocks, ln_f and the layout's
+    copies), the static `layout`, a restricted `head` or None, and the static device `mesh` the
+    arrays are split over (mesh.py) or None. `weights[key]` reads arrays."""
 
     arrays: dict
     layout: Layout = dataclasses.field(default=Layout.HF, metadata=dict(static=True))
     head: RestrictedHead | None = None
+    mesh: object = dataclasses.field(default=None, metadata=dict(static=True))  # a target's Mesh (mesh.py)
 
     def __getitem__(self, key: str):
         return self.arrays[key]
@@ -155,7 +157,7 @@ def to_layout(params, layout: Layout) -> Weights:
     """The same weights in `layout`."""
     if layout is Layout.HF:
         w = as_weights(params)
-        return Weights(as_loaded(w), Layout.HF, w.head)
+        return Weights(as_loaded(w), Layout.HF, w.head, w.mesh)
     return {Layout.DECODE: decode_layout, Layout.KERNEL: kernel_layout, Layout.PALLAS: pallas_layout}[layout](
         params
     )

@@ -35,8 +35,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from specbench.model.nets import attention
-from specbench.model.nets.layouts import Layout, as_loaded, as_weights
+from specbench.model.nets import attention, mesh
+from specbench.model.nets.layouts import Layout, as_weights, to_layout
 from specbench.model.nets.products import head, layer_params, linear, write_cache
 
 
@@ -145,15 +145,33 @@ def grouped(a, groups: int, axis: int):
     return a if groups == 1 else jnp.repeat(a, groups, axis=axis)
 
 
-def attend(x, p, k_cache, v_cache, pos, positions, config: LlamaConfig, tree, layout, layer):
+def fused_parts(config: LlamaConfig) -> dict:
+    """The fused products whose columns a mesh regroups (mesh.py), with their parts' widths: q, k
+    and v; gate and up."""
+    q, kv = config.n_head * config.head_dim, config.n_kv_head * config.head_dim
+    return {("attn", "c_attn"): (q, kv, kv), ("mlp", "c_fc"): (config.n_inner, config.n_inner)}
+
+
+def ungroup(fused, parts: tuple[int, ...], groups: int) -> list:
+    """A fused product's output [n_seq, sum(parts)] as its parts, each [n_seq, part]. On a mesh of
+    `groups` devices its columns come regrouped by device (mesh.grouped); with one group this is
+    the plain split."""
+    n_seq = fused.shape[0]
+    per = fused.reshape(n_seq, groups, -1)  # [n_seq, groups, sum(parts) / groups]
+    cuts = np.cumsum([part // groups for part in parts])[:-1]
+    return [piece.reshape(n_seq, -1) for piece in jnp.split(per, cuts, axis=-1)]
+
+
+def attend(x, p, k_cache, v_cache, pos, positions, config: LlamaConfig, tree, layout, layer, groups=1):
     """Grouped-query attention of x [n_seq, n_embd]; returns its output and this step's rotated keys
     and values [n_seq, n_kv_head, hd] as the cache stores them."""
     n_seq, hd = x.shape[0], config.head_dim
     H, KV = config.n_head, config.n_kv_head
     qkv = linear(x, p["c_attn"], layout, layer)  # [n_seq, (H + 2 KV) hd]
-    q = rotate(qkv[:, : H * hd].reshape(n_seq, H, hd), positions, config)
-    k = rotate(qkv[:, H * hd : (H + KV) * hd].reshape(n_seq, KV, hd), positions, config).astype(k_cache.dtype)
-    v = qkv[:, (H + KV) * hd :].reshape(n_seq, KV, hd).astype(v_cache.dtype)
+    q, k, v = ungroup(qkv, fused_parts(config)["attn", "c_attn"], groups)
+    q = rotate(q.reshape(n_seq, H, hd), positions, config)
+    k = rotate(k.reshape(n_seq, KV, hd), positions, config).astype(k_cache.dtype)
+    v = v.reshape(n_seq, KV, hd).astype(v_cache.dtype)
     g = H // KV
     out = attention.cached_attention(
         q, grouped(k, g, 1), grouped(v, g, 1), grouped(k_cache, g, 0), grouped(v_cache, g, 1), pos, tree
@@ -161,7 +179,7 @@ def attend(x, p, k_cache, v_cache, pos, positions, config: LlamaConfig, tree, la
     return linear(out.reshape(n_seq, H * hd), p["c_proj"], layout, layer), k, v
 
 
-def block(x, p, k_cache, v_cache, pos, positions, config: LlamaConfig, tree, layout, layer):
+def block(x, p, k_cache, v_cache, pos, positions, config: LlamaConfig, tree, layout, layer, groups=1):
     """One block: x + attention(rms_norm(x)), then + SwiGLU(rms_norm(x)); p is layer_params'."""
     a, k, v = attend(
         rms_norm(x, p["ln_1"]["weight"], config.rms_norm_eps),
@@ -174,10 +192,11 @@ def block(x, p, k_cache, v_cache, pos, positions, config: LlamaConfig, tree, lay
         tree,
         layout,
         layer,
+        groups,
     )
     x = x + a
     gate_up = linear(rms_norm(x, p["ln_2"]["weight"], config.rms_norm_eps), p["mlp"]["c_fc"], layout, layer)
-    gate, up = jnp.split(gate_up, 2, axis=-1)  # [n_seq, n_inner] each
+    gate, up = ungroup(gate_up, fused_parts(config)["mlp", "c_fc"], groups)  # [n_seq, n_inner] each
     return x + linear(jax.nn.silu(gate) * up, p["mlp"]["c_proj"], layout, layer), k, v
 
 
@@ -187,7 +206,7 @@ def blocks(params, x, cache, pos, config: LlamaConfig, tree=None):
     (x, (k, v)), the new keys and values [L, n_seq, KV, hd]. gpt2.blocks' signature, so that an
     EAGLE head's block (eagle.py) is either family's."""
     w = as_weights(params)
-    kernel = w.layout is Layout.KERNEL
+    kernel, g = w.layout is Layout.KERNEL, mesh.groups(w)
     offsets = jnp.arange(x.shape[0]) if tree is None else jnp.asarray(tree.depths)
     positions = pos + offsets
 
@@ -195,7 +214,7 @@ def blocks(params, x, cache, pos, config: LlamaConfig, tree=None):
         k_cache, v_cache = cache["k"][i], cache["v"][i]
         layer_i = i if kernel else None
         x, k, v = block(
-            x, layer_params(w, i), k_cache, v_cache, pos, positions, config, tree, w.layout, layer_i
+            x, layer_params(w, i), k_cache, v_cache, pos, positions, config, tree, w.layout, layer_i, g
         )
         return x, (k, v)
 
@@ -228,11 +247,12 @@ def step(params, cache, tokens, pos, config: LlamaConfig, logits_at=None, tree=N
     x = params["wte"][tokens]  # [n_seq, n_embd]
     x, (k_new, v_new) = blocks(params, x, cache, pos, config, tree)
     k, v = write_cache(cache["k"], cache["v"], jnp.transpose(k_new, (0, 2, 3, 1)), v_new, pos)
+    cache = mesh.constrain_cache({"k": k, "v": v}, params)
     features = x
     if logits_at is not None:
         x = lax.dynamic_slice_in_dim(x, logits_at, 1)
     logits = head(params, final_norm(params, x, config))
-    return (logits, {"k": k, "v": v}, features) if hidden else (logits, {"k": k, "v": v})
+    return (logits, cache, features) if hidden else (logits, cache)
 
 
 def init_cache(config: LlamaConfig, max_len: int, dtype=jnp.float32):
@@ -251,7 +271,7 @@ def empty_cache(config: LlamaConfig, max_len: int, dtype=jnp.float32):
 def llama(params, tokens, config: LlamaConfig):
     """Uncached forward over a whole sequence: [n_seq] -> logits [n_seq, n_vocab] float32. The
     same blocks over an empty cache, XLA's products on the weights as loaded: the tests' oracle."""
-    params = as_loaded(params)
+    params = to_layout(params, Layout.HF)  # on a mesh, its columns stay grouped (mesh.py)
     x = params["wte"][tokens]
     x, _ = blocks(params, x, empty_cache(config, 0, x.dtype), 0, config)
     return head(params, final_norm(params, x, config))

@@ -14,8 +14,9 @@ from __future__ import annotations
 import dataclasses
 
 import jax.numpy as jnp
+from jax.sharding import Mesh
 
-from specbench.model.nets import gpt2, llama, t5
+from specbench.model.nets import gpt2, llama, mesh, t5
 from specbench.model.nets.gpt2 import GPT2Config
 from specbench.model.nets.llama import LlamaConfig
 from specbench.model.nets.t5 import T5Config
@@ -100,6 +101,15 @@ def start_cache(params, prompt_buf, n_prompt, config, max_len: int):
 def init_cache(config, max_len: int, dtype):
     """A decoder-only model's empty cache for sequences of up to max_len tokens."""
     return DECODERS[type(config)].init_cache(config, max_len, dtype)
+
+
+def shard(params, config, on: Mesh):
+    """A decoder-only target's weights split over a device mesh (mesh.py, Megatron-style); the
+    network's module says which of its products are fused. ValueError for a T5, or heads that do
+    not split."""
+    if encoder_decoder(config):
+        raise ValueError("a T5 is not sharded yet: --mesh takes a GPT-2 or Llama-family target")
+    return mesh.shard_target(params, config, on, DECODERS[type(config)].fused_parts(config))
 
 
 def init_params(config, seed: int = 0, dtype=None) -> dict:

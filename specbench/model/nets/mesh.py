@@ -1,0 +1,151 @@
+"""A target sharded over a device mesh with JAX's SPMD: Megatron-style tensor parallelism
+(Shoeybi et al. 2019, "Megatron-LM"), written as logical-axis rules in the manner of
+jax-llm-examples and left to XLA's partitioner, which inserts the collectives.
+
+Each block matrix names the logical axes of its dimensions (LOGICAL); RULES maps the logical axes
+that are split, the heads and the feed-forward's width, onto the mesh axis "tp", and every other
+dimension is replicated. So:
+- the q/k/v product is split by column, by head, and so is the feed-forward's first product;
+- the attention's output projection and the feed-forward's second product are split by row, and
+  their partial sums are all-reduced (XLA's, one per product);
+- each device attends over its own heads, and the cache is split by head too (it follows the keys
+  and values written into it).
+
+A fused product's columns are regrouped once, at placement, so that each device's block of
+columns holds its own heads' q, k and v (GPT-2: [q | k | v] becomes [q_0 k_0 v_0 | q_1 k_1 v_1 | ..]):
+a plain split of the fused columns would cut across q, k and v. The step undoes the grouping
+after its product (gpt2.ungroup), which on one device (one group) is the identity.
+
+The draft is not sharded: it is replicated on the mesh's devices, each running it whole (vLLM
+measured that a sharded small draft is slower than none: PR #4840).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from specbench.model.nets.layouts import Layout, Weights, as_loaded, as_weights
+
+AXIS = "tp"
+RULES = {"heads": AXIS, "ffn": AXIS}  # logical axis -> mesh axis; every other axis is replicated
+LOGICAL = {
+    ("attn", "c_attn"): {"weight": ("layers", "embed", "heads"), "bias": ("layers", "heads")},
+    ("attn", "c_proj"): {"weight": ("layers", "heads", "embed"), "bias": ("layers", "embed")},
+    ("mlp", "c_fc"): {"weight": ("layers", "embed", "ffn"), "bias": ("layers", "ffn")},
+    ("mlp", "c_proj"): {"weight": ("layers", "ffn", "embed"), "bias": ("layers", "embed")},
+}
+"""The logical axes of each block matrix of the decoders' layout (layouts.MATRICES)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class MeshSpec:
+    """`--mesh tp=N`: the target split N ways by tensor parallelism."""
+
+    tp: int
+
+    @classmethod
+    def parse(cls, text: str) -> MeshSpec:
+        """'tp=4' -> MeshSpec(4); ValueError naming what is allowed otherwise."""
+        name, _, value = text.partition("=")
+        if name.strip() != AXIS or not value.strip().isdigit() or int(value) < 1:
+            raise ValueError(f"must be tp=N with N a whole number >= 1 (got {text!r})")
+        return cls(int(value))
+
+    def __str__(self) -> str:
+        return f"{AXIS}={self.tp}"
+
+
+def make_mesh(spec: MeshSpec) -> Mesh:
+    """The first spec.tp devices as a one-axis mesh; ValueError where there are fewer."""
+    devices = jax.devices()
+    if spec.tp > len(devices):
+        raise ValueError(
+            f"{spec} needs {spec.tp} devices; JAX sees {len(devices)} (on a CPU, XLA_FLAGS="
+            f"--xla_force_host_platform_device_count={spec.tp} makes host devices)"
+        )
+    return Mesh(np.asarray(devices[: spec.tp]), (AXIS,))
+
+
+def groups(params) -> int:
+    """Into how many groups the fused products' columns are regrouped: the mesh's tp, else 1."""
+    mesh = as_weights(params).mesh
+    return 1 if mesh is None else mesh.shape[AXIS]
+
+
+def name(params) -> str | None:
+    """The split the rows record: "tp=N" on a mesh, None on one device."""
+    mesh = as_weights(params).mesh
+    return None if mesh is None else f"{AXIS}={mesh.shape[AXIS]}"
+
+
+def device_count(params) -> int:
+    """The devices a model's weights are on."""
+    return len({d for x in jax.tree_util.tree_leaves(params) for d in x.devices()})
+
+
+def spec_of(logical: tuple[str, ...]) -> P:
+    """A PartitionSpec from logical axes, through RULES."""
+    return P(*(RULES.get(name) for name in logical))
+
+
+def check_divides(config, tp: int) -> None:
+    """ValueError unless the heads, the key/value heads and the feed-forward split tp ways."""
+    kv = getattr(config, "n_kv_head", config.n_head)
+    for what, n in (("heads", config.n_head), ("key/value heads", kv)):
+        if n % tp:
+            raise ValueError(f"{n} {what} do not split {tp} ways: use a tp that divides {n}")
+
+
+def grouped(weight, tp: int, parts: tuple[int, ...]):
+    """A fused product's columns [..., sum(parts)], each part's columns cut into tp equal pieces,
+    regrouped device-major: [part0_0 part1_0 .. | part0_1 part1_1 .. | ..]."""
+    pieces = jnp.split(weight, np.cumsum(parts)[:-1], axis=-1)
+    per = [jnp.split(p, tp, axis=-1) for p in pieces]
+    return jnp.concatenate([per[i][d] for d in range(tp) for i in range(len(parts))], axis=-1)
+
+
+def shard_target(params, config, mesh: Mesh, fused: dict) -> Weights:
+    """The target's weights as loaded, placed on the mesh: every block matrix split by its logical
+    axes (LOGICAL, RULES), the rest replicated, and the fused products' columns regrouped by
+    device (`fused`: {matrix: the widths of its parts}, from the network's module)."""
+    tp = mesh.shape[AXIS]
+    check_divides(config, tp)
+    arrays = jax.tree_util.tree_map(lambda x: x, as_loaded(params))  # a copy of the dict structure
+    blocks = arrays["blocks"]
+    for (part, name), axes in LOGICAL.items():
+        matrix = dict(blocks[part][name])
+        if (part, name) in fused:
+            matrix = {k: grouped(v, tp, fused[part, name]) for k, v in matrix.items()}
+        blocks[part] = {**blocks[part], name: {k: _put(v, mesh, spec_of(axes[k])) for k, v in matrix.items()}}
+    rest = {
+        k: jax.tree_util.tree_map(lambda x: _put(x, mesh, P()), v) for k, v in arrays.items() if k != "blocks"
+    }
+    others = {k: v for k, v in blocks.items() if k not in {p for p, _ in LOGICAL}}
+    blocks |= jax.tree_util.tree_map(lambda x: _put(x, mesh, P()), others)
+    return Weights({**rest, "blocks": blocks}, Layout.HF, None, mesh)
+
+
+def replicate(params, mesh: Mesh):
+    """Weights (a draft's) copied whole onto every device of the mesh, in their layout."""
+    return jax.tree_util.tree_map(lambda x: _put(x, mesh, P()), params)
+
+
+def _put(x, mesh: Mesh, spec: P):
+    return jax.device_put(x, NamedSharding(mesh, spec))
+
+
+def constrain_cache(cache: dict, params) -> dict:
+    """The cache split by head on the target's mesh (k [L, H, hd, T], v [L, T, H, hd]); as it is
+    without one."""
+    mesh = as_weights(params).mesh
+    if mesh is None:
+        return cache
+    k = jax.lax.with_sharding_constraint(cache["k"], NamedSharding(mesh, P(None, AXIS, None, None)))
+    v = jax.lax.with_sharding_constraint(cache["v"], NamedSharding(mesh, P(None, None, AXIS, None)))
+    return {"k": k, "v": v}
