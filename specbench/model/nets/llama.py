@@ -35,7 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from specbench.model.nets import attention, mesh
+from specbench.model.nets import attention, mesh, products
 from specbench.model.nets.layouts import Layout, as_weights, to_layout
 from specbench.model.nets.products import head, layer_params, linear, write_cache
 
@@ -257,15 +257,13 @@ def step(params, cache, tokens, pos, config: LlamaConfig, logits_at=None, tree=N
 
 def init_cache(config: LlamaConfig, max_len: int, dtype=jnp.float32):
     """An empty cache of n_kv_head heads for sequences of up to max_len tokens."""
-    if not 0 < max_len <= config.n_ctx:
-        raise ValueError(f"cache length {max_len} must be in 1..n_ctx={config.n_ctx}")
+    products.check_cache_length(max_len, config.n_ctx)
     return empty_cache(config, max_len, dtype)
 
 
 def empty_cache(config: LlamaConfig, max_len: int, dtype=jnp.float32):
     """init_cache without the length check: max_len 0 gives the uncached forward's empty cache."""
-    L, h, hd = config.n_layer, config.n_kv_head, config.head_dim
-    return {"k": jnp.zeros((L, h, hd, max_len), dtype), "v": jnp.zeros((L, max_len, h, hd), dtype)}
+    return products.empty_cache(config.n_layer, config.n_kv_head, config.head_dim, max_len, dtype)
 
 
 def llama(params, tokens, config: LlamaConfig):

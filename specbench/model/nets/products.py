@@ -54,6 +54,20 @@ def head(params, x):
     return (x @ out.T).astype(jnp.float32)
 
 
+def empty_cache(n_layer: int, heads: int, head_dim: int, max_len: int, dtype=jnp.float32) -> dict:
+    """A decoder's cache of `heads` key/value heads, zeros, as write_cache keeps it: the keys
+    transposed per head, k [n_layer, heads, hd, max_len], and v [n_layer, max_len, heads, hd].
+    max_len 0 gives the uncached forward's empty cache."""
+    k = jnp.zeros((n_layer, heads, head_dim, max_len), dtype)
+    return {"k": k, "v": jnp.zeros((n_layer, max_len, heads, head_dim), dtype)}
+
+
+def check_cache_length(max_len: int, n_ctx: int) -> None:
+    """ValueError unless a cache of max_len fits the model's context: 1..n_ctx."""
+    if not 0 < max_len <= n_ctx:
+        raise ValueError(f"cache length {max_len} must be in 1..n_ctx={n_ctx}")
+
+
 @jax.custom_batching.custom_vmap
 def write_cache(k_cache, v_cache, k_new, v_new, pos):
     """The step's new keys [L, n_head, hd, n_seq] and values [L, n_seq, n_head, hd] written into
