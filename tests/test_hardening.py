@@ -344,6 +344,9 @@ values |= {  # --prompts-file and its choosers (a config.json is JSON with no pr
     "--limit": domain(st.sampled_from(["1", "4"]), ["0"]),
     "--queue": domain(st.sampled_from(["2", "5"]), ["0"]),
     "--mesh": domain(st.sampled_from(["tp=1"]), ["tp=0", "dp=2", "tp=2"]),  # the tests see one device
+    "--coordinator": domain(st.sampled_from(["127.0.0.1:9"])),  # a dry run joins nothing
+    "--processes": domain(st.sampled_from(["1", "2"]), ["0"]),
+    "--process-id": domain(st.sampled_from(["0", "1"]), ["-1"]),
 }
 ENVIRONMENT = {  # the variables that choose how specbench computes (specbench.environment)
     "SPECBENCH_SAMPLER": domain(st.sampled_from(["auto", "cdf", "race"]), ["bogus"]),
@@ -376,7 +379,8 @@ COMMANDS = {
     | PROMPTS_FILE
     | {"--refill", "--queue", "--itl"}
     | {"--prompt", "--prompt-id", "--repeats", "--warmup", "--batch", "--tree"}
-    | {"--host-loop", "--no-save"},
+    | {"--host-loop", "--no-save"}
+    | {"--coordinator", "--processes", "--process-id"},
     "sweep": DECODE
     | DRAFTER
     | EXPORTS

@@ -26,6 +26,54 @@ def test_four_host_devices_run_the_sharded_target_exactly():
     assert len(oks) == 4 + 4 + 1 + 1, done.stdout  # logits and SD = AR: 2 nets x 2 meshes; chi-square; run
 
 
+def test_two_processes_joined_by_jax_distributed_give_one_process_s_tokens(model_dirs, tmp_path):
+    """`run --mesh tp=2` over 2 processes of one CPU device each (jax.distributed, gloo) decodes the
+    tokens one process with 2 host devices decodes; process 0 alone writes its row."""
+    import json
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    args = [
+        "--target",
+        model_dirs / "t",
+        "--draft",
+        model_dirs / "d",
+        "--mesh",
+        "tp=2",
+        "-n",
+        "8",
+        "--K",
+        "3",
+    ]
+    args = [sys.executable, "-m", "specbench", "run", *map(str, args), "--repeats", "1", "--no-save"]
+    flags = os.environ.get("XLA_FLAGS", "")
+    joined = ["--coordinator", f"127.0.0.1:{port}", "--processes", "2"]
+    env = dict(os.environ, XLA_FLAGS=flags)
+    procs = [
+        subprocess.Popen(
+            [*args, "--export-json", str(tmp_path / f"p{i}.json"), *joined, "--process-id", str(i)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for i in (0, 1)
+    ]
+    outputs = [p.communicate(timeout=600)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outputs
+    assert not (tmp_path / "p1.json").exists()  # the follower writes nothing
+    one = dict(os.environ, XLA_FLAGS=f"{flags} --xla_force_host_platform_device_count=2")
+    single = subprocess.run(
+        [*args, "--export-json", str(tmp_path / "one.json")], env=one, capture_output=True, text=True
+    )
+    assert single.returncode == 0, single.stdout + single.stderr
+    (two,), (ref,) = (json.loads((tmp_path / f).read_text()) for f in ("p0.json", "one.json"))
+    assert two["devices"] == ref["devices"] == 2 and two["mesh"] == "tp=2"
+    assert two["ar_token_ids"] == ref["ar_token_ids"] and two["sd_token_ids"] == ref["sd_token_ids"]
+
+
 def test_the_regrouped_columns_are_undone_by_the_step():
     """mesh.grouped puts each device's heads' q, k and v together; gpt2.ungroup takes them apart
     again, and with one group both are the identity."""
@@ -47,3 +95,15 @@ def test_mesh_specs_are_parsed_or_refused():
             mesh.MeshSpec.parse(text)
     with pytest.raises(ValueError, match="do not split 3 ways"):
         mesh.check_divides(GPT2Config(n_layer=1, n_head=4, n_embd=8), 3)
+
+
+def test_the_process_flags_go_together_or_are_one_line(env):
+    from conftest import assert_one_line_error, invoke
+
+    joined = ["--coordinator", "127.0.0.1:9"]
+    assert_one_line_error(invoke("run", *env, *joined), "--coordinator/--processes/--process-id", "all three")
+    many = [*joined, "--processes", "2"]
+    assert_one_line_error(
+        invoke("run", *env, *many, "--process-id", "2", "--mesh", "tp=2"), "--process-id", "0..1"
+    )
+    assert_one_line_error(invoke("run", *env, *many, "--process-id", "0"), "--processes", "--mesh tp=N")

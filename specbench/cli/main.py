@@ -8,12 +8,15 @@ theory, plot, models and prompts do without), measures (bench.py, roofline.py), 
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 import click
+from rich.console import Console
 
 from specbench.cli import (
+    distributed,
     helptext,
     peers_view,
     predict_view,
@@ -53,6 +56,7 @@ def cli():
     + opt.drafter
     + opt.peer
     + opt.exports
+    + distributed.options
 )
 @opt.dry_run
 def run(**flags):
@@ -60,8 +64,11 @@ def run(**flags):
     from specbench.cli import plan
     from specbench.measure import bench
 
+    leader = distributed.join(flags)  # before JAX starts
+    flags = flags if leader else distributed.follower(flags)
     p = plan.run_plan(flags, given())
-    console = make_console(*p.exports.values())
+    quiet = None if leader else open(os.devnull, "w")  # noqa: SIM115 -- the process's life long
+    console = make_console(*p.exports.values()) if leader else Console(file=quiet)
     console.print(render.run_header(p.job, p.job.config.draft, p.job.config.target))
     for line in render.kernel_lines(p.job.config.models, flags["kernels"]):
         console.print(line)
@@ -70,7 +77,7 @@ def run(**flags):
             console, [p.job], plan.program_sets([p.job]), plan.estimate_seconds([p.job]), p.save_path
         )
         return
-    with progress_bar("compiling (warm-up)", p.job.config.total_steps) as bar:
+    with progress_bar("compiling (warm-up)", p.job.config.total_steps, stream=quiet) as bar:
         res = bench.run_benchmark(
             p.job.config, p.job.encoded, lambda done, total, what: bar.update(done, what=what)
         )
