@@ -39,8 +39,8 @@ K_SEARCH = 64  # theory --alpha looks for the optimal K in 1..K_SEARCH
 @click.group(cls=SpecbenchGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="specbench")
 def cli():
-    """Measure what speculative decoding buys: GPT-2 in JAX, autoregressive (AR) against
-    speculative decoding (SD), timed honestly and set beside the theory."""
+    """Measure what speculative decoding buys: GPT-2, T5 and the Llama family in JAX,
+    autoregressive (AR) against speculative decoding (SD), timed honestly and set beside the theory."""
 
 
 @cli.command(epilog=helptext.METRICS_HELP)
