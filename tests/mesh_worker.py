@@ -108,6 +108,24 @@ def command_line() -> None:
     print("ok run --mesh tp=2 records its mesh; bad meshes are one line each")
 
 
+def roofline_per_device() -> None:
+    """roofline --mesh tp=2 times a split step, and counts one device's bytes and FLOPs: less than
+    the whole model's, more than half (the embeddings and the head are replicated)."""
+    rows = {}
+    with tempfile.TemporaryDirectory() as out:
+        for split in ([], ["--mesh", "tp=2"]):
+            path = Path(out) / f"roof{len(split)}.json"
+            args = ["-m", "random-target", "--random-init", "--K", "1", "--iters", "2", "--context", "32"]
+            result = invoke("roofline", *args, *split, "--export-json", path)
+            assert result.exit_code == 0, result.output
+            rows[bool(split)] = json.loads(path.read_text())[0]
+    whole, split = rows[False], rows[True]
+    assert split["mesh"] == "tp=2" and whole["mesh"] is None
+    assert whole["bytes_per_step"] / 2 < split["bytes_per_step"] < whole["bytes_per_step"]
+    assert whole["flops_per_step"] / 2 < split["flops_per_step"] < whole["flops_per_step"]
+    print("ok roofline --mesh tp=2: one device's bytes and FLOPs")
+
+
 if __name__ == "__main__":
     assert len(jax.devices()) == 4, jax.devices()
     gpt2_target = random_model(
@@ -122,3 +140,4 @@ if __name__ == "__main__":
     sd_equals_ar_sharded(llama_draft, llama_target)
     follows_target_sharded()
     command_line()
+    roofline_per_device()

@@ -389,7 +389,8 @@ COMMANDS = {
     | {"--prompts", "--output", "--repeats", "--warmup", "--batch"}
     | {"--host-loop", "--resume", "--force"},
     "trace": DECODE | DRAFTER | PROMPTS_FILE | {"--prompt", "--prompt-id", "--tree"},
-    "roofline": EXPORTS | {"--model", "--random-init", "--dtype", "--K", "--context", "--iters", "--kernels"},
+    "roofline": EXPORTS
+    | {"--model", "--random-init", "--dtype", "--K", "--context", "--iters", "--kernels", "--mesh"},
     "report": PROMPTS_FILE
     | {"--dtype", "--kernels", "--output", "--quick", "--resume", "--force", "--draft-vocab"}
     | {"--mesh", "--random-init"},

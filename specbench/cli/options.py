@@ -40,6 +40,12 @@ def apply(options):
     return decorator
 
 
+mesh_option = click.option(
+    "--mesh",
+    default=None,
+    metavar="tp=N",
+    help="Split the target over N devices (tensor parallel, JAX SPMD); the draft is replicated on them.",
+)
 model = [
     click.option(
         "--draft",
@@ -53,12 +59,7 @@ model = [
         help="Random weights of the registry shapes of --draft and --target (timing only), offline.",
     ),
     click.option("--dtype", type=click.Choice(["float32", "bfloat16"]), default="float32", show_default=True),
-    click.option(
-        "--mesh",
-        default=None,
-        metavar="tp=N",
-        help="Split the target over N devices (tensor parallel, JAX SPMD); the draft is replicated on them.",
-    ),
+    mesh_option,
     click.option(
         "--kernels",
         type=click.Choice(KERNELS),

@@ -23,6 +23,7 @@ from specbench.cli.loading import (
     load_model,
     load_pair,
     load_peers,
+    on_mesh,
     random_model,
 )
 from specbench.cli.paths import (
@@ -183,8 +184,16 @@ def roofline_plan(f: dict) -> tuple[list[tuple], dict[str, str | None]]:
         names = list(f["model_names"]) or list(weights.default_pair()[::-1])
     except WeightsError as e:
         raise bad_input(e, "--model") from None
+    if f["mesh"] and set(f["kernels"]) - {"auto", "xla"}:
+        raise BadInput("--kernels", "a model split over a mesh runs on XLA's products: use auto or xla")
+    kernels = ["xla"] if f["mesh"] else f["kernels"]
     load = random_model if f["random_init"] else lambda *a: load_model(a[0], "--model", *a[1:])
-    runs = [(load(n, dtype, k), dtype) for n in names for dtype in dtypes for k in f["kernels"]]
+    runs = [
+        (on_mesh(None, load(n, dtype, k), f["mesh"])[1], dtype)
+        for n in names
+        for dtype in dtypes
+        for k in kernels
+    ]
     for model, _ in runs:
         if f["context"] > model.config.n_ctx:
             raise BadInput(

@@ -79,4 +79,10 @@ roofline = [
     click.option(
         "--iters", type=Count(1, ITERS_MAX), default=20, show_default=True, help="Steps per device loop."
     ),
+    click.option(
+        "--mesh",
+        default=None,
+        metavar="tp=N",
+        help="Split each model over N devices (tensor parallel, JAX SPMD): its bytes and FLOPs per device.",
+    ),
 ]

@@ -23,7 +23,7 @@ from jax import lax
 from specbench.measure import device, timing
 from specbench.measure.timing import SOURCE_TOKENS
 from specbench.model.kernels import cpu, pallas
-from specbench.model.nets import gpt2, layouts, network
+from specbench.model.nets import gpt2, layouts, mesh, network
 from specbench.model.nets.layouts import param_bytes, resident_bytes
 from specbench.model.nets.network import Model
 
@@ -39,7 +39,10 @@ def step_bytes(model: Model, max_len: int) -> int:
         head = model.params.get("lm_head", model.params["shared"])  # an untied head, else the embedding
         cache = 2 * c.n_decoder_layer * (max_len + SOURCE_TOKENS) * c.inner * itemsize
         return param_bytes(model.params["decoder"]) + head.size * itemsize + cache
-    return param_bytes(model.params) + 2 * c.n_layer * max_len * network.kv_width(c) * itemsize
+    cache = 2 * c.n_layer * max_len * network.kv_width(c) * itemsize
+    if mesh.name(model.params):  # one device's share: its shards, and its heads of the cache
+        return mesh.per_device_bytes(model.params) + cache // mesh.groups(model.params)
+    return param_bytes(model.params) + cache
 
 
 def step_flops(model: Model, n_tokens: int, max_len: int) -> float:
@@ -55,7 +58,12 @@ def step_flops(model: Model, n_tokens: int, max_len: int) -> float:
         attention = 2 * (max_len + SOURCE_TOKENS) * c.inner
         per_token = c.n_decoder_layer * (matrices + attention) + c.n_vocab * c.d_model
     else:
-        per_token = c.n_layer * (c.layer_matrix_params + 2 * max_len * c.n_embd) + c.n_vocab * c.n_embd
+        # on a mesh, one device's share: its columns or rows of every block matrix, its heads'
+        # attention; the head is replicated, every device computes it whole
+        split = mesh.groups(model.params)
+        per_token = (
+            c.n_layer * (c.layer_matrix_params + 2 * max_len * c.n_embd) // split + c.n_vocab * c.n_embd
+        )
     return 2.0 * n_tokens * per_token
 
 
@@ -171,6 +179,7 @@ def step_rows(model: Model, samples: dict, i: int, n_max: int, max_len: int, roo
         rows.append(
             {
                 "model": model.name,
+                "mesh": mesh.name(model.params),
                 "part": "step",
                 "kernels": layouts.kernels_used(model.params),
                 "layout": layouts.as_weights(model.params).layout.value,

@@ -173,6 +173,7 @@ CONTEXT = FIELDS[:5]
 ROOFLINE_FIELDS = [
     *CONTEXT,
     F("model", str, table=1, header="model"),
+    F("mesh", str),  # the model's split over devices ("tp=2"): then bytes and FLOPs are one device's
     F("part", str),  # "step", or one fused Pallas kernel of a layer (roofline.PARTS)
     F("weights", str),
     F("dtype", str, table=2, header="dtype"),

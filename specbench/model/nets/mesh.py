@@ -84,6 +84,14 @@ def name(params) -> str | None:
     return None if mesh is None else f"{AXIS}={mesh.shape[AXIS]}"
 
 
+def per_device_bytes(params) -> int:
+    """Bytes of the weights one device holds: each array's shard on a mesh, the whole elsewhere."""
+    return sum(
+        int(np.prod(x.sharding.shard_shape(x.shape))) * x.dtype.itemsize
+        for x in jax.tree_util.tree_leaves(params)
+    )
+
+
 def device_count(params) -> int:
     """The devices a model's weights are on."""
     return len({d for x in jax.tree_util.tree_leaves(params) for d in x.devices()})
