@@ -17,7 +17,7 @@ import sys
 import jax
 import numpy as np
 
-from specbench.measure import roofline, timing
+from specbench.measure import roofline, step_costs, timing
 from specbench.model.checkpoints import weights
 from specbench.model.nets import gpt2, layouts
 
@@ -42,7 +42,7 @@ def main(other_path: str, out_path: str, name: str, shapes: list[str], rounds: i
     out = {
         "model": name,
         "other": other_path,
-        "bytes_per_step": roofline.step_bytes(model, 256),
+        "bytes_per_step": step_costs.step_bytes(model, 256),
         "gbps_start": roofline.read_gbps().best,
         "ms": {},
     }

@@ -11,7 +11,7 @@ import sys
 
 import numpy as np
 
-from specbench.measure import roofline, timing
+from specbench.measure import roofline, step_costs, timing
 from specbench.model.checkpoints import weights
 from specbench.model.nets.gpt2 import decode_layout, init_params
 
@@ -32,7 +32,7 @@ def main(out_path: str, names: list[str]) -> None:
                     t = float(np.median(timing.step_seconds(models[layout], n, 256, iters=iters, repeats=3)))
                     out.setdefault(f"{name}-{layout}-{n}", []).append(t)
                     print(name, layout, n, f"{t * 1e3:.1f} ms", flush=True)
-        out[f"{name}-bytes"] = roofline.step_bytes(models["hf"], 256)
+        out[f"{name}-bytes"] = step_costs.step_bytes(models["hf"], 256)
         del models, params
         gc.collect()
     out["gbps_end"] = roofline.read_gbps().best

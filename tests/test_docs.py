@@ -105,3 +105,13 @@ def test_no_function_is_over_60_lines_but_a_paper_s_algorithm_that_says_so():
                 if "a paper's algorithm, written as one function" not in doc.lower():
                     long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}")
     assert not long, long
+
+
+def test_no_module_is_over_350_lines():
+    """A module per concept, readable top to bottom: none over 350 lines (split it by concept)."""
+    long = {
+        str(p.relative_to(ROOT)): n
+        for p in sorted((ROOT / "specbench").rglob("*.py"))
+        if (n := len(p.read_text().splitlines())) > 350
+    }
+    assert not long, long

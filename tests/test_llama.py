@@ -450,12 +450,12 @@ def test_the_family_s_eagle_head_caches_as_its_uncached_forward_and_keeps_ar_s_t
 
 
 def test_a_family_step_s_flops_are_its_traced_matrix_products():
-    """roofline.step_flops for a step of 1 and 5 tokens equals twice the multiply-adds of the
+    """step_costs.step_flops for a step of 1 and 5 tokens equals twice the multiply-adds of the
     traced step's matrix products (GQA's narrower k and v, SwiGLU's three, the head) and the
     attention over the cache of every query head, and step_bytes counts the key/value heads' cache."""
     from test_t5 import multiply_adds
 
-    from specbench.measure import roofline, timing
+    from specbench.measure import step_costs, timing
 
     for config in (SMALL, dataclasses.replace(SMALL, tied=False, qkv_bias=False, family="llama")):
         m = llama_model(config, 0, "m", 1.0)
@@ -465,9 +465,9 @@ def test_a_family_step_s_flops_are_its_traced_matrix_products():
             # a step of up to a few tokens attends by multiply-and-sum over the cache (attention.py),
             # not by a matrix product: its 2 max_len n_embd a layer and token is added beside them
             attention = 2 * n * config.n_layer * 2 * 64 * config.n_embd
-            assert roofline.step_flops(m, n, 64) == 2 * multiply_adds(traced.jaxpr) + attention
+            assert step_costs.step_flops(m, n, 64) == 2 * multiply_adds(traced.jaxpr) + attention
         weights_bytes = sum(x.size * 4 for x in jax.tree_util.tree_leaves(m.params))
-        assert roofline.step_bytes(m, 64) == weights_bytes + 2 * config.n_layer * 64 * 2 * 8 * 4
+        assert step_costs.step_bytes(m, 64) == weights_bytes + 2 * config.n_layer * 64 * 2 * 8 * 4
 
 
 def test_a_report_plans_every_section_for_a_family_pair_and_the_draft_vocabulary_needs_gpt2_s_ids(

@@ -391,10 +391,10 @@ def multiply_adds(jaxpr) -> int:
 
 
 def test_a_t5_steps_flops_are_its_traced_matrix_products():
-    """roofline.step_flops for a T5 decoder step of 1 and 5 tokens equals twice the multiply-adds
+    """step_costs.step_flops for a T5 decoder step of 1 and 5 tokens equals twice the multiply-adds
     of the step's traced matrix products: self-attention's four matrices, cross-attention's q and
     o, the gated or plain feed-forward, attention over the cache and the source, the head."""
-    from specbench.measure import roofline
+    from specbench.measure import step_costs
     from specbench.model.nets import network
     from specbench.model.nets.network import Model
 
@@ -406,7 +406,7 @@ def test_a_t5_steps_flops_are_its_traced_matrix_products():
         step = lambda p, cache, tokens: network.step(p, cache, tokens, jnp.int32(10), c)[0]
         for n in (1, 5):
             traced = jax.make_jaxpr(step)(m.params, timing.step_cache(m, 64), jnp.zeros(n, jnp.int32))
-            assert roofline.step_flops(m, n, 64) == 2 * multiply_adds(traced.jaxpr)
+            assert step_costs.step_flops(m, n, 64) == 2 * multiply_adds(traced.jaxpr)
 
 
 def test_the_seeds_own_system_and_transformers_run_beside_specbench_on_a_t5_pair(tmp_path, env):

@@ -1,4 +1,5 @@
-"""`run --coordinator HOST:PORT --processes N --process-id I`: one run over several processes
+"""Beyond one device, on the command line: `--mesh tp=N` (nets/mesh.py), and
+`run --coordinator HOST:PORT --processes N --process-id I`: one run over several processes
 (several hosts, or several processes of one), joined by `jax.distributed` before JAX starts. Every
 process runs the same programs on its own devices, the target split over all of them (--mesh);
 process 0 alone prints and writes, the others take part quietly. On a CPU the processes' collectives
@@ -11,6 +12,13 @@ import click
 from specbench.cli.console import BadInput
 
 FLAGS = "--coordinator/--processes/--process-id"
+
+mesh_option = click.option(  # run's, sweep's, trace's, report's and roofline's
+    "--mesh",
+    default=None,
+    metavar="tp=N",
+    help="Split the target over N devices (tensor parallel, JAX SPMD); the draft is replicated on them.",
+)
 
 options = [
     click.option(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import click
 
 from specbench import prompts
+from specbench.cli import distributed
 from specbench.cli.helptext import ACCEPTANCE_HELP, DRAFT_VOCAB_HELP, DRAFTS_HELP, KERNELS_HELP, VERIFY_HELP
 from specbench.cli.params import (
     BATCH_MAX,
@@ -40,12 +41,6 @@ def apply(options):
     return decorator
 
 
-mesh_option = click.option(
-    "--mesh",
-    default=None,
-    metavar="tp=N",
-    help="Split the target over N devices (tensor parallel, JAX SPMD); the draft is replicated on them.",
-)
 model = [
     click.option(
         "--draft",
@@ -59,7 +54,7 @@ model = [
         help="Random weights of the registry shapes of --draft and --target (timing only), offline.",
     ),
     click.option("--dtype", type=click.Choice(["float32", "bfloat16"]), default="float32", show_default=True),
-    mesh_option,
+    distributed.mesh_option,
     click.option(
         "--kernels",
         type=click.Choice(KERNELS),

@@ -215,11 +215,11 @@ COMPILE_S = 8.0  # a dry run's guess of one configuration's compile time on a CP
 
 def estimate_seconds(jobs: list[Job]) -> float:
     """A rough wall time for measuring `jobs`, without compiling: every step at the memory bound
-    (roofline.step_bytes at the device's peak bandwidth, or CPU_GBPS); AR and SD each about N
+    (step_costs.step_bytes at the device's peak bandwidth, or CPU_GBPS); AR and SD each about N
     steps a repeat (the warm-up too), and as much again for their parts (bench.py), and the step
     timers about 35 target steps a repeat; and COMPILE_S for each distinct program set."""
     from specbench.measure import device
-    from specbench.measure.roofline import step_bytes
+    from specbench.measure.step_costs import step_bytes
 
     gbps = device.peak_gbps() or CPU_GBPS
     total, programs = 0.0, set()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import click
 
+from specbench.cli import distributed
 from specbench.cli.params import CONTEXT_MAX, ITERS_MAX, K_MAX, KERNELS, Count, Finite, ListParam
 
 theory_cmd = [
@@ -79,10 +80,5 @@ roofline = [
     click.option(
         "--iters", type=Count(1, ITERS_MAX), default=20, show_default=True, help="Steps per device loop."
     ),
-    click.option(
-        "--mesh",
-        default=None,
-        metavar="tp=N",
-        help="Split each model over N devices (tensor parallel, JAX SPMD): its bytes and FLOPs per device.",
-    ),
+    distributed.mesh_option,
 ]
