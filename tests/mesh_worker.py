@@ -6,6 +6,7 @@ Each check prints one line starting "ok"; a failed one raises, and the process e
 
 import dataclasses
 import json
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -17,7 +18,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from test_llama import SMALL, llama_model  # noqa: E402
+from test_t5 import CONFIG as T5_CONFIG  # noqa: E402
+from test_t5 import t5_model  # noqa: E402
 
+from specbench.measure import collectives  # noqa: E402
 from specbench.model.decode import drafters  # noqa: E402
 from specbench.model.generate import autoregressive, speculative  # noqa: E402
 from specbench.model.nets import mesh, network  # noqa: E402
@@ -29,13 +33,11 @@ from exactness import SMALL_D, SMALL_T, assert_follows_target, noisy_copy  # noq
 
 
 def sharded(model: Model, tp: int) -> Model:
-    return dataclasses.replace(
-        model, params=network.shard(model.params, model.config, mesh.make_mesh(mesh.MeshSpec(tp)))
-    )
+    return network.shard(model, mesh.make_mesh(mesh.MeshSpec(tp)))
 
 
 def replicated(model: Model, like: Model) -> Model:
-    return dataclasses.replace(model, params=mesh.replicate(model.params, mesh.as_weights(like.params).mesh))
+    return dataclasses.replace(model, params=mesh.replicate(model.params, mesh.split_over(like.params)))
 
 
 def logits_equal_unsharded(gpt2_target: Model, llama_target: Model) -> None:
@@ -72,6 +74,78 @@ def sd_equals_ar_sharded(draft: Model, target: Model) -> None:
         print(f"ok SD = AR tp={tp} {type(target.config).__name__}")
 
 
+def padded_heads(target: Model) -> None:
+    """A GPT-2 of 3 heads split 2 and 4 ways pads them to 4 (gpt2.pad_heads): the same logits, and
+    SD = AR at T = 0 on the padded target."""
+    tokens = jnp.asarray([5, 9, 1, 44, 3, 3, 70, 12], jnp.int32)
+    step = jax.jit(
+        lambda p, t, config: network.step(p, network.init_cache(config, 32, jnp.float32), t, 0, config)[0],
+        static_argnames="config",
+    )
+    whole = step(target.params, tokens, target.config)
+    prompt, n = [5, 17, 2, 88, 40, 3, 5, 17], 20
+    ar, _ = autoregressive(target, prompt, n)
+    draft = noisy_copy(target, 0.5, 4)
+    for tp in (2, 4):
+        split = sharded(target, tp)
+        assert split.config.heads == 4 and split.config.n_head == 3, split.config
+        np.testing.assert_allclose(step(split.params, tokens, split.config), whole, atol=1e-5)
+        sd, stats = speculative(replicated(draft, split), split, prompt, n, 3)
+        np.testing.assert_array_equal(sd, ar, err_msg=f"padded tp={tp}")
+        assert 0 < stats.alpha < 1, stats.alpha
+    print("ok padded heads: 3 heads as 4 at tp=2 and 4, the same logits and SD = AR")
+
+
+def t5_sharded() -> None:
+    """A T5 split 2 and 4 ways (its encoder and decoder): the decoder step's logits equal the
+    unsplit ones, and SD = AR at T = 0 with a replicated T5 draft, drafts accepted and rejected."""
+    target = t5_model(T5_CONFIG, 1, "t5-target", scale=2.0)
+    rng = np.random.default_rng(4)
+    noisy = lambda a: a + 0.3 * jnp.std(a) * jnp.asarray(rng.normal(size=a.shape), a.dtype)
+    draft = Model("t5-draft", T5_CONFIG, jax.tree_util.tree_map(noisy, target.params), "random")
+    src, n = [60, 3, 3, 17], 14
+    buf = jnp.asarray(src + [0] * 12, jnp.int32)
+    step = jax.jit(
+        lambda p, t: network.step(p, network.start_cache(p, buf, len(src), T5_CONFIG, 16), t, 1, T5_CONFIG)[0]
+    )
+    tokens = jnp.asarray([0, 7, 3], jnp.int32)
+    whole, (ar, _) = step(target.params, tokens), autoregressive(target, src, n)
+    for tp in (2, 4):
+        split = sharded(target, tp)
+        assert mesh.name(split.params) == f"tp={tp}"
+        np.testing.assert_allclose(step(split.params, tokens), whole, atol=1e-5)
+        np.testing.assert_array_equal(autoregressive(split, src, n)[0], ar)
+        sd, stats = speculative(replicated(draft, split), split, src, n, 3)
+        np.testing.assert_array_equal(sd, ar, err_msg=f"t5 tp={tp}")
+        assert 0 < stats.alpha < 1, stats.alpha
+    print("ok T5 split 2 and 4 ways: the same logits, SD = AR")
+
+
+def collectives_counted() -> None:
+    """The compiled split step of a one-layer GPT-2 and of a T5 decoder block pays exactly
+    collectives.all_reduces(config) collectives, all-reduces of [n, width], and nothing else; the
+    collectives alone take time on a mesh, none on one device."""
+    kinds = r"(all-reduce|all-gather|reduce-scatter|all-to-all|collective-permute)"
+    gpt = random_model(GPT2Config(n_layer=1, n_head=4, n_embd=32, n_ctx=64, n_vocab=97), 3, "g1")
+    t5_one = t5_model(dataclasses.replace(T5_CONFIG, n_decoder_layer=1), 1, "t5-1")
+    tokens = jnp.asarray([5, 9, 1, 44, 3], jnp.int32)
+    for model in (gpt, t5_one):
+        split, c = sharded(model, 2), model.config
+        if network.encoder_decoder(c):
+            cache = jax.jit(lambda p: network.start_cache(p, jnp.arange(8), 8, c, 16))(split.params)
+        else:
+            cache = network.init_cache(c, 16, jnp.float32)
+        step = jax.jit(lambda p, cache, t, c=c: network.step(p, cache, t, 0, c))
+        text = step.lower(split.params, cache, tokens).compile().as_text()
+        found = re.findall(rf"= (\S+) {kinds}\(", text)
+        assert found == [(f"f32[5,{collectives.width(c)}]{{1,0}}", "all-reduce")] * collectives.all_reduces(
+            c
+        ), found
+        assert collectives.comm_seconds(split, 5, repeats=2).min() > 0
+        assert not collectives.comm_seconds(model, 5, repeats=2).any()
+    print("ok the split step's collectives: all_reduces of [n, width], as counted")
+
+
 def follows_target_sharded() -> None:
     draft = random_model(SMALL_D, 11, "small-draft", scale=30)
     target = sharded(random_model(SMALL_T, 12, "small-target", scale=30), 2)
@@ -97,6 +171,10 @@ def command_line() -> None:
         assert result.exit_code == 0, result.output
         (row,) = json.loads(row_file.read_text())
         assert row["mesh"] == "tp=2" and row["devices"] == 2 and row["identical"] is True, row
+        assert (
+            0 < row["t_comm_target_s"] < row["t_target_s"] and 0 < row["t_comm_verify_s"] < row["t_verify_s"]
+        )
+        assert "collectives on tp=2, timed alone" in result.output, result.output
     for flags, words in (
         (["--mesh", "tp=3"], "do not split 3 ways"),
         (["--mesh", "tp=8"], "needs 8 devices"),
@@ -121,6 +199,7 @@ def roofline_per_device() -> None:
             rows[bool(split)] = json.loads(path.read_text())[0]
     whole, split = rows[False], rows[True]
     assert split["mesh"] == "tp=2" and whole["mesh"] is None
+    assert 0 < split["comm_share"] < 1 and whole["t_comm_s"] is None
     assert whole["bytes_per_step"] / 2 < split["bytes_per_step"] < whole["bytes_per_step"]
     assert whole["flops_per_step"] / 2 < split["flops_per_step"] < whole["flops_per_step"]
     print("ok roofline --mesh tp=2: one device's bytes and FLOPs")
@@ -138,6 +217,11 @@ if __name__ == "__main__":
         "ld", llama_target.config, jax.tree_util.tree_map(lambda a: a * 1.05, llama_target.params), "random"
     )
     sd_equals_ar_sharded(llama_draft, llama_target)
+    padded_heads(
+        random_model(GPT2Config(n_layer=2, n_head=3, n_embd=24, n_ctx=128, n_vocab=97), 5, "p", scale=5)
+    )
+    t5_sharded()
+    collectives_counted()
     follows_target_sharded()
     command_line()
     roofline_per_device()

@@ -108,7 +108,7 @@ def on_mesh(draft, target, text: str | None):
 
     try:
         on = mesh.make_mesh(mesh.MeshSpec.parse(text))
-        t = dataclasses.replace(target, params=network.shard(target.params, target.config, on))
+        t = network.shard(target, on)
     except ValueError as e:
         raise BadInput("--mesh", str(e)) from None
     d = None if draft is None else dataclasses.replace(draft, params=mesh.replicate(draft.params, on))

@@ -243,6 +243,12 @@ def budget_lines(row: dict) -> list[str]:
         + (f", {iid:.2f} from α alone" if iid is not None else "")
         + (f" · best K {row['best_K_predicted']}" if row["best_K_predicted"] is not None else "")
     )
+    if row.get("t_comm_verify_s") is not None:  # on a mesh: the collectives' part of each step
+        comm = lambda c, t: f"{ms(row[c])} of the {ms(row[t])} ms {t[2:-2]} step ({row[c] / row[t]:.0%})"
+        lines.append(
+            f"collectives on {row['mesh']}, timed alone: {comm('t_comm_target_s', 't_target_s')}, "
+            f"{comm('t_comm_verify_s', 't_verify_s')}"
+        )
     return lines
 
 

@@ -83,7 +83,7 @@ def prompts_table(console: Console, suite: prompts.Suite = prompts.BUILTIN) -> N
 
 def roofline_table(rows: list[dict], context: int, console: Console) -> None:
     """The roofline rows, one per model, kernels and step size: time against both roofs."""
-    from specbench.results.schema import PARTS_TABLE, ROOFLINE_BY_NAME, ROOFLINE_TABLE, cell
+    from specbench.results.schema import PARTS_TABLE, ROOFLINE_BY_NAME, ROOFLINE_TABLE, cell, filled
 
     random_note = (
         " · random weights: timing only" if any(r["weights"].startswith("random") for r in rows) else ""
@@ -102,13 +102,14 @@ def roofline_table(rows: list[dict], context: int, console: Console) -> None:
         f"{memory} · {compute}{random_note}",
         caption="limit = max(memory roof, compute roof); +MB: what the kernels' weight layout "
         "costs beyond the weights (xla: a copy of every block matrix; cpu: a packed copy of every block "
-        "matrix and of the output head)",
+        "matrix and of the output head); comm, on a mesh: the step's collectives timed alone, of t_step",
     )
-    for f in ROOFLINE_TABLE:
+    steps = [r for r in rows if r.get("part", "step") == "step"]
+    columns = filled(ROOFLINE_TABLE, steps)
+    for f in columns:
         table.add_column(f.header, justify="left" if f.kind is str else "right")
-    for r in rows:
-        if r.get("part", "step") == "step":
-            table.add_row(*[cell(f.name, r.get(f.name), ROOFLINE_BY_NAME) for f in ROOFLINE_TABLE])
+    for r in steps:
+        table.add_row(*[cell(f.name, r.get(f.name), ROOFLINE_BY_NAME) for f in columns])
     console.print(table)
     if parts := [r for r in rows if r.get("part", "step") != "step"]:
         table = Table(

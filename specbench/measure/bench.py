@@ -15,7 +15,7 @@ import time
 import jax
 import numpy as np
 
-from specbench.measure import load, timing
+from specbench.measure import collectives, load, timing
 from specbench.measure.peers import PeerResult
 from specbench.measure.prepared import Prepared, RunConfig
 from specbench.model.decode import sampling, verify
@@ -59,10 +59,15 @@ class BenchmarkResult:
     architecture: str = "gpt2"  # the target's (network.architecture)
     mesh: str | None = None  # the target's split over devices ("tp=2"), or None: one device
     devices: int = 1  # the devices the target's weights are on
+    # on a mesh, the collectives of a 1-token target step and of a verify step, timed alone
+    # (collectives.py); None on one device
+    t_comm_target_s: float | None = None
+    t_comm_verify_s: float | None = None
 
 
 PARTS = {"ar": ("ar_start", "ar_token"), "sd": ("sd_start", "round")}  # each method's budget parts
 STEP_TIMERS = ("draft", "target", "verify")  # the theory's step times
+COMM_TIMERS = ("comm_target", "comm_verify")  # on a mesh: the collectives of a target and a verify step
 
 
 def part_seconds(prep: Prepared, name: str, rounds: int) -> np.ndarray:
@@ -79,14 +84,18 @@ def part_seconds(prep: Prepared, name: str, rounds: int) -> np.ndarray:
 
 
 def step_seconds(prep: Prepared, name: str) -> np.ndarray:
-    """One cold sample of a step timer (STEP_TIMERS), a 10-step loop at the run's batch size: a
-    draft step, a 1-token target step, or the verify of K + 1 tokens (of k sequences with k drafts;
-    of a tree's nodes with a tree)."""
+    """One cold sample of a step timer (STEP_TIMERS, and on a mesh COMM_TIMERS), a 10-step loop at
+    the run's batch size: a draft step, a 1-token target step, or the verify of K + 1 tokens (of k
+    sequences with k drafts; of a tree's nodes with a tree); or the collectives alone of the
+    target step or of the verify step."""
     prep = prep.timed
     c, B, once = prep.config, len(prep.prompts), dict(iters=10, repeats=1, warm=False)
     if name == "draft":
         return timing.draft_seconds(prep, **once)
-    n, batch = (1, B) if name == "target" else (c.drafter.reach(c.K) + 1, B * c.drafter.drafts)
+    target = name in ("target", "comm_target")
+    n, batch = (1, B) if target else (c.drafter.reach(c.K) + 1, B * c.drafter.drafts)
+    if name in COMM_TIMERS:
+        return collectives.comm_seconds(c.target, n, batch, **once)
     return timing.step_seconds(c.target, n, prep.max_len, batch=batch, **once)
 
 
@@ -102,11 +111,12 @@ def run_benchmark(config: RunConfig, prompts: list[list[int]], on_progress=None)
     the time budget). on_progress(done, total, what) follows the work.
     """
     c, prep, total = config, Prepared.make(config, prompts), config.total_steps
+    timers = STEP_TIMERS + (COMM_TIMERS if mesh.name(c.target.params) else ())
     progress = on_progress or (lambda *a: None)
     helpers = tuple(p.pid for p in c.peers)  # the peers' worker processes: their CPU time is ours
     before = load.snapshot(helpers)
     walls, outputs = {"ar": [], "sd": []}, {}
-    steps = {name: [] for method in PARTS for name in PARTS[method]} | {name: [] for name in STEP_TIMERS}
+    steps = {name: [] for method in PARTS for name in PARTS[method]} | {name: [] for name in timers}
     peer_out = [{"ar": [], "sd": []} for _ in c.peers]
     with timing.CompileCounter() as compiles:
         t0 = time.perf_counter()
@@ -118,7 +128,7 @@ def run_benchmark(config: RunConfig, prompts: list[list[int]], on_progress=None)
         for method, names in PARTS.items():  # the timers' compiles, excluded too
             for name in names:
                 part_seconds(prep, name, rounds)
-        for name in STEP_TIMERS:
+        for name in timers:
             step_seconds(prep, name)
         for p in c.peers:  # the peers' warm-up, excluded too; each call returns once its process is idle
             progress(c.warmup, total, f"warm-up of {p.name}")
@@ -133,7 +143,7 @@ def run_benchmark(config: RunConfig, prompts: list[list[int]], on_progress=None)
                 for name in names:
                     steps[name].append(part_seconds(prep, name, rounds))
             progress(c.warmup + i, total, "timing the steps")
-            for name in STEP_TIMERS:
+            for name in timers:
                 steps[name].append(step_seconds(prep, name))
             for p, out in zip(c.peers, peer_out):
                 progress(c.warmup + i, total, f"timing {p.name}")
@@ -217,4 +227,6 @@ def benchmark_result(
         architecture=network.architecture(c.target.config),
         mesh=mesh.name(c.target.params),
         devices=mesh.device_count(c.target.params),
+        t_comm_target_s=median.get("comm_target"),
+        t_comm_verify_s=median.get("comm_verify"),
     )

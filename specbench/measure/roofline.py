@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from specbench.measure import device, timing
+from specbench.measure import collectives, device, timing
 from specbench.measure.step_costs import layout_extra_bytes, step_bytes, step_flops
 from specbench.model.kernels import cpu, pallas
 from specbench.model.nets import gpt2, layouts, mesh, network
@@ -92,7 +92,8 @@ def roofline(
     by repeat, so that drift hits them alike. The memory roof is the datasheet peak where the device
     is known (a GPU), else the measured read bandwidth (read_gbps, or `measured_gbps`); the compute
     roof the measured product rate (matmul_gflops, or `measured_gflops`). on_timing() is called after
-    each model's timings of each step shape."""
+    each model's timings of each step shape. A model split over a mesh also has each step's
+    collectives timed alone (collectives.comm_seconds), and their share of the step."""
     peak = device.peak_gbps()
     reads = measured_gbps if measured_gbps is not None else read_gbps()
     measured = reads.best
@@ -115,6 +116,9 @@ def roofline(
                 samples[i, n].extend(timer(models[i], n, False))
                 if r == repeats - 1:
                     done()
+    for i, m in enumerate(models):  # on a mesh: each step's collectives alone (collectives.py)
+        for n in range(1, n_max + 1) if mesh.name(m.params) else ():
+            samples[i, "comm", n] = collectives.comm_seconds(m, n, iters=iters, repeats=repeats)
     roofs = {"peak": peak, "reads": reads, "bound": (bound_gbps, source), "gflops": gflops}
     return [row for i, m in enumerate(models) for row in step_rows(m, samples, i, n_max, max_len, roofs)]
 
@@ -124,6 +128,7 @@ def step_rows(model: Model, samples: dict, i: int, n_max: int, max_len: int, roo
     peak, reads, (bound_gbps, source), gflops = roofs["peak"], roofs["reads"], roofs["bound"], roofs["gflops"]
     moved, t_plain = step_bytes(model, max_len), float(np.median(samples[i, "plain"]))
     t1 = float(np.median(samples[i, 1]))
+    comm = lambda n: float(np.median(samples[i, "comm", n])) if (i, "comm", n) in samples else None
     rows = []
     for n in range(1, n_max + 1):
         t = float(np.median(samples[i, n]))
@@ -160,6 +165,8 @@ def step_rows(model: Model, samples: dict, i: int, n_max: int, max_len: int, roo
                 "t_over_t1": t / t1,
                 "t_plain_step_s": t_plain if n == 1 else None,
                 "plain_over_loop": t_plain / t if n == 1 else None,
+                "t_comm_s": comm(n),
+                "comm_share": None if comm(n) is None else comm(n) / t,
             }
         )
     return rows

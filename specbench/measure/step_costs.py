@@ -17,16 +17,21 @@ def step_bytes(model: Model, max_len: int) -> int:
     For an encoder-decoder, the decoder's step: its decoder's weights and head (the encoder ran
     once, before), its cache, and the source's cross-attention keys and values (a source of
     timing.SOURCE_TOKENS, as the step timers encode)."""
-    c = model.config
+    c, ways = model.config, split_ways(model)
     itemsize = network.dtype_of(model.params, c).itemsize
+    weights = mesh.per_device_bytes if ways > 1 else param_bytes  # on a mesh, one device's shards
     if network.encoder_decoder(c):
         head = model.params.get("lm_head", model.params["shared"])  # an untied head, else the embedding
         cache = 2 * c.n_decoder_layer * (max_len + SOURCE_TOKENS) * c.inner * itemsize
-        return param_bytes(model.params["decoder"]) + head.size * itemsize + cache
+        return weights(model.params["decoder"]) + head.size * itemsize + cache // ways
     cache = 2 * c.n_layer * max_len * network.kv_width(c) * itemsize
-    if mesh.name(model.params):  # one device's share: its shards, and its heads of the cache
-        return mesh.per_device_bytes(model.params) + cache // mesh.groups(model.params)
-    return param_bytes(model.params) + cache
+    return weights(model.params) + cache // ways  # on a mesh, its heads of the cache
+
+
+def split_ways(model: Model) -> int:
+    """Over how many devices the model's heads are split: its mesh's tp, else 1."""
+    on = mesh.split_over(model.params)
+    return 1 if on is None else on.shape[mesh.AXIS]
 
 
 def step_flops(model: Model, n_tokens: int, max_len: int) -> float:
@@ -36,17 +41,16 @@ def step_flops(model: Model, n_tokens: int, max_len: int) -> float:
     2 max_len n_embd a layer over every query head), for each token. A T5 decoder block:
     self-attention's four matrices and cross-attention's q and o (its k and v are the source's,
     computed once), the feed-forward's two or three, attention over max_len and the source."""
-    c = model.config
+    # on a mesh, one device's share: its columns or rows of every block matrix, its heads'
+    # attention; the head is replicated, every device computes it whole
+    c, split = model.config, split_ways(model)
     if network.encoder_decoder(c):
         matrices = 6 * c.d_model * c.inner + (3 if c.gated else 2) * c.d_model * c.d_ff
         attention = 2 * (max_len + SOURCE_TOKENS) * c.inner
-        per_token = c.n_decoder_layer * (matrices + attention) + c.n_vocab * c.d_model
+        per_token = c.n_decoder_layer * (matrices + attention) // split + c.n_vocab * c.d_model
     else:
-        # on a mesh, one device's share: its columns or rows of every block matrix, its heads'
-        # attention; the head is replicated, every device computes it whole
-        split = mesh.groups(model.params)
         per_token = (
-            c.n_layer * (c.layer_matrix_params + 2 * max_len * c.n_embd) // split + c.n_vocab * c.n_embd
+            c.n_layer * (c.layer_matrix_params + 2 * max_len * c.attn_width) // split + c.n_vocab * c.n_embd
         )
     return 2.0 * n_tokens * per_token
 

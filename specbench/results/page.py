@@ -38,7 +38,6 @@ def cell(field: str, value) -> str:
     return results.cell(field, value, fields) if field in fields else str(value if value is not None else "")
 
 
-ROOFLINE_COLUMNS = [(f.header, f.name) for f in results.ROOFLINE_TABLE]
 PARTS_COLUMNS = [(f.header or f.name, f.name) for f in results.PARTS_TABLE]
 
 
@@ -102,7 +101,9 @@ def roofline_part(s: dict, rl: list[dict], K: int, directory: Path) -> None:
     s["reading"] = readings.roofline(steps, K)
     plot.plot_roofline(steps, str(path))
     s["images"].append(path)
-    s["tables"].append(table(steps, ROOFLINE_COLUMNS))
+    s["tables"].append(
+        table(steps, [(f.header, f.name) for f in results.filled(results.ROOFLINE_TABLE, steps)])
+    )
     if parts := [r for r in rl if r.get("part", "step") != "step"]:
         s["tables"].append(table(parts, PARTS_COLUMNS))
 

@@ -198,6 +198,8 @@ def _account(res, ar: dict, sd: dict) -> dict:
         "t_draft_s": res.t_draft_s,
         "t_target_s": res.t_target_s,
         "t_verify_s": res.t_verify_s,
+        "t_comm_target_s": res.t_comm_target_s,
+        "t_comm_verify_s": res.t_comm_verify_s,
         "t_round_s": res.t_round_s,
         "t_overhead_s": res.t_round_s - K * res.t_draft_s - res.t_verify_s,
         "t_overhead_err_s": res.t_overhead_err_s,

@@ -109,6 +109,8 @@ FIELDS = [
     F("t_draft_s", plot=True, fmt="ms"),
     F("t_target_s", table=16, header="t_target", plot=True, fmt="ms"),
     F("t_verify_s", table=17, header="t_verify", fmt="ms"),
+    F("t_comm_target_s", fmt="ms"),  # on a mesh: the collectives of t_target, timed alone
+    F("t_comm_verify_s", fmt="ms"),  # and of t_verify (measure/collectives.py)
     F("t_round_s", fmt="ms"),
     F("t_overhead_s", fmt="ms"),
     F("t_overhead_err_s", fmt="ms"),
@@ -203,6 +205,8 @@ ROOFLINE_FIELDS = [
     F("matmul_gflops", fmt=".0f"),
     F("t_plain_step_s", fmt="ms"),
     F("plain_over_loop", table=12, header="plain/loop"),
+    F("t_comm_s", fmt="ms"),  # on a mesh: the step's collectives, timed alone (measure/collectives.py)
+    F("comm_share", table=13, header="comm", fmt="%"),  # t_comm_s / t_step_s
 ]
 ROOFLINE_BY_NAME = {f.name: f for f in ROOFLINE_FIELDS}
 ROOFLINE_COLUMNS = [f.name for f in ROOFLINE_FIELDS]
@@ -212,6 +216,13 @@ PARTS_TABLE = [  # the table of a Pallas layout's kernels alone (roofline.kernel
     *(ROOFLINE_BY_NAME[name] for name in ("model", "dtype", "n_tokens_per_step", "t_step_s", "bound_s")),
     *(ROOFLINE_BY_NAME[name] for name in ("t_over_limit", "t_over_t1", "bytes_per_step", "achieved_gbps")),
 ]
+
+
+def filled(fields: list[Field], rows: list[dict]) -> list[Field]:
+    """The fields that some row gives a value: a table's columns (comm only on a mesh)."""
+    return [f for f in fields if any(r.get(f.name) is not None for r in rows)]
+
+
 CSV_COLUMNS = [f.name for f in FIELDS if f.csv]
 MARKDOWN_COLUMNS = [f.name for f in sorted((f for f in FIELDS if f.md), key=lambda f: f.md)]
 TABLE_COLUMNS = [f.name for f in sorted((f for f in FIELDS if f.table), key=lambda f: f.table)]

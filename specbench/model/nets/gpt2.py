@@ -48,6 +48,7 @@ class GPT2Config:
     n_ctx: int = 1024
     n_vocab: int = 50257
     layer_norm_epsilon: float = 1e-5
+    pad_heads: int = 0  # heads of zeros after the n_head, so that the heads split over a mesh (mesh.py)
 
     def __post_init__(self):
         if self.n_embd % self.n_head:
@@ -58,9 +59,20 @@ class GPT2Config:
         return self.n_embd // self.n_head
 
     @property
+    def heads(self) -> int:
+        """The heads a step computes and caches: n_head, and the padding's."""
+        return self.n_head + self.pad_heads
+
+    @property
+    def attn_width(self) -> int:
+        """Numbers of a token's queries (and of its keys, of its values): n_embd, and the padding's."""
+        return self.heads * self.head_dim
+
+    @property
     def layer_matrix_params(self) -> int:
-        """Numbers in one block's matrices: q/k/v, the output projection and the MLP's two (12 n_embd²)."""
-        return 12 * self.n_embd**2
+        """Numbers in one block's matrices: q/k/v and the output projection (4 n_embd², more with
+        padded heads) and the MLP's two (8 n_embd²)."""
+        return 4 * self.n_embd * self.attn_width + 8 * self.n_embd**2
 
     @property
     def n_params(self) -> int:
@@ -110,11 +122,11 @@ def mha(
 ):
     # x [n_seq, n_embd]; k_cache [n_head, hd, max_len], v_cache [max_len, n_head, hd]; pos: traced int32.
     # Returns the output and this step's keys and values, [n_seq, n_head, hd] each.
-    n_seq, n_embd = x.shape
+    n_seq = x.shape[0]
     qkv = ungroup(linear(x, c_attn, layout, layer), n_head, groups)  # [n_seq, 3, h, hd]
     # as they will be stored: a later step reads them from the cache in its dtype
     k, v = qkv[:, 1].astype(k_cache.dtype), qkv[:, 2].astype(v_cache.dtype)
-    out = attention.cached_attention(qkv[:, 0], k, v, k_cache, v_cache, pos, tree).reshape(n_seq, n_embd)
+    out = attention.cached_attention(qkv[:, 0], k, v, k_cache, v_cache, pos, tree).reshape(n_seq, -1)
     return linear(out, c_proj, layout, layer), k, v
 
 
@@ -128,9 +140,30 @@ def ungroup(qkv, n_head: int, groups: int):
     return jnp.swapaxes(parts, 1, 2).reshape(n_seq, 3, n_head, hd)
 
 
+def pad_heads(arrays: dict, config: GPT2Config, tp: int) -> tuple[dict, GPT2Config]:
+    """The weights as loaded and the config with heads of zeros after the n_head, as few as make
+    the heads split tp ways (GPT-2 XL's 25 become 26, 28 or 32 over 2, 4 or 8 devices; as they are
+    where they split already): zero q, k and v columns
+    and biases, so a padded head attends uniformly over values of zero, and zero rows of the output
+    projection, so that whatever it yields adds nothing. The logits are the unpadded model's."""
+    extra = -config.heads % tp
+    if not extra:
+        return arrays, config
+    hd, blocks = config.head_dim, dict(arrays["blocks"])
+    attn = dict(blocks["attn"])
+    pad = lambda x, axis: jnp.pad(x, [(0, extra * hd if a == axis % x.ndim else 0) for a in range(x.ndim)])
+    attn["c_attn"] = {
+        k: jnp.concatenate([pad(part, -1) for part in jnp.split(v, 3, axis=-1)], axis=-1)
+        for k, v in attn["c_attn"].items()
+    }
+    attn["c_proj"] = {**attn["c_proj"], "weight": pad(attn["c_proj"]["weight"], -2)}
+    blocks["attn"] = attn
+    return {**arrays, "blocks": blocks}, dataclasses.replace(config, pad_heads=config.pad_heads + extra)
+
+
 def fused_parts(config: GPT2Config) -> dict:
     """The fused products whose columns a mesh regroups, with their parts' widths: q, k and v."""
-    return {("attn", "c_attn"): (config.n_embd,) * 3}
+    return {("attn", "c_attn"): (config.attn_width,) * 3}
 
 
 def block(
@@ -155,7 +188,7 @@ def block(
         k_cache,
         v_cache,
         pos,
-        config.n_head,
+        config.heads,
         tree,
         layout,
         layer,
@@ -250,7 +283,7 @@ def init_cache(config: GPT2Config, max_len: int, dtype=jnp.float32):
 
 def empty_cache(config: GPT2Config, max_len: int, dtype=jnp.float32):
     """init_cache without the length check: max_len 0 gives the uncached forward's empty cache."""
-    return products.empty_cache(config.n_layer, config.n_head, config.head_dim, max_len, dtype)
+    return products.empty_cache(config.n_layer, config.heads, config.head_dim, max_len, dtype)
 
 
 # One compiled program per (config, n_seq); the cache buffer is donated and reused.

@@ -84,6 +84,16 @@ class LlamaConfig:
         return self.n_embd // self.n_head
 
     @property
+    def heads(self) -> int:
+        """The query heads a step computes (never padded: pad_heads)."""
+        return self.n_head
+
+    @property
+    def attn_width(self) -> int:
+        """Numbers of a token's queries: n_embd."""
+        return self.n_embd
+
+    @property
     def layer_matrix_params(self) -> int:
         """Numbers in one block's matrices: q and o (n_embd² each), k and v (n_embd x n_kv_head hd
         each), and SwiGLU's gate, up and down (n_embd x n_inner each)."""
@@ -143,6 +153,18 @@ def grouped(a, groups: int, axis: int):
     """Each of a's key/value heads (on `axis`) repeated for the `groups` query heads that share it
     (GQA): query head h reads key/value head h // groups."""
     return a if groups == 1 else jnp.repeat(a, groups, axis=axis)
+
+
+def pad_heads(arrays: dict, config: LlamaConfig, tp: int) -> tuple[dict, LlamaConfig]:
+    """The weights and config as they are where the heads and key/value heads split tp ways;
+    ValueError otherwise, naming the splits that work: padded heads are GPT-2's (gpt2.pad_heads), as
+    a grouped-query model's would need padded key/value heads and a new grouping."""
+    if config.n_head % tp or config.n_kv_head % tp:
+        raise ValueError(
+            f"{config.n_head} heads and {config.n_kv_head} key/value heads do not split {tp} ways: "
+            f"use a tp that divides {math.gcd(config.n_head, config.n_kv_head)}"
+        )
+    return arrays, config
 
 
 def fused_parts(config: LlamaConfig) -> dict:

@@ -30,17 +30,31 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from specbench.model.nets.layouts import Layout, Weights, as_loaded, as_weights
+from specbench.model.nets.layouts import Layout, Weights, as_weights
 
 AXIS = "tp"
 RULES = {"heads": AXIS, "ffn": AXIS}  # logical axis -> mesh axis; every other axis is replicated
+WORDS = {"heads": "heads'", "ffn": "feed-forward"}  # a split axis, as a refusal names it
+COLUMNS, ROWS = ("layers", "embed", "heads"), ("layers", "heads", "embed")  # by head: in, out
+FFN_IN, FFN_OUT = ("layers", "embed", "ffn"), ("layers", "ffn", "embed")
 LOGICAL = {
-    ("attn", "c_attn"): {"weight": ("layers", "embed", "heads"), "bias": ("layers", "heads")},
-    ("attn", "c_proj"): {"weight": ("layers", "heads", "embed"), "bias": ("layers", "embed")},
-    ("mlp", "c_fc"): {"weight": ("layers", "embed", "ffn"), "bias": ("layers", "ffn")},
-    ("mlp", "c_proj"): {"weight": ("layers", "ffn", "embed"), "bias": ("layers", "embed")},
+    # the decoders' layout (layouts.MATRICES: GPT-2's, which the Llama family's shares)
+    ("attn", "c_attn", "weight"): COLUMNS,
+    ("attn", "c_attn", "bias"): ("layers", "heads"),
+    ("attn", "c_proj", "weight"): ROWS,
+    ("mlp", "c_fc", "weight"): FFN_IN,
+    ("mlp", "c_fc", "bias"): ("layers", "ffn"),
+    ("mlp", "c_proj", "weight"): FFN_OUT,
+    # T5's (t5.py): each stack's self-attention, the decoder's cross-attention, the feed-forward
+    **{(part, name): COLUMNS for part in ("attn", "cross") for name in ("q", "k", "v")},
+    ("attn", "o"): ROWS,
+    ("cross", "o"): ROWS,
+    **{("ff", name): FFN_IN for name in ("wi", "wi_0", "wi_1")},
+    ("ff", "wo"): FFN_OUT,
 }
-"""The logical axes of each block matrix of the decoders' layout (layouts.MATRICES)."""
+"""The logical axes of each split weight, by the end of its path in the weights; a weight whose
+path ends otherwise (embeddings, norms, the row-split products' biases, T5's position biases, the
+head) is replicated."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,10 +92,20 @@ def groups(params) -> int:
     return 1 if mesh is None else mesh.shape[AXIS]
 
 
+def split_over(params) -> Mesh | None:
+    """The mesh a model's weights are split over (a decoder's Weights say; a T5's arrays are
+    placed split), or None: on one device, or replicated (a draft's)."""
+    for x in jax.tree_util.tree_leaves(params):
+        sharding = getattr(x, "sharding", None)
+        if isinstance(sharding, NamedSharding) and any(axis is not None for axis in sharding.spec):
+            return sharding.mesh
+    return None
+
+
 def name(params) -> str | None:
     """The split the rows record: "tp=N" on a mesh, None on one device."""
-    mesh = as_weights(params).mesh
-    return None if mesh is None else f"{AXIS}={mesh.shape[AXIS]}"
+    on = split_over(params)
+    return None if on is None else f"{AXIS}={on.shape[AXIS]}"
 
 
 def per_device_bytes(params) -> int:
@@ -103,9 +127,9 @@ def spec_of(logical: tuple[str, ...]) -> P:
 
 
 def check_divides(config, tp: int) -> None:
-    """ValueError unless the heads, the key/value heads and the feed-forward split tp ways."""
-    kv = getattr(config, "n_kv_head", config.n_head)
-    for what, n in (("heads", config.n_head), ("key/value heads", kv)):
+    """ValueError unless the heads (padded ones too) and the key/value heads split tp ways."""
+    kv = getattr(config, "n_kv_head", config.heads)
+    for what, n in (("heads", config.heads), ("key/value heads", kv)):
         if n % tp:
             raise ValueError(f"{n} {what} do not split {tp} ways: use a tp that divides {n}")
 
@@ -118,25 +142,39 @@ def grouped(weight, tp: int, parts: tuple[int, ...]):
     return jnp.concatenate([per[i][d] for d in range(tp) for i in range(len(parts))], axis=-1)
 
 
-def shard_target(params, config, mesh: Mesh, fused: dict) -> Weights:
-    """The target's weights as loaded, placed on the mesh: every block matrix split by its logical
-    axes (LOGICAL, RULES), the rest replicated, and the fused products' columns regrouped by
+def logical_axes(path) -> tuple[str, ...] | None:
+    """A weight's logical axes (LOGICAL), from its path in the weights' tree; None: replicated."""
+    names = tuple(getattr(k, "key", None) for k in path)
+    return next((axes for end, axes in LOGICAL.items() if names[-len(end) :] == end), None)
+
+
+def place(arrays: dict, on: Mesh, fused: dict | None = None) -> dict:
+    """Weights as loaded (a dict of arrays), placed on the mesh: every weight split by its logical
+    axes (LOGICAL, RULES), the rest replicated; the fused products' columns first regrouped by
     device (`fused`: {matrix: the widths of its parts}, from the network's module)."""
-    tp = mesh.shape[AXIS]
-    check_divides(config, tp)
-    arrays = jax.tree_util.tree_map(lambda x: x, as_loaded(params))  # a copy of the dict structure
-    blocks = arrays["blocks"]
-    for (part, name), axes in LOGICAL.items():
-        matrix = dict(blocks[part][name])
-        if (part, name) in fused:
-            matrix = {k: grouped(v, tp, fused[part, name]) for k, v in matrix.items()}
-        blocks[part] = {**blocks[part], name: {k: _put(v, mesh, spec_of(axes[k])) for k, v in matrix.items()}}
-    rest = {
-        k: jax.tree_util.tree_map(lambda x: _put(x, mesh, P()), v) for k, v in arrays.items() if k != "blocks"
-    }
-    others = {k: v for k, v in blocks.items() if k not in {p for p, _ in LOGICAL}}
-    blocks |= jax.tree_util.tree_map(lambda x: _put(x, mesh, P()), others)
-    return Weights({**rest, "blocks": blocks}, Layout.HF, None, mesh)
+    tp, fused = on.shape[AXIS], fused or {}
+
+    def put(path, x):
+        names = tuple(getattr(k, "key", None) for k in path)
+        axes = logical_axes(path)
+        for size, axis in zip(x.shape, axes or ()):
+            if RULES.get(axis) and size % tp:
+                raise ValueError(
+                    f"the {size} {WORDS[axis]} columns of {'.'.join(names)} do not split {tp} ways: "
+                    f"use a tp that divides {size}"
+                )
+        if names[-3:-1] in fused:
+            x = grouped(x, tp, fused[names[-3:-1]])
+        return _put(x, on, P() if axes is None else spec_of(axes))
+
+    return jax.tree_util.tree_map_with_path(put, arrays)
+
+
+def shard_target(arrays: dict, config, on: Mesh, fused: dict) -> Weights:
+    """A decoder's weights as loaded, placed on the mesh (place) as the Weights a step reads, its
+    mesh static so that the step undoes the fused products' grouping."""
+    check_divides(config, on.shape[AXIS])
+    return Weights(place(arrays, on, fused), Layout.HF, None, on)
 
 
 def replicate(params, mesh: Mesh):

@@ -18,6 +18,7 @@ from jax.sharding import Mesh
 
 from specbench.model.nets import gpt2, llama, mesh, t5
 from specbench.model.nets.gpt2 import GPT2Config
+from specbench.model.nets.layouts import as_loaded
 from specbench.model.nets.llama import LlamaConfig
 from specbench.model.nets.t5 import T5Config
 
@@ -75,8 +76,8 @@ def cache_elements(config, max_len: int) -> int:
 
 def kv_width(config) -> int:
     """Numbers of a key (and of a value) a decoder caches per token and layer: GPT-2's n_embd, a
-    Llama's n_kv_head * head_dim (grouped-query attention)."""
-    return config.n_kv_head * config.head_dim if isinstance(config, LlamaConfig) else config.n_embd
+    Llama's n_kv_head * head_dim (grouped-query attention), a padded GPT-2's attn_width."""
+    return config.n_kv_head * config.head_dim if isinstance(config, LlamaConfig) else config.attn_width
 
 
 def dtype_of(params, config):
@@ -103,13 +104,19 @@ def init_cache(config, max_len: int, dtype):
     return DECODERS[type(config)].init_cache(config, max_len, dtype)
 
 
-def shard(params, config, on: Mesh):
-    """A decoder-only target's weights split over a device mesh (mesh.py, Megatron-style); the
-    network's module says which of its products are fused. ValueError for a T5, or heads that do
-    not split."""
-    if encoder_decoder(config):
-        raise ValueError("a T5 is not sharded yet: --mesh takes a GPT-2 or Llama-family target")
-    return mesh.shard_target(params, config, on, DECODERS[type(config)].fused_parts(config))
+def shard(model: Model, on: Mesh) -> Model:
+    """A decoder-only target split over a device mesh (mesh.py, Megatron-style): a GPT-2's heads
+    padded first where they do not split (gpt2.pad_heads), and the network's module saying which
+    of its products are fused; a T5's encoder and decoder alike. ValueError for heads that do not
+    split (a T5's, or a Llama-family model's heads or key/value heads)."""
+    config = model.config
+    if encoder_decoder(config):  # its products unfused, its heads unpadded
+        mesh.check_divides(config, on.shape[mesh.AXIS])
+        return dataclasses.replace(model, params=mesh.place(as_loaded(model.params), on))
+    module = DECODERS[type(config)]
+    arrays, config = module.pad_heads(as_loaded(model.params), config, on.shape[mesh.AXIS])
+    params = mesh.shard_target(arrays, config, on, module.fused_parts(config))
+    return dataclasses.replace(model, config=config, params=params)
 
 
 def init_params(config, seed: int = 0, dtype=None) -> dict:

@@ -60,6 +60,11 @@ class T5Config:
         return self.n_head * self.d_kv
 
     @property
+    def heads(self) -> int:
+        """The heads a step computes (never padded: a mesh must split them)."""
+        return self.n_head
+
+    @property
     def n_params(self) -> int:
         """Parameters of a model of this config (init_params's count), for `specbench models`."""
         d, inner, ff, V = self.d_model, self.inner, self.d_ff, self.n_vocab
