@@ -22,7 +22,8 @@ from test_t5 import CONFIG as T5_CONFIG  # noqa: E402
 from test_t5 import t5_model  # noqa: E402
 
 from specbench.measure import collectives  # noqa: E402
-from specbench.model.decode import drafters  # noqa: E402
+from specbench.model.decode import drafters, placed  # noqa: E402
+from specbench.model.decode.sampling import Warp  # noqa: E402
 from specbench.model.generate import autoregressive, speculative  # noqa: E402
 from specbench.model.nets import mesh, network  # noqa: E402
 from specbench.model.nets.gpt2 import GPT2Config  # noqa: E402
@@ -146,6 +147,32 @@ def collectives_counted() -> None:
     print("ok the split step's collectives: all_reduces of [n, width], as counted")
 
 
+def placed_draft(draft: Model, target: Model) -> None:
+    """A draft on a device of its own (3, beside a target split over devices 0 and 1), on one
+    device of the target's mesh (1), and beside an unsplit target (on 2): each round two programs
+    (placed.py), the tokens the one-program round gives at T = 0 (AR's, drafts accepted and
+    rejected) and at T = 1 (the same keys, so the same samples: that round's chi-square tests hold
+    for this one), through the device loop's and the host loop's drivers."""
+    prompt, n, devices = [5, 17, 2, 88, 40, 3, 5, 17], 16, jax.devices()
+    on_device = lambda model, i: dataclasses.replace(model, params=jax.device_put(model.params, devices[i]))
+    split = sharded(target, 2)
+    for t, i in ((split, 3), (split, 1), (target, 2)):
+        d, together = on_device(draft, i), replicated(draft, t) if t is split else draft
+        assert placed.apart(d.params, t.params) and not placed.apart(together.params, t.params)
+        ar, _ = autoregressive(t, prompt, n)
+        for warp in (Warp(), Warp(1.0)):
+            alone, stats = speculative(d, t, prompt, n, 3, warp, seed=7)
+            np.testing.assert_array_equal(alone, speculative(together, t, prompt, n, 3, warp, seed=7)[0])
+            host, _ = speculative(d, t, prompt, n, 3, warp, seed=7, device_loop=False)
+            np.testing.assert_array_equal(host, alone)
+            if warp.temperature == 0:
+                np.testing.assert_array_equal(alone, ar)
+                assert 0 < stats.alpha < 1, stats.alpha
+        print(
+            f"ok a draft placed on device {i}, the target on {sorted(x.id for x in placed.devices(t.params))}"
+        )
+
+
 def follows_target_sharded() -> None:
     draft = random_model(SMALL_D, 11, "small-draft", scale=30)
     target = sharded(random_model(SMALL_T, 12, "small-target", scale=30), 2)
@@ -174,14 +201,23 @@ def command_line() -> None:
         assert (
             0 < row["t_comm_target_s"] < row["t_target_s"] and 0 < row["t_comm_verify_s"] < row["t_verify_s"]
         )
-        assert "collectives on tp=2, timed alone" in result.output, result.output
+        assert "collectives on tp=2, timed alone" in result.output and row["draft_device"] is None
+        result = invoke("run", *args, "--mesh", "tp=2", "--draft-device", "3", "--export-json", row_file)
+        assert result.exit_code == 0, result.output
+        (row,) = json.loads(row_file.read_text())
+        assert row["draft_device"] == 3 and row["identical"] is True and row["t_round_s"] > 0, row
     for flags, words in (
         (["--mesh", "tp=3"], "do not split 3 ways"),
         (["--mesh", "tp=8"], "needs 8 devices"),
         (["--mesh", "dp=2"], "must be tp=N"),
         (["--mesh", "tp=2", "--kernels", "cpu"], "XLA's products"),
+        (["--draft-device", "4"], "JAX sees 4"),
+        (["--draft-device", "0"], "is the target's"),
+        (["--draft-device", "1", "--drafter", "lookup"], "--drafter model only"),
+        (["--draft-device", "1", "--batch", "2"], "one chain of one sequence"),
     ):
-        result = invoke("run", "--target", "random-target", "--draft", "random-draft", *flags, "--dry-run")
+        draft = [] if "lookup" in flags else ["--draft", "random-draft"]
+        result = invoke("run", "--target", "random-target", *draft, *flags, "--dry-run")
         assert result.exit_code == 2 and words in result.output, (flags, result.output)
     print("ok run --mesh tp=2 records its mesh; bad meshes are one line each")
 
@@ -213,6 +249,7 @@ if __name__ == "__main__":
     llama_target = llama_model(dataclasses.replace(SMALL, n_kv_head=4), 0, "l", 8.0)
     logits_equal_unsharded(gpt2_target, llama_target)
     sd_equals_ar_sharded(noisy_copy(gpt2_target, 0.5, 4), gpt2_target)
+    placed_draft(noisy_copy(gpt2_target, 0.5, 4), gpt2_target)
     llama_draft = Model(
         "ld", llama_target.config, jax.tree_util.tree_map(lambda a: a * 1.05, llama_target.params), "random"
     )

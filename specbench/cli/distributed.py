@@ -1,4 +1,5 @@
-"""Beyond one device, on the command line: `--mesh tp=N` (nets/mesh.py), and
+"""Beyond one device, on the command line: `--mesh tp=N` (nets/mesh.py), `--draft-device N`
+(decode/placed.py), and
 `run --coordinator HOST:PORT --processes N --process-id I`: one run over several processes
 (several hosts, or several processes of one), joined by `jax.distributed` before JAX starts. Every
 process runs the same programs on its own devices, the target split over all of them (--mesh);
@@ -18,6 +19,15 @@ mesh_option = click.option(  # run's, sweep's, trace's, report's and roofline's
     default=None,
     metavar="tp=N",
     help="Split the target over N devices (tensor parallel, JAX SPMD); the draft is replicated on them.",
+)
+
+draft_device_option = click.option(  # run's and sweep's
+    "--draft-device",
+    type=click.IntRange(min=0),
+    default=None,
+    metavar="N",
+    help="Put the draft model on device N alone (of its own, or one of --mesh's): each round is then "
+    "two programs, the drafts carried between the devices [default: with the target].",
 )
 
 options = [

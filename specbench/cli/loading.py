@@ -64,11 +64,13 @@ def load_pair(
     kernels: str = "auto",
     random: bool = False,
     mesh: str | None = None,
+    draft_device: int | None = None,
 ):
     """(draft, target) models (random weights of their registry shapes with `random`); the draft
     is None when the drafter needs no draft model. The two must share the vocabulary and the
     tokenizer (checkpoints/tokenizer.for_model). With `mesh` (--mesh tp=N) the target is split
-    over N devices and the draft replicated on them (on_mesh)."""
+    over N devices and the draft replicated on them (on_mesh); with `draft_device` the draft is on
+    that device alone (place_draft)."""
     from specbench.model.checkpoints import tokenizer, weights
 
     if mesh is not None and kernels not in ("auto", "xla"):
@@ -94,7 +96,31 @@ def load_pair(
             "--draft/--target",
             f"draft and target must share the tokenizer ({d.name}: {texts[0]}, {t.name}: {texts[1]})",
         )
-    return on_mesh(d, t, mesh)
+    return place_draft(*on_mesh(d, t, mesh), draft_device)
+
+
+def place_draft(draft, target, index: int | None):
+    """--draft-device N: the draft's weights on device N alone, its rounds then two programs
+    (decode/placed.py); the pair as it is without the flag. BadInput for a device JAX does not
+    see, or the one device that holds the target already."""
+    if index is None or draft is None:
+        return draft, target
+    import dataclasses
+
+    import jax
+
+    from specbench.model.decode import placed
+
+    devices = jax.devices()
+    if index >= len(devices):
+        raise BadInput(
+            "--draft-device",
+            f"device {index}: JAX sees {len(devices)} (0..{len(devices) - 1}); on a CPU, XLA_FLAGS="
+            f"--xla_force_host_platform_device_count=N makes host devices",
+        )
+    if placed.devices(target.params) == {devices[index]}:
+        raise BadInput("--draft-device", f"device {index} is the target's: the draft is there already")
+    return dataclasses.replace(draft, params=jax.device_put(draft.params, devices[index])), target
 
 
 def on_mesh(draft, target, text: str | None):

@@ -52,7 +52,7 @@ def cli():
     + opt.decode
     + opt.run
     + opt.refill
-    + [opt.itl]
+    + opt.placed
     + opt.drafter
     + opt.peer
     + opt.exports
@@ -107,7 +107,7 @@ def run(**flags):
 
 @cli.command(epilog=helptext.METRICS_HELP)
 @opt.apply(
-    opt.model + opt.sweep + opt.prompts_file + opt.refill + [opt.itl] + opt.drafter + opt.peer + opt.exports
+    opt.model + opt.sweep + opt.prompts_file + opt.refill + opt.placed + opt.drafter + opt.peer + opt.exports
 )
 @opt.dry_run
 def sweep(**flags):

@@ -172,6 +172,7 @@ itl = click.option(  # run's and sweep's (generate.token_times)
     help="Also time each token's arrival: one generation a repeat driven from the host, a sync after every "
     "step or round, for the gaps between tokens (inter-token latency) at p50/p95/p99.",
 )
+placed = [itl, distributed.draft_device_option]  # run's and sweep's: how the timed run is driven
 prompts_file = [  # run, sweep, trace and report (prompt_files.py)
     click.option(
         "--prompts-file",

@@ -78,13 +78,37 @@ def check_refill(f: dict, drafter) -> None:
         raise BadInput("--peer", "peers decode one sequence at a time: leave out --refill")
 
 
+def check_placement(f: dict, drafter) -> None:
+    """A draft on a device of its own (--draft-device) drafts one chain for one sequence, in one
+    process: its rounds are driven from the host (decode/placed.py)."""
+    if f.get("draft_device") is None:
+        return
+    batches = f.get("batches") or [f.get("batch", 1)]
+    for flag, refused in (
+        ("--batch", max(batches) > 1),
+        ("--refill", f.get("refill")),
+        ("--itl", f.get("itl")),
+        ("--peer", f.get("peers")),
+        ("--processes", f.get("processes")),
+        (
+            "--tree" if drafter.tree is not None else "--drafts",
+            drafter.tree is not None or drafter.drafts > 1,
+        ),
+    ):
+        if refused:
+            raise BadInput(
+                flag, "a draft on a device of its own (--draft-device) drafts one chain of one sequence"
+            )
+
+
 def drafter_models(kinds: list[str], f: dict) -> tuple[dict, object]:
     """({kind: the model it drafts with: the draft model, the EAGLE head or None}, the target),
     each loaded once and only where one of `kinds` needs it."""
     need_draft = bool(set(kinds_that("draft_model")) & set(kinds))
-    d, t = load_pair(
-        f["draft"], f["target"], f["dtype"], need_draft, f["kernels"], f["random_init"], f["mesh"]
-    )
+    if f.get("draft_device") is not None and set(kinds) - set(kinds_that("draft_model")):
+        raise BadInput("--draft-device", "places a draft model: it takes --drafter model only")
+    model_flags = (f["kernels"], f["random_init"], f["mesh"], f.get("draft_device"))
+    d, t = load_pair(f["draft"], f["target"], f["dtype"], need_draft, *model_flags)
     if f["mesh"] and set(kinds_that("features")) & set(kinds):
         raise BadInput("--drafter", "eagle does not run on a mesh yet: its head is not placed there")
     head = load_head(f, t) if set(kinds_that("features")) & set(kinds) else None
@@ -117,6 +141,7 @@ def run_plan(f: dict, given: set[str]) -> RunPlan:
         check_decodable(ids, f["n_tokens"], drafter.reach(f["K"]), models, drafter.reach_setting, where)
     check_batch(batch, f["host_loop"], drafter, d, t, list(by_id.values()), f["n_tokens"], f["K"])
     check_refill(f, drafter)
+    check_placement(f, drafter)
     ids = suite.batch_ids(chosen, queue or batch)
     peers = load_peers(f["peers"], drafter, d, t, batch, not f["dry_run"], [f["temperature"]])
     warp = Warp(f["temperature"], f["top_k"], f["top_p"])

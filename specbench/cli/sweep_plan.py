@@ -27,7 +27,7 @@ from specbench.cli.paths import (
     results_dir,
     stamp,
 )
-from specbench.cli.plan import check_refill, drafter_models, queue_length, run_settings
+from specbench.cli.plan import check_placement, check_refill, drafter_models, queue_length, run_settings
 from specbench.cli.suites import category_of, origin, suite_of
 from specbench.errors import ExportError
 from specbench.measure.bench import RunConfig
@@ -87,6 +87,7 @@ def sweep_plan(f: dict, given: set[str]) -> SweepPlan:
     todo, labels = [], []
     for (kind, drafter, name), (pid, ids, slots), temp, p, k in grid:
         check_refill(f, drafter)
+        check_placement(f, drafter)
         varied = {"K": k, "temperature": temp, "top_p": p, "prompt_id": pid, "batch": slots or len(ids)}
         varied["queue"] = len(ids) if slots else None
         key = {**fixed, **varied, "draft": name, **drafter_settings(drafter)}

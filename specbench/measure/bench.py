@@ -18,7 +18,7 @@ import numpy as np
 from specbench.measure import collectives, load, timing
 from specbench.measure.peers import PeerResult
 from specbench.measure.prepared import Prepared, RunConfig
-from specbench.model.decode import sampling, verify
+from specbench.model.decode import placed, sampling, verify
 from specbench.model.decode.stats import DecodeStats
 from specbench.model.kernels import programs
 from specbench.model.nets import layouts, mesh, network
@@ -59,6 +59,7 @@ class BenchmarkResult:
     architecture: str = "gpt2"  # the target's (network.architecture)
     mesh: str | None = None  # the target's split over devices ("tp=2"), or None: one device
     devices: int = 1  # the devices the target's weights are on
+    draft_device: int | None = None  # the draft's device where it is apart from the target's (placed.py)
     # on a mesh, the collectives of a 1-token target step and of a verify step, timed alone
     # (collectives.py); None on one device
     t_comm_target_s: float | None = None
@@ -172,6 +173,14 @@ def token_arrivals(prep: Prepared) -> dict[str, list[list[float]]]:
     return arrivals
 
 
+def draft_device(prep: Prepared) -> int | None:
+    """The id of the device the draft drafts on where it is apart from the target's (placed.py)."""
+    if not placed.apart(prep.draft_params, prep.config.target.params):
+        return None
+    (device,) = placed.devices(prep.draft_params)
+    return device.id
+
+
 def benchmark_result(
     prep: Prepared, walls, outputs, steps, peer_out, machine, compile_s, n_compiles
 ) -> BenchmarkResult:
@@ -227,6 +236,7 @@ def benchmark_result(
         architecture=network.architecture(c.target.config),
         mesh=mesh.name(c.target.params),
         devices=mesh.device_count(c.target.params),
+        draft_device=draft_device(prep),
         t_comm_target_s=median.get("comm_target"),
         t_comm_verify_s=median.get("comm_verify"),
     )

@@ -19,7 +19,7 @@ from jax import lax
 
 from specbench.measure.prepared import Prepared
 from specbench.model import generate
-from specbench.model.decode import drafters, loops
+from specbench.model.decode import drafters, loops, placed
 from specbench.model.decode.sampling import Warp, argmax
 from specbench.model.kernels import programs
 from specbench.model.nets import eagle, network
@@ -234,12 +234,18 @@ def _round_arguments(prep: Prepared) -> dict:
     return dict(drafter=c.drafter, target_config=c.target.config, warp=c.warp, K=c.K)
 
 
+def _spec_programs(prep: Prepared) -> generate.Programs:
+    """The programs SD runs on the prompts: a draft placed apart from its target runs its own."""
+    apart = placed.apart(prep.draft_params, prep.config.target.params)
+    return generate.programs(len(prep.prompts), apart)
+
+
 def _spec_start(prep: Prepared):
     """A call that starts SD on the prompts (the prefills of the target and the drafter and the
     first token), as decoding does."""
     c = prep.config
     x = generate.inputs(prep.prompts, prep.max_len, c.seed)
-    start, static = generate.programs(len(prep.prompts)).spec_start_jit, _round_arguments(prep)
+    start, static = _spec_programs(prep).spec_start_jit, _round_arguments(prep)
     return lambda: start(prep.draft_params, c.target.params, *x, max_len=prep.max_len, **static)
 
 
@@ -247,7 +253,7 @@ def round_seconds(prep: Prepared, iters: int = 5, repeats: int = 5, warm: bool =
     """Seconds of one whole speculative round of the batch (K draft steps, verify, warping,
     accept/reject, bookkeeping) as the device loop runs it, one per repeat (warm: seconds_per_iter)."""
     B, target, static = len(prep.prompts), prep.config.target, _round_arguments(prep)
-    spec_loop = generate.programs(B).spec_loop_jit  # the generation's own loop, holding n
+    spec_loop = _spec_programs(prep).spec_loop_jit  # the generation's own loop, holding n
     never = jnp.full((B,) if B > 1 else (), loops.NEVER, jnp.int32)  # shaped as the generation's ends
     rounds, hold = jnp.int32(iters), jnp.bool_(True)
     loop = lambda s: spec_loop(prep.draft_params, target.params, s, never, rounds, hold, **static)

@@ -22,7 +22,7 @@ import numpy as np
 
 from specbench.errors import DecodeError
 from specbench.model.checkpoints import draft_vocab
-from specbench.model.decode import batched, decoding, drafters, loops, refill
+from specbench.model.decode import batched, decoding, drafters, loops, placed, refill
 from specbench.model.decode.drafters import Drafter
 from specbench.model.decode.sampling import Warp
 from specbench.model.decode.sizing import plan_max_len, prompt_buffer, validate
@@ -77,8 +77,11 @@ class Programs(NamedTuple):
     spec_loop_jit: object
 
 
-def programs(batch: int) -> Programs:
-    """decoding.py's programs for one sequence, batched.py's for B > 1."""
+def programs(batch: int, apart: bool = False) -> Programs:
+    """decoding.py's programs for one sequence, batched.py's for B > 1; with `apart` (a draft on
+    other devices than its target's: placed.py) a round is two programs, its loop the host's."""
+    if apart:
+        return programs(batch)._replace(spec_loop_jit=placed.spec_loop)
     if batch == 1:
         return Programs(
             decoding.ar_step,
@@ -180,9 +183,9 @@ def speculative(
     )
     x = inputs(batch, max_len, seed)
     kw = dict(drafter=drafter, target_config=target.config, warp=warp, K=K)
-    rounds = [] if record else None
+    rounds, apart = [] if record else None, placed.apart(draft_params, target.params)
     if device_loop and not record:  # the start, then the loop of rounds: no sync until the end
-        p = programs(len(batch))
+        p = programs(len(batch), apart)
         state = p.spec_start_jit(draft_params, target.params, *x, max_len=max_len, **kw)
         end, unbounded = ends(target.config, x.n_prompts, n_tokens), jnp.int32(loops.NEVER)
         state = p.spec_loop_jit(draft_params, target.params, state, end, unbounded, jnp.bool_(False), **kw)
@@ -190,7 +193,9 @@ def speculative(
         state = decoding.spec_start_jit(draft_params, target.params, *x, max_len=max_len, **kw)
         end = network.decoder_prompt_length(target.config, len(batch[0])) + n_tokens
         while int(state.n) < end:  # the round's one host sync
-            state, rnd = decoding.spec_round_jit(draft_params, target.params, state, **kw)
+            state, rnd = (placed.spec_round if apart else decoding.spec_round_jit)(
+                draft_params, target.params, state, **kw
+            )
             if record:
                 rounds.append(
                     {

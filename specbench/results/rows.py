@@ -128,6 +128,7 @@ def _settings(res, draft: str, dtype: str) -> dict:
         "architecture": res.architecture,
         "mesh": res.mesh,
         "devices": res.devices,
+        "draft_device": res.draft_device,
         "draft": draft,
         "target": c.target.name,
         **drafter_settings(c.drafter),

@@ -45,6 +45,7 @@ FIELDS = [
     F("architecture", str, key=True, old="gpt2"),  # the target's: gpt2, llama, qwen2, t5
     F("mesh", str, key=True),  # the target's split over devices ("tp=2"), or None: one device
     F("devices", int, old=1),  # the devices the target's weights are on
+    F("draft_device", int, key=True),  # --draft-device: the draft's own device; None: with the target
     F("draft", str, md=3, table=2, header="drafter", key=True),
     F("target", str, md=4, key=True),
     F("drafter", str, md=2, key=True, old="model"),

@@ -163,12 +163,22 @@ def spec_start_in_two(
 
 
 def spec_round(
-    draft_params, target_params, state: SpecState, drafter, target_config, warp, K, verdict=None
+    draft_params,
+    target_params,
+    state: SpecState,
+    drafter,
+    target_config,
+    warp,
+    K,
+    verdict=None,
+    proposal=None,
 ) -> tuple[SpecState, Round]:
     """One speculative round (module docstring, steps 1-4).
 
     `verdict` is the drafter's verify rule by default (verify.verdict_of); the tests swap in
-    broken ones to show they can fail.
+    broken ones to show they can fail. `proposal`: step 1's (drafts, p, n_drafted) of a chain,
+    proposed by a draft on a device of its own (placed.py) with this round's key; the round then
+    runs steps 2-4 and leaves the drafter's state as it is.
     """
     key, k_draft, k_verdict = jax.random.split(state.key, 3)
     n, tokens = state.n, state.tokens
@@ -182,9 +192,12 @@ def spec_round(
         )
     else:
         # 1. the drafter proposes up to K tokens, with the p each was drawn from (drafters.py)
-        dstate, drafts, p, n_drafted = drafters.propose(
-            drafter, draft_params, state.draft, tokens, n, k_draft, warp, K, target_config.n_vocab
-        )
+        if proposal is None:
+            dstate, drafts, p, n_drafted = drafters.propose(
+                drafter, draft_params, state.draft, tokens, n, k_draft, warp, K, target_config.n_vocab
+            )
+        else:
+            dstate, (drafts, p, n_drafted) = state.draft, proposal
 
         # 2. the target scores all K+1 positions at once
         verify_in = jnp.concatenate([lax.dynamic_slice(tokens, (n - 1,), (1,)), drafts])
