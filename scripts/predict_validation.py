@@ -79,6 +79,13 @@ def cases():
     xla_run = load(RECORDED / "cpu-run-bundled-T0-xla-1.json")[0]
     crossed = dict(xla_run, per_position_acceptance=accept_from["per_position_acceptance"])
     yield "this CPU: the kernel run's acceptance, XLA's t(n), against the XLA run", [crossed], roof, "xla"
+    # a split target: each run on 4 host devices from the roofline of its own split (results/recorded/mesh)
+    mesh = RECORDED / "mesh"
+    for split, name in (("one-device", "one device"), ("tp2", "tp=2"), ("tp4", "tp=4")):
+        rows = load(mesh / f"cpu-dial-124M-a0.8-{split}.json")
+        roof = json.loads((mesh / f"cpu-roofline-124M-{split}.json").read_text())
+        roof = [dict(r, model=rows[0]["target"]) for r in roof]  # `roofline -m gpt2` names it 124M
+        yield f"this CPU, 4 host devices: random 124M on {name}", rows, roof, "xla"
 
 
 def main() -> None:

@@ -171,6 +171,12 @@ def placed_draft(draft: Model, target: Model) -> None:
         print(
             f"ok a draft placed on device {i}, the target on {sorted(x.id for x in placed.devices(t.params))}"
         )
+    # a head restricted to some tokens is made after the draft is placed: it goes there too
+    restricted = dataclasses.replace(drafters.model_drafter(draft.config), vocab=48)
+    together = speculative(replicated(draft, split), split, prompt, n, 3, drafter=restricted)[0]
+    np.testing.assert_array_equal(
+        speculative(on_device(draft, 3), split, prompt, n, 3, drafter=restricted)[0], together
+    )
 
 
 def follows_target_sharded() -> None:

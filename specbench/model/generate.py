@@ -25,7 +25,7 @@ from specbench.model.checkpoints import draft_vocab
 from specbench.model.decode import batched, decoding, drafters, loops, placed, refill
 from specbench.model.decode.drafters import Drafter
 from specbench.model.decode.sampling import Warp
-from specbench.model.decode.sizing import plan_max_len, prompt_buffer, validate
+from specbench.model.decode.sizing import Planned, plan_max_len, prompt_buffer, validate
 from specbench.model.decode.stats import DecodeStats
 from specbench.model.nets import layouts, network
 from specbench.model.nets.network import Model
@@ -41,12 +41,16 @@ def as_batch(prompts) -> tuple[list[list[int]], bool]:
 def plan(
     prompts: list[list[int]], n_tokens: int, K: int, models: list[Model], max_len: int | None = None
 ) -> int:
-    """Validate every prompt (DecodeError naming the setting); the cache length that fits the longest."""
+    """Validate every prompt (DecodeError naming the setting); the cache length that fits the
+    longest, as Planned. A Planned max_len comes back as it is: the prompts were checked with it."""
+    if isinstance(max_len, Planned):
+        return max_len
     if not prompts:
         raise DecodeError("batch must be >= 1", "batch")
     for ids in prompts:
         validate(ids, n_tokens, K, models, max_len)
-    return max_len or plan_max_len(max(map(len, prompts)), n_tokens, K, min(m.config.n_ctx for m in models))
+    n_ctx = min(m.config.n_ctx for m in models)
+    return Planned(max_len or plan_max_len(max(map(len, prompts)), n_tokens, K, n_ctx))
 
 
 class Inputs(NamedTuple):
@@ -282,13 +286,14 @@ def serve_autoregressive(
 def _drafting(draft, target, batch, n_tokens, K, warp, seed, drafter=None, draft_params=None, max_len=None):
     """(the cache length, the drafter, its weights) of a speculative decode of these prompts: K
     and a tree's depth checked (DecodeError), the weights made here when not given."""
-    if K < 1:
-        raise DecodeError(f"K must be >= 1 (got {K})", "K")
     drafter = drafter or drafters.model_drafter(draft.config)
-    if drafter.tree is not None and K != drafter.tree.depth:
-        raise DecodeError(f"a tree of depth {drafter.tree.depth} drafts K = its depth (got {K})", "K")
-    models = [target] + ([draft] if drafter.spec.draft_model else [])
-    max_len = plan(batch, n_tokens, drafter.reach(K), models, max_len)
+    if not isinstance(max_len, Planned):  # else checked where the run was prepared
+        if K < 1:
+            raise DecodeError(f"K must be >= 1 (got {K})", "K")
+        if drafter.tree is not None and K != drafter.tree.depth:
+            raise DecodeError(f"a tree of depth {drafter.tree.depth} drafts K = its depth (got {K})", "K")
+        models = [target] + ([draft] if drafter.spec.draft_model else [])
+        max_len = plan(batch, n_tokens, drafter.reach(K), models, max_len)
     if draft_params is None:
         draft_params = prepare_drafter(drafter, draft, target, batch, n_tokens, K, warp, seed, max_len)
     return max_len, drafter, draft_params
@@ -321,8 +326,14 @@ def prepare_drafter(drafter: Drafter, draft, target: Model, prompts, n_tokens, K
 def draft_params_for(drafter: Drafter, draft: Model | None, target: Model, reference=None):
     """The weights a drafter runs (its kind's Kind.weights: the draft model's, the target's own,
     none, an EAGLE head's joined to the target's, or the dial's reference tokens), with a network
-    drafter's head restricted to its vocabulary where it has one (draft_vocab.py, FR-Spec)."""
+    drafter's head restricted to its vocabulary where it has one (draft_vocab.py, FR-Spec); all of
+    them on a placed draft's device (placed.py)."""
     params = drafter.spec.weights(drafter, draft, target, reference)
-    if drafter.vocab is None:
-        return params
-    return layouts.restrict_head(params, draft_vocab.frequent_ids(drafter.vocab, drafter.config.n_vocab))
+    if drafter.vocab is not None:
+        params = layouts.restrict_head(
+            params, draft_vocab.frequent_ids(drafter.vocab, drafter.config.n_vocab)
+        )
+    if draft is not None and placed.apart(draft.params, target.params):  # all of it on the draft's device
+        (device,) = placed.devices(draft.params)
+        params = jax.device_put(params, device)
+    return params

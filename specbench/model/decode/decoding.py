@@ -163,15 +163,7 @@ def spec_start_in_two(
 
 
 def spec_round(
-    draft_params,
-    target_params,
-    state: SpecState,
-    drafter,
-    target_config,
-    warp,
-    K,
-    verdict=None,
-    proposal=None,
+    draft_params, target_params, state, drafter, target_config, warp, K, verdict=None, proposal=None
 ) -> tuple[SpecState, Round]:
     """One speculative round (module docstring, steps 1-4).
 
@@ -182,35 +174,14 @@ def spec_round(
     """
     key, k_draft, k_verdict = jax.random.split(state.key, 3)
     n, tokens = state.n, state.tokens
+    steps = (draft_params, target_params, state, drafter, target_config, warp)
     if drafter.drafts > 1:
-        dstate, target_cache, drafts, n_accepted, emitted, n_drafted = _k_drafts_round(
-            draft_params, target_params, state, drafter, target_config, warp, K, k_draft, k_verdict, verdict
-        )
+        judged = _k_drafts_round(*steps, K, k_draft, k_verdict, verdict)
     elif drafter.tree is not None:
-        dstate, target_cache, drafts, n_accepted, emitted, n_drafted = _tree_round(
-            draft_params, target_params, state, drafter, target_config, warp, k_draft, k_verdict, verdict
-        )
+        judged = _tree_round(*steps, k_draft, k_verdict, verdict)
     else:
-        # 1. the drafter proposes up to K tokens, with the p each was drawn from (drafters.py)
-        if proposal is None:
-            dstate, drafts, p, n_drafted = drafters.propose(
-                drafter, draft_params, state.draft, tokens, n, k_draft, warp, K, target_config.n_vocab
-            )
-        else:
-            dstate, (drafts, p, n_drafted) = state.draft, proposal
-
-        # 2. the target scores all K+1 positions at once
-        verify_in = jnp.concatenate([lax.dynamic_slice(tokens, (n - 1,), (1,)), drafts])
-        logits, target_cache, dstate = verify_step(
-            target_params, state.target_cache, verify_in, n - 1, target_config, drafter, dstate
-        )
-
-        # 3. accept / reject (at T = 0 on token ids: every verdict's greedy case)
-        if warp.temperature == 0:
-            n_accepted, emitted = greedy_verdict(drafts, argmax(logits), n_drafted)
-        else:
-            judge = verdict or verdict_of(drafter)  # warps the rows it reads (TargetRows)
-            n_accepted, emitted = judge(k_verdict, drafts, p, TargetRows(logits, warp), n_drafted)
+        judged = _chain_round(*steps, K, k_draft, k_verdict, verdict, proposal)
+    dstate, target_cache, drafts, n_accepted, emitted, n_drafted = judged
 
     # 4. commit a + 1 tokens (the rest of the cache write is overwritten later)
     idx = jnp.arange(K + 1)
@@ -228,6 +199,35 @@ def spec_round(
     )
     new_state = SpecState(tokens, n + n_accepted + 1, key, target_cache, dstate, counts)
     return new_state, Round(drafts, n_accepted, emitted, n_drafted)
+
+
+def _chain_round(
+    draft_params, target_params, state, drafter, target_config, warp, K, k_draft, k_verdict, verdict, proposal
+):
+    """Steps 1-3 of a chain (spec_round's `proposal`: step 1 done elsewhere). Returns (drafter
+    state, target cache, drafts [K], n_accepted, emitted, n_drafted)."""
+    n, tokens = state.n, state.tokens
+    # 1. the drafter proposes up to K tokens, with the p each was drawn from (drafters.py)
+    if proposal is None:
+        dstate, drafts, p, n_drafted = drafters.propose(
+            drafter, draft_params, state.draft, tokens, n, k_draft, warp, K, target_config.n_vocab
+        )
+    else:
+        dstate, (drafts, p, n_drafted) = state.draft, proposal
+
+    # 2. the target scores all K+1 positions at once
+    verify_in = jnp.concatenate([lax.dynamic_slice(tokens, (n - 1,), (1,)), drafts])
+    logits, target_cache, dstate = verify_step(
+        target_params, state.target_cache, verify_in, n - 1, target_config, drafter, dstate
+    )
+
+    # 3. accept / reject (at T = 0 on token ids: every verdict's greedy case)
+    if warp.temperature == 0:
+        n_accepted, emitted = greedy_verdict(drafts, argmax(logits), n_drafted)
+    else:
+        judge = verdict or verdict_of(drafter)  # warps the rows it reads (TargetRows)
+        n_accepted, emitted = judge(k_verdict, drafts, p, TargetRows(logits, warp), n_drafted)
+    return dstate, target_cache, drafts, n_accepted, emitted, n_drafted
 
 
 def verify_step(target_params, cache, tokens, pos, target_config, drafter, dstate, tree=None):

@@ -33,7 +33,8 @@ def devices(params) -> set:
 def apart(draft_params, target_params) -> bool:
     """Whether the draft's weights are on other devices than the target's: its rounds are then
     two programs (this module). False for a drafter without weights of its own."""
-    return draft_params is not None and devices(draft_params) != devices(target_params)
+    own = devices(draft_params)
+    return bool(own) and own != devices(target_params)
 
 
 def _propose(draft_params, dstate, tokens, n, key, drafter, warp, K, n_vocab):

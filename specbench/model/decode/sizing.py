@@ -16,6 +16,12 @@ def bucket(n: int, smallest: int = 16) -> int:
     return max(smallest, 1 << (max(n, 1) - 1).bit_length())
 
 
+class Planned(int):
+    """A cache length that generate.plan chose or checked for a generation's prompts and settings
+    (once, where a run is prepared): a generation given one checks nothing again, so that nothing
+    is checked inside a timed region. It is the int it holds everywhere else (a static argument)."""
+
+
 def plan_max_len(n_prompt: int, n_tokens: int, K: int, n_ctx: int) -> int:
     """Cache length for a run: room for prompt + N + K + 1, rounded up to a bucket, <= n_ctx."""
     return min(n_ctx, bucket(max(n_prompt + n_tokens + K + 1, bucket(n_prompt)), 64))
