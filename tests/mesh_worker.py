@@ -212,6 +212,22 @@ def command_line() -> None:
         assert result.exit_code == 0, result.output
         (row,) = json.loads(row_file.read_text())
         assert row["draft_device"] == 3 and row["identical"] is True and row["t_round_s"] > 0, row
+        sweep = [
+            "sweep",
+            *args[:4],
+            "-n",
+            "8",
+            "--repeats",
+            "1",
+            "--K",
+            "4",
+            "--mesh",
+            "tp=2",
+        ]  # run's programs
+        result = invoke(*sweep, "--draft-device", "3", "-o", Path(out) / "sweep.json")
+        assert result.exit_code == 0, result.output
+        rows = json.loads((Path(out) / "sweep.json").read_text())
+        assert [(r["K"], r["draft_device"], r["identical"]) for r in rows] == [(4, 3, True)], rows
     for flags, words in (
         (["--mesh", "tp=3"], "do not split 3 ways"),
         (["--mesh", "tp=8"], "needs 8 devices"),
