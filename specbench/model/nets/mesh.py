@@ -2,9 +2,9 @@
 (Shoeybi et al. 2019, "Megatron-LM"), written as logical-axis rules in the manner of
 jax-llm-examples and left to XLA's partitioner, which inserts the collectives.
 
-Each block matrix names the logical axes of its dimensions (LOGICAL); RULES maps the logical axes
-that are split, the heads and the feed-forward's width, onto the mesh axis "tp", and every other
-dimension is replicated. So:
+Each split weight names the logical axes of its dimensions by the end of its path (LOGICAL: the
+decoders' layout and T5's); RULES maps the logical axes that are split, the heads and the
+feed-forward's width, onto the mesh axis "tp", and every other dimension is replicated. So:
 - the q/k/v product is split by column, by head, and so is the feed-forward's first product;
 - the attention's output projection and the feed-forward's second product are split by row, and
   their partial sums are all-reduced (XLA's, one per product);
@@ -16,8 +16,9 @@ columns holds its own heads' q, k and v (GPT-2: [q | k | v] becomes [q_0 k_0 v_0
 a plain split of the fused columns would cut across q, k and v. The step undoes the grouping
 after its product (gpt2.ungroup), which on one device (one group) is the identity.
 
-The draft is not sharded: it is replicated on the mesh's devices, each running it whole (vLLM
-measured that a sharded small draft is slower than none: PR #4840).
+A GPT-2 whose heads do not split is padded first (gpt2.pad_heads, network.shard). The draft is not
+sharded: it is replicated on the mesh's devices, each running it whole (vLLM measured that a
+sharded small draft is slower than none: PR #4840), or placed on one device (decode/placed.py).
 """
 
 from __future__ import annotations
