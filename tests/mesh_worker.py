@@ -23,14 +23,23 @@ from test_t5 import t5_model  # noqa: E402
 
 from specbench.measure import collectives  # noqa: E402
 from specbench.model.decode import drafters, placed  # noqa: E402
-from specbench.model.decode.sampling import Warp  # noqa: E402
+from specbench.model.decode.sampling import Warp, accept_reject  # noqa: E402
 from specbench.model.generate import autoregressive, speculative  # noqa: E402
 from specbench.model.nets import mesh, network  # noqa: E402
 from specbench.model.nets.gpt2 import GPT2Config  # noqa: E402
 from specbench.model.nets.network import Model  # noqa: E402
 
-from conftest import invoke, random_model  # noqa: E402
-from exactness import SMALL_D, SMALL_T, assert_follows_target, noisy_copy  # noqa: E402
+from conftest import invoke, make_small_target, random_model  # noqa: E402
+from exactness import (  # noqa: E402
+    P_THRESHOLD,
+    SMALL_D,
+    SMALL_T,
+    assert_follows_target,
+    broken_accept_reject,
+    noisy_copy,
+    role_p_values,
+    round_samples,
+)
 
 
 def sharded(model: Model, tp: int) -> Model:
@@ -180,10 +189,22 @@ def placed_draft(draft: Model, target: Model) -> None:
 
 
 def follows_target_sharded() -> None:
-    draft = random_model(SMALL_D, 11, "small-draft", scale=30)
-    target = sharded(random_model(SMALL_T, 12, "small-target", scale=30), 2)
+    """At T = 1 on a target split 2 ways: SD's first tokens follow the target's exact marginals, and
+    every role of a round (each draft position, the bonus, the token after a bonus or a rejection)
+    follows the target given its own prefix (the oracle: the unsplit target's forward), each with a
+    broken verdict that the test catches."""
+    draft, whole = random_model(SMALL_D, 11, "small-draft", scale=30), make_small_target()
+    target = sharded(whole, 2)
     assert_follows_target(replicated(draft, target), target, [3, 7, 1])
-    print("ok chi-square tp=2 with its broken control failing")
+    draft_params = replicated(noisy_copy(whole, 0.3, 13), target).params
+    drafter, warp, prompt = drafters.model_drafter(SMALL_T), Warp(1.0), [3, 7, 1]
+    verdicts = (accept_reject, broken_accept_reject)
+    exact, broken = round_samples(draft_params, target, prompt, warp, 3, drafter, verdicts)
+    p_values = role_p_values(whole, prompt, warp, *exact, 3)
+    assert {"draft 1", "draft 2", "draft 3", "bonus", "after bonus", "after rejection"} <= set(p_values)
+    assert min(p_values.values()) > P_THRESHOLD, p_values
+    assert min(role_p_values(whole, prompt, warp, *broken, 3).values()) < P_THRESHOLD
+    print("ok chi-square tp=2, first tokens and every role, with their broken controls failing")
 
 
 def command_line() -> None:
