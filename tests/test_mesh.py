@@ -1,7 +1,10 @@
 """A target split over a device mesh (nets/mesh.py): on 4 host devices, in a process of its own
-(mesh_worker.py), sharded logits equal unsharded ones (GPT-2 and the Llama family, tp 2 and 4),
-SD = AR at T = 0 with drafts accepted and rejected, the chi-square test passes with its broken
-control failing, and `run --mesh` records its mesh. Here: the pieces that need one device only."""
+(mesh_worker.py), sharded logits equal unsharded ones (GPT-2, padded GPT-2, the Llama family and
+T5, tp 2 and 4), SD = AR at T = 0 with drafts accepted and rejected, a draft placed on a device of
+its own gives the one-program round's tokens, the split step pays the collectives counted, the
+chi-square tests (first tokens, every role) pass with their broken controls failing, and `run`,
+`sweep` and `roofline` record the mesh, the placement and the communication term. Here: the pieces
+that need one device only."""
 
 import os
 import subprocess
