@@ -73,30 +73,6 @@ def pytest_configure(config):
     jax.config.update("jax_compilation_cache_dir", os.environ.get(CACHE))
 
 
-LONGEST_FIRST = (  # the files that take longest on the 2-core CPU (--durations), longest first
-    "test_mesh.py",
-    "test_verify.py",
-    "test_tree.py",
-    "test_decoding.py",
-    "test_eagle.py",
-    "test_t5.py",
-    "test_report.py",
-    "test_gpu_kernels.py",
-    "test_drafters.py",
-    "test_llama.py",
-    "test_peers.py",
-    "test_bundled.py",
-)
-
-
-def pytest_collection_modifyitems(items):
-    """The longest files first, each whole and in its own order, then the rest as collected: the two
-    xdist workers take a file at a time (--dist loadfile), and a long file taken last leaves one
-    worker running it alone while the other has nothing left (longest processing time first)."""
-    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
-
-
 def pytest_unconfigure(config):
     if CACHE_KEY in config.stash:
         shutil.rmtree(config.stash[CACHE_KEY], ignore_errors=True)
