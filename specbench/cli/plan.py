@@ -6,15 +6,10 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from specbench.cli.checks import (
-    check_batch,
-    check_decodable,
-    check_drafter_flags,
-    check_no_effect,
-    kinds_that,
-    make_drafter,
-)
+from specbench.cli import grid
+from specbench.cli.checks import check_batch, check_decodable, kinds_that
 from specbench.cli.console import BadInput, bad_input
+from specbench.cli.grid import Base
 from specbench.cli.jobs import Job
 from specbench.cli.loading import (
     check_backend,
@@ -32,9 +27,9 @@ from specbench.cli.paths import (
     results_dir,
     stamp,
 )
-from specbench.cli.suites import category_of, origin, resolve_prompt, suite_of
+from specbench.cli.settings import Settings
+from specbench.cli.suites import origin, resolve_prompt, suite_of
 from specbench.errors import WeightsError
-from specbench.measure.bench import RunConfig
 from specbench.model.checkpoints import tokenizer
 from specbench.model.decode.sampling import Warp
 
@@ -47,67 +42,12 @@ class RunPlan:
     save_path: Path | None
 
 
-def run_settings(f: dict) -> dict:
-    """The RunConfig fields that the flags set the same for every row of a command."""
-    settings = {k: f[k] for k in ("n_tokens", "seed", "repeats", "warmup")} | {
-        "device_loop": not f["host_loop"]
-    }
-    return settings | {"itl": bool(f.get("itl"))}
-
-
-def queue_length(f: dict, batch: int) -> int | None:
-    """--refill's queue for a batch of this size (--queue, else 4 x the batch); None without --refill."""
-    if f.get("queue") is not None and not f.get("refill"):
-        raise BadInput("--queue", "sets --refill's queue of requests: give --refill too")
-    return (f.get("queue") or 4 * batch) if f.get("refill") else None
-
-
-def check_refill(f: dict, drafter) -> None:
-    """A refilled batch runs on the device loop, one drafter for every slot, and no peer."""
-    if f.get("itl") and (f.get("refill") or max(f.get("batches") or [f.get("batch", 1)]) > 1):
-        raise BadInput("--itl", "times one sequence's tokens as they arrive: use --batch 1, without --refill")
-    if not f.get("refill"):
-        return
-    if f["host_loop"]:
-        raise BadInput(
-            "--host-loop", "drives one sequence; --refill serves its queue in the device loop only"
-        )
-    if drafter.spec.acceptance:
-        raise BadInput("--refill", "the dial drives one sequence at T = 0: it serves no queue")
-    if f["peers"]:
-        raise BadInput("--peer", "peers decode one sequence at a time: leave out --refill")
-
-
-def check_placement(f: dict, drafter) -> None:
-    """A draft on a device of its own (--draft-device) drafts one chain for one sequence, in one
-    process: its rounds are driven from the host (decode/placed.py)."""
-    if f.get("draft_device") is None:
-        return
-    batches = f.get("batches") or [f.get("batch", 1)]
-    for flag, refused in (
-        ("--batch", max(batches) > 1),
-        ("--refill", f.get("refill")),
-        ("--itl", f.get("itl")),
-        ("--peer", f.get("peers")),
-        ("--processes", f.get("processes")),
-        (
-            "--tree" if drafter.tree is not None else "--drafts",
-            drafter.tree is not None or drafter.drafts > 1,
-        ),
-    ):
-        if refused:
-            raise BadInput(
-                flag, "a draft on a device of its own (--draft-device) drafts one chain of one sequence"
-            )
-
-
-def drafter_models(kinds: list[str], f: dict) -> tuple[dict, object]:
+def drafter_models(s: Settings, f: dict) -> tuple[dict, object]:
     """({kind: the model it drafts with: the draft model, the EAGLE head or None}, the target),
-    each loaded once and only where one of `kinds` needs it."""
+    each loaded once and only where one of the kinds needs it."""
+    kinds = s.kinds
     need_draft = bool(set(kinds_that("draft_model")) & set(kinds))
-    if f.get("draft_device") is not None and set(kinds) - set(kinds_that("draft_model")):
-        raise BadInput("--draft-device", "places a draft model: it takes --drafter model only")
-    model_flags = (f["kernels"], f["random_init"], f["mesh"], f.get("draft_device"))
+    model_flags = (f["kernels"], f["random_init"], f["mesh"], s.draft_device)
     d, t = load_pair(f["draft"], f["target"], f["dtype"], need_draft, *model_flags)
     if f["mesh"] and set(kinds_that("features")) & set(kinds):
         raise BadInput("--drafter", "eagle does not run on a mesh yet: its head is not placed there")
@@ -115,9 +55,20 @@ def drafter_models(kinds: list[str], f: dict) -> tuple[dict, object]:
     return {kind: drafting_model(kind, d, head) for kind in kinds}, t
 
 
+def check_fit(s: Settings, suite, encoded: dict[str, list[int]], base: Base, t) -> None:
+    """Every chosen prompt decodes with the largest K, and the largest batch fits the device."""
+    K_max, uses, drafter = max(s.Ks), [m for m in (base.model, t) if m is not None], base.drafter
+    for pid, ids in encoded.items():
+        check_decodable(
+            ids, s.n_tokens, drafter.reach(K_max), uses, drafter.reach_setting, origin(suite, pid)
+        )
+    b = s.most_batch
+    check_batch(b, s.host_loop, drafter, base.model, t, list(encoded.values()), s.n_tokens, K_max)
+
+
 def run_plan(f: dict, given: set[str]) -> RunPlan:
-    """`run`: one configuration, checked. `given`: the flags the user set."""
-    check_no_effect(f, given, [f["drafter"]], [f["temperature"]])
+    """`run`: one configuration, checked, as a grid of one cell. `given`: the flags the user set."""
+    s = Settings.of_run(f, given)
     suite = suite_of(f)
     chose_prompt = bool({"prompt", "prompt_id"} & given)
     exports = check_exports(f)
@@ -125,34 +76,22 @@ def run_plan(f: dict, given: set[str]) -> RunPlan:
     if save_path:
         check_save_path(save_path)
     prompt, prompt_id = resolve_prompt(f, given, suite)
-    batch, queue = f["batch"], queue_length(f, f["batch"])
+    batch, queue = s.most_batch, s.queue_for(s.most_batch)
     # a batch (or a queue): the suite's prompts cycled, unless a prompt was chosen, then repeated
     chosen = {prompt_id: prompt} if chose_prompt or (batch == 1 and not queue) else suite.texts()
     if (batch > 1 or queue) and not chose_prompt:
         prompt_id = "all"
-    check_drafter_flags([f["drafter"]], f)
-    own, t = drafter_models([f["drafter"]], f)
-    d = own[f["drafter"]]
-    drafter, draft_name = make_drafter(f["drafter"], d, t, f)
+    models, t = drafter_models(s, f)
+    made = grid.bases(s, models, t)
     by_id = {pid: tokenizer.for_model(t).encode(text) for pid, text in chosen.items()}
-    for pid, ids in by_id.items():
-        models = [m for m in (d, t) if m is not None]
-        where = origin(suite, pid)
-        check_decodable(ids, f["n_tokens"], drafter.reach(f["K"]), models, drafter.reach_setting, where)
-    check_batch(batch, f["host_loop"], drafter, d, t, list(by_id.values()), f["n_tokens"], f["K"])
-    check_refill(f, drafter)
-    check_placement(f, drafter)
-    ids = suite.batch_ids(chosen, queue or batch)
-    peers = load_peers(f["peers"], drafter, d, t, batch, not f["dry_run"], [f["temperature"]])
-    warp = Warp(f["temperature"], f["top_k"], f["top_p"])
-    config = RunConfig(
-        d, t, drafter, f["K"], warp, **run_settings(f), peers=peers, slots=batch if queue else None
-    )
-    texts, encoded = [chosen[i] for i in ids], [by_id[i] for i in ids]
-    job = Job(config, draft_name, prompt_id, ids, texts, encoded, category_of(suite, prompt_id))
+    (kind, base), start = next(iter(made.items())), not f["dry_run"]
+    check_fit(s, suite, by_id, base, t)
+    peers = {kind: load_peers(s.peers, grid.first(s, base)[0], base.model, t, batch, start, s.temperatures)}
+    unit = grid.Unit(prompt_id, suite.batch_ids(chosen, queue or batch), batch if queue else None)
+    (planned,) = grid.grid(s, made, t, [unit], (suite, chosen, by_id), peers)
     if save_path and not f["dry_run"]:
         results_dir(create=True)  # every check has passed: the folder the user named can be made
-    return RunPlan(job, f["dtype"], exports, save_path)
+    return RunPlan(planned.job, f["dtype"], exports, save_path)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -171,28 +110,17 @@ class TracePlan:
 
 def trace_plan(f: dict, given: set[str]) -> TracePlan:
     """`trace`: one generation, checked."""
-    check_no_effect(f, given, [f["drafter"]], [f["temperature"]])
+    s = Settings.of_run(f, given)
     suite = suite_of(f)
     prompt, prompt_id = resolve_prompt(f, given, suite)
-    check_drafter_flags([f["drafter"]], f)
-    own, t = drafter_models([f["drafter"]], f)
-    d = own[f["drafter"]]
-    drafter, draft_name = make_drafter(f["drafter"], d, t, f)
+    models, t = drafter_models(s, f)
+    (base,) = grid.bases(s, models, t).values()
+    drafter, draft_name = grid.first(s, base)
     ids = tokenizer.for_model(t).encode(prompt)
-    models, where = [m for m in (d, t) if m is not None], origin(suite, prompt_id)
-    check_decodable(ids, f["n_tokens"], drafter.reach(f["K"]), models, drafter.reach_setting, where)
-    return TracePlan(
-        prompt,
-        ids,
-        d,
-        t,
-        drafter,
-        draft_name,
-        f["K"],
-        Warp(f["temperature"], f["top_k"], f["top_p"]),
-        f["n_tokens"],
-        f["seed"],
-    )
+    check_fit(s, suite, {prompt_id: ids}, base, t)
+    (K,), (temperature,), (top_p,) = s.Ks, s.temperatures, s.top_ps
+    warp = Warp(temperature, s.top_k, top_p)
+    return TracePlan(prompt, ids, base.model, t, drafter, draft_name, K, warp, s.n_tokens, s.seed)
 
 
 def roofline_plan(f: dict) -> tuple[list[tuple], dict[str, str | None]]:

@@ -15,21 +15,17 @@ import json
 from pathlib import Path
 
 from specbench import prompts
+from specbench.cli import grid
 from specbench.cli.battery import TREE_SHAPE, Battery
-from specbench.cli.checks import (
-    check_batch,
-    check_decodable,
-    drafts_for,
-    make_drafter,
-)
+from specbench.cli.checks import check_batch, check_decodable
+from specbench.cli.grid import drafts_for
 from specbench.cli.jobs import Job, measure_into
 from specbench.cli.loading import default_head, drafting_model, load_pair, load_peers
-from specbench.cli.params import DRAFT_CONFIDENCE
 from specbench.cli.render import plural
 from specbench.cli.report_files import STATE_FILE, check_directory, save_state
-from specbench.cli.suites import category_of, origin, suite_of
+from specbench.cli.settings import Drafting, Method, Settings, checked
+from specbench.cli.suites import origin, suite_of
 from specbench.measure import load
-from specbench.measure.bench import RunConfig
 from specbench.model.checkpoints import tokenizer
 from specbench.model.decode.sampling import Warp
 from specbench.results.sections import BY_ID, SECTIONS
@@ -88,8 +84,9 @@ class Jobs:
     d: object
     t: object
     head: object  # the target's EAGLE head, or None
-    options: dict  # the drafter flags every job shares
+    drafting: Drafting  # what every job's drafter shares (--draft-vocab)
     encoded: dict[str, list[int]]  # the suite's prompts, tokenised
+    peer_names: tuple[str, ...] = ()
     jobs: dict[str, Job] = dataclasses.field(default_factory=dict)
     shows: dict[str, list[str]] = dataclasses.field(default_factory=lambda: {s.id: [] for s in SECTIONS})
 
@@ -102,20 +99,32 @@ class Jobs:
         queue = self.battery.QUEUE_PER_SLOT * batch if refilled else None
         ids = suite.batch_ids(suite.texts(), queue or batch) if mixed else [pid] * batch
         label = "all" if mixed else pid
-        method, tree = kw.get("method") or ("token", 1, None), kw.get("tree")
+        method, tree, peers = Method(*(kw.get("method") or ())), kw.get("tree"), kw.get("peers", ())
         name = job_id(kind, dynamic, K, warp, label, batch, method, tree) + ("-refill" if refilled else "")
         if name not in self.jobs:
-            how = dict(zip(("verify", "drafts", "acceptance"), method))
-            own = drafting_model(kind, self.d, self.head)
-            flags = {**self.options, **how, "dynamic_K": dynamic, "tree": tree}
-            drafter, draft_name = make_drafter(kind, own, self.t, flags)
-            peers = kw.get("peers", ())
-            repeats, slots = self.battery.repeats, batch if refilled else None
-            config = RunConfig(
-                own, self.t, drafter, K, warp, n_tokens=N_TOKENS, repeats=repeats, peers=peers, slots=slots
+            a = method.acceptance
+            s = Settings(
+                (kind,),
+                (K,),
+                (warp.temperature,),
+                (warp.top_p,),
+                (method.verify,),
+                (method.drafts,),
+                None if a is None else (a,),
+                (batch,),
+                drafting=dataclasses.replace(self.drafting, dynamic_K=dynamic, tree=tree),
+                n_tokens=N_TOKENS,
+                repeats=self.battery.repeats,
+                refill=refilled,
+                queue=queue,
+                peers=self.peer_names if peers else (),
             )
-            texts, codes = [suite.texts()[i] for i in ids], [self.encoded[i] for i in ids]
-            self.jobs[name] = Job(config, draft_name, label, ids, texts, codes, category_of(suite, label))
+            s = checked(s, {}, set())  # the battery's settings, checked as a user's are
+            made = grid.bases(s, {kind: drafting_model(kind, self.d, self.head)}, self.t)
+            unit = grid.Unit(label, ids, batch if refilled else None)
+            prompts = (suite, suite.texts(), self.encoded)
+            (planned,) = grid.grid(s, made, self.t, [unit], prompts, {kind: peers})
+            self.jobs[name] = planned.job
         self.shows[section].append(name)
 
 
@@ -131,12 +140,11 @@ def report_plan(f: dict) -> ReportPlan:
     d, t = load_pair(f["draft"], f["target"], f["dtype"], **kw)
     chains_only = network.encoder_decoder(t.config)  # a T5 verifies chains so far: no trees section
     head = None if f["mesh"] else default_head(t)  # the target's EAGLE head (not on a mesh yet): eagle joins
-    options = {"ngram": 3, "draft_layers": None, "draft_confidence": DRAFT_CONFIDENCE}
-    options |= {"draft_vocab": f["draft_vocab"], "verify": "token", "drafts": 1, "acceptance": None}
+    drafting = Drafting(draft_vocab=f["draft_vocab"])
     encoded = {pid: tokenizer.for_model(t).encode(text) for pid, text in suite.texts().items()}
-    jobs = Jobs(battery, d, t, head, options, encoded)
+    jobs = Jobs(battery, d, t, head, drafting, encoded, tuple(f["peers"]))
     add = jobs.add
-    model_drafter, _ = make_drafter("model", d, t, {**options, "dynamic_K": False})
+    model_drafter, _ = grid.drafter_of("model", d, t, drafting)
     peers = load_peers(f["peers"], model_drafter, d, t, 1, start=not f["dry_run"])
     for pid in battery.categories:
         add("categories", pid=pid, peers=peers)

@@ -4,18 +4,9 @@ checked before anything runs, less the rows --resume finds done."""
 from __future__ import annotations
 
 import dataclasses
-import itertools
 from pathlib import Path
 
-from specbench.cli.checks import (
-    check_batch,
-    check_decodable,
-    check_drafter_flags,
-    check_no_effect,
-    method_flags,
-    method_variants,
-    network_drafter,
-)
+from specbench.cli import grid
 from specbench.cli.console import BadInput
 from specbench.cli.jobs import Job
 from specbench.cli.loading import load_peers
@@ -27,12 +18,11 @@ from specbench.cli.paths import (
     results_dir,
     stamp,
 )
-from specbench.cli.plan import check_placement, check_refill, drafter_models, queue_length, run_settings
-from specbench.cli.suites import category_of, origin, suite_of
+from specbench.cli.plan import check_fit, drafter_models
+from specbench.cli.settings import Cell, Settings
+from specbench.cli.suites import suite_of
 from specbench.errors import ExportError
-from specbench.measure.bench import RunConfig
 from specbench.model.checkpoints import tokenizer
-from specbench.model.decode.sampling import Warp
 from specbench.results import export
 from specbench.results import schema as results
 from specbench.results.rows import drafter_settings
@@ -55,73 +45,54 @@ class SweepPlan:
 def sweep_plan(f: dict, given: set[str]) -> SweepPlan:
     """`sweep`: the grid over drafters, prompts (or batch sizes), temperatures, top-p and K,
     checked, less the rows --resume finds done."""
-    check_no_effect(f, given, f["drafter_kinds"], f["temperature"])
+    s = Settings.of_sweep(f, given)
     suite = suite_of(f)
     chosen, batch_label = sweep_prompts(f, given, suite)
-    kinds = f["drafter_kinds"]
     output, exports, rows = sweep_output(f)
-    check_drafter_flags(kinds, f)
-    own, t = drafter_models(kinds, f)  # the model each kind drafts with
-    # each drafter with every --verify, --drafts and (the dial) --acceptance: [(Drafter, name)]
-    variants = {
-        kind: method_variants(*network_drafter(kind, own[kind], t, f), *method_flags(f)) for kind in kinds
-    }
-    most = max(f["batches"] or [1])
-    load = lambda kind: load_peers(
-        f["peers"], variants[kind][0][0], own[kind], t, most, not f["dry_run"], f["temperature"]
-    )
-    peers = {kind: load(kind) for kind in kinds}
+    models, t = drafter_models(s, f)  # the model each kind drafts with
+    made = grid.bases(s, models, t)
+    start = not f["dry_run"]
+    load = lambda b: load_peers(s.peers, grid.first(s, b)[0], b.model, t, s.most_batch, start, s.temperatures)
+    peers = {kind: load(base) for kind, base in made.items()}
     encoded = {pid: tokenizer.for_model(t).encode(text) for pid, text in chosen.items()}
-    batches = f["batches"]
-    for kind in kinds:  # a tree's reach is the same for every variant: one tree
-        check_fit(f, suite, encoded, variants[kind][0][0], own[kind], t)
+    for base in made.values():  # a tree's reach is the same for every variant: one tree
+        check_fit(s, suite, encoded, base, t)
     # the prompt axis: each chosen prompt alone, or (with --batch) the batch of B cycling through them
-    units = sweep_units(f, suite, chosen, batch_label)
-    fixed = sweep_fixed(f, t)
-    check_resume_settings(rows, {**fixed, "repeats": f["repeats"], "warmup": f["warmup"]}, output)
+    units = sweep_units(s, suite, chosen, batch_label)
+    fixed = sweep_fixed(f, s, t)
+    check_resume_settings(rows, {**fixed, "repeats": s.repeats, "warmup": s.warmup}, output)
     done = {results.sweep_key(r) for r in rows}
-    keys = []
-    settings = run_settings(f)
-    methods = [(kind, *v) for kind in kinds for v in variants[kind]]
-    grid = list(itertools.product(methods, units, f["temperature"], f["top_p"] or [None], f["K"]))
-    todo, labels = [], []
-    for (kind, drafter, name), (pid, ids, slots), temp, p, k in grid:
-        check_refill(f, drafter)
-        check_placement(f, drafter)
-        varied = {"K": k, "temperature": temp, "top_p": p, "prompt_id": pid, "batch": slots or len(ids)}
-        varied["queue"] = len(ids) if slots else None
+    keys, todo, labels = [], [], []
+    planned = grid.grid(s, made, t, units, (suite, chosen, encoded), peers)
+    for cell, drafter, name, unit, job in planned:
+        varied = {"K": cell.K, "temperature": cell.temperature, "top_p": cell.top_p, "prompt_id": unit.label}
+        varied |= {"batch": unit.slots or len(unit.ids), "queue": len(unit.ids) if unit.slots else None}
         key = {**fixed, **varied, "draft": name, **drafter_settings(drafter)}
         # the cell's rows: specbench's and each peer's, measured together; done when all are there
-        cell_keys = [{**key, "implementation": i} for i in ["specbench", *f["peers"]]]
+        cell_keys = [{**key, "implementation": i} for i in ["specbench", *s.peers]]
         keys += cell_keys
         if all(results.sweep_key(k_) in done for k_ in cell_keys):
             continue
-        warp = Warp(temp, f["top_k"], p)
-        config = RunConfig(own[kind], t, drafter, k, warp, **settings, peers=peers[kind], slots=slots)
-        texts, codes = [chosen[i] for i in ids], [encoded[i] for i in ids]
-        todo.append(Job(config, name, pid, ids, texts, codes, category_of(suite, pid)))
-        size = f" batch {slots} queue {len(ids)}" if slots else f" batch {len(ids)}" if batches else ""
-        labels.append(cell_label(kind, drafter, k, temp, p, pid) + size)
+        todo.append(job)
+        slots, n = unit.slots, len(unit.ids)
+        size = f" batch {slots} queue {n}" if slots else f" batch {n}" if s.batches else ""
+        labels.append(cell_label(cell, drafter, unit.label) + size)
     check_grid_resume(rows, keys, output)
     if not f["output"] and not f["dry_run"]:
         results_dir(create=True)  # every check has passed: the folder the user named can be made
-    names = [name for _, _, name in methods]
-    return SweepPlan(output, rows, len(grid), todo, labels, names, t.name, exports, batches, f["repeats"])
+    names = list(dict.fromkeys(p.name for p in planned))
+    return SweepPlan(output, rows, len(planned), todo, labels, names, t.name, exports, s.batches, s.repeats)
 
 
-def sweep_units(f: dict, suite, chosen: dict[str, str], batch_label: str) -> list[tuple]:
-    """The prompt axis: (label, prompt ids, slots) for each chosen prompt alone, or with --batch each
-    batch of B cycling through them (with --refill a queue of them on B slots; slots None else)."""
-    batches = f["batches"]
-    queue_length(f, 1)  # --queue without --refill is refused
-    if f.get("refill") and not batches:
-        raise BadInput("--refill", "serves a queue on --batch slots: give --batch")
-    queue = lambda b: queue_length(f, b)  # --refill's requests for b slots, else None
-    return (
-        [(batch_label, suite.batch_ids(chosen, queue(b) or b), b if queue(b) else None) for b in batches]
-        if batches
-        else [(pid, [pid], None) for pid in chosen]
-    )
+def sweep_units(s: Settings, suite, chosen: dict[str, str], batch_label: str) -> list[grid.Unit]:
+    """The prompt axis: each chosen prompt alone, or with --batch each batch of B cycling through
+    them (with --refill a queue of them on B slots)."""
+    if not s.batches:
+        return [grid.Unit(pid, [pid]) for pid in chosen]
+    return [
+        grid.Unit(batch_label, suite.batch_ids(chosen, s.queue_for(b) or b), b if s.refill else None)
+        for b in s.batches
+    ]
 
 
 def sweep_prompts(f: dict, given: set[str], suite) -> tuple[dict[str, str], str]:
@@ -134,16 +105,6 @@ def sweep_prompts(f: dict, given: set[str], suite) -> tuple[dict[str, str], str]
     except ValueError as e:
         raise BadInput("--prompts", str(e)) from None
     return chosen, "all" if mixed else spec
-
-
-def check_fit(f: dict, suite, encoded: dict[str, list[int]], drafter, draft, t) -> None:
-    """Every chosen prompt decodes with the largest K, and the largest batch fits the device."""
-    K_max, uses = max(f["K"]), [m for m in (draft, t) if m is not None]
-    for pid, ids in encoded.items():
-        reach = drafter.reach(K_max)
-        check_decodable(ids, f["n_tokens"], reach, uses, drafter.reach_setting, origin(suite, pid))
-    for b in sorted(f["batches"] or [], reverse=True)[:1]:
-        check_batch(b, f["host_loop"], drafter, draft, t, list(encoded.values()), f["n_tokens"], K_max)
 
 
 def sweep_output(f: dict) -> tuple[str, dict[str, str | None], list[dict]]:
@@ -168,7 +129,7 @@ def sweep_output(f: dict) -> tuple[str, dict[str, str | None], list[dict]]:
     return output, exports, rows
 
 
-def sweep_fixed(f: dict, t) -> dict:
+def sweep_fixed(f: dict, s: Settings, t) -> dict:
     """The settings every row of a sweep shares, which --resume must find the same."""
     import jax
 
@@ -177,18 +138,19 @@ def sweep_fixed(f: dict, t) -> dict:
     from specbench.model.nets import network
     from specbench.model.nets.layouts import kernels_used
 
-    loop = "host" if f["host_loop"] else "device"
-    fixed = {k: f[k] for k in ("dtype", "top_k", "n_tokens", "seed")} | {"target": t.name, "loop": loop}
+    loop = "host" if s.host_loop else "device"
+    fixed = {"dtype": f["dtype"], "top_k": s.top_k, "n_tokens": s.n_tokens, "seed": s.seed}
+    fixed |= {"target": t.name, "loop": loop}
     fixed |= {"kernels": kernels_used(t.params), "verdict": kind_for(jax.default_backend())}
     fixed["sampler"] = sampler_for(jax.default_backend())
     fixed["architecture"] = network.architecture(t.config)
     return fixed
 
 
-def cell_label(kind: str, drafter, K: int, temperature: float, top_p: float | None, pid: str) -> str:
+def cell_label(cell: Cell, drafter, prompt_label: str) -> str:
     """What a sweep's cell varies, for its progress line."""
-    top = f" top-p={top_p:g}" if top_p else ""
+    top = f" top-p={cell.top_p:g}" if cell.top_p else ""
     method = f" verify={drafter.verify}" if drafter.verify != "token" else ""
     method += f" drafts={drafter.drafts}" if drafter.drafts > 1 else ""
     method += f" a={drafter.acceptance:g}" if drafter.acceptance is not None else ""
-    return f"{kind}{method} K={K} T={temperature:g}{top} {pid}"
+    return f"{cell.kind}{method} K={cell.K} T={cell.temperature:g}{top} {prompt_label}"

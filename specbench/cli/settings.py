@@ -1,0 +1,167 @@
+"""The settings a measurement is made of, typed once from the command line, in the manner of
+llama-bench's parameter vectors: every axis is a tuple, and a configuration is one value of each.
+`run` and `trace` give one value an axis (a grid of one cell), `sweep` lists, and `report` one
+Settings a job. Every setting is checked where the Settings is built (checks.check_settings),
+before any model is loaded; what needs the models (a prompt's length, the memory) is checked by
+the plan once they are, and nothing is checked inside a timed region."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from typing import NamedTuple
+
+from specbench.cli.params import DRAFT_CONFIDENCE, DynamicTree, tree_depth
+
+
+@dataclasses.dataclass(frozen=True)
+class Drafting:
+    """What the drafters of every configuration share: their kinds' own settings (--ngram,
+    --draft-layers, dynamic K), the head's vocabulary and the tree."""
+
+    ngram: int = 3
+    draft_layers: int | None = None
+    draft_confidence: float = DRAFT_CONFIDENCE
+    dynamic_K: bool = False
+    draft_vocab: int | str | None = "auto"  # a number of tokens, "auto" (the folder's), None (all)
+    tree: tuple[int, ...] | DynamicTree | None = None
+
+
+class Method(NamedTuple):
+    """How the target judges: the verify method, the draft sequences a round, the dial's acceptance."""
+
+    verify: str = "token"
+    drafts: int = 1
+    acceptance: float | None = None
+
+
+class Cell(NamedTuple):
+    """One configuration of a grid, less its prompts: what a result row varies."""
+
+    kind: str
+    method: Method
+    temperature: float
+    top_p: float | None
+    K: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """A grid of configurations and what they all share. `batches` None: each prompt alone."""
+
+    kinds: tuple[str, ...] = ("model",)
+    Ks: tuple[int, ...] = (4,)
+    temperatures: tuple[float, ...] = (0.0,)
+    top_ps: tuple[float | None, ...] = (None,)
+    verifies: tuple[str, ...] = ("token",)
+    drafts: tuple[int, ...] = (1,)
+    acceptances: tuple[float, ...] | None = None  # the dial's; None for every other drafter
+    batches: tuple[int, ...] | None = None
+    top_k: int | None = None
+    drafting: Drafting = Drafting()
+    n_tokens: int = 40
+    seed: int = 123
+    repeats: int = 5
+    warmup: int = 1
+    host_loop: bool = False
+    itl: bool = False
+    refill: bool = False
+    queue: int | None = None  # --refill's requests [default: 4 x the batch]
+    peers: tuple[str, ...] = ()
+    draft_device: int | None = None
+    processes: int | None = None
+
+    @classmethod
+    def of_run(cls, f: dict, given: set[str]) -> Settings:
+        """run's (and trace's) flags, one value each, checked: a grid of one configuration."""
+        one = lambda name, default=None: (f.get(name, default),)
+        a = f.get("acceptance")
+        s = cls(
+            kinds=one("drafter"),
+            Ks=one("K"),
+            temperatures=one("temperature"),
+            top_ps=one("top_p"),
+            verifies=one("verify", "token"),
+            drafts=one("drafts", 1),
+            acceptances=None if a is None else (a,),
+            batches=one("batch", 1),
+            **shared(f),
+        )
+        return checked(s, f, given)
+
+    @classmethod
+    def of_sweep(cls, f: dict, given: set[str]) -> Settings:
+        """sweep's flags, a list an axis, checked."""
+        a, b = f["acceptances"], f["batches"]
+        s = cls(
+            kinds=tuple(f["drafter_kinds"]),
+            Ks=tuple(f["K"]),
+            temperatures=tuple(f["temperature"]),
+            top_ps=tuple(f["top_p"] or [None]),
+            verifies=tuple(f["verify_methods"]),
+            drafts=tuple(f["drafts_list"]),
+            acceptances=None if a is None else tuple(a),
+            batches=None if b is None else tuple(b),
+            **shared(f),
+        )
+        return checked(s, f, given)
+
+    @property
+    def most_batch(self) -> int:
+        """The largest batch of the grid (1 without a batch axis)."""
+        return max(self.batches or (1,))
+
+    def queue_for(self, batch: int) -> int | None:
+        """--refill's queue for a batch of this size (--queue, else 4 x the batch); None without --refill."""
+        return (self.queue or 4 * batch) if self.refill else None
+
+    def methods(self, acceptance: bool) -> list[Method]:
+        """Every verify method with every draft count; for the dial (acceptance), each acceptance too."""
+        dial = self.acceptances if acceptance and self.acceptances else (None,)
+        return [Method(v, k, a) for a in dial for v in self.verifies for k in self.drafts]
+
+    def cells(self, kind: str, method: Method) -> list[Cell]:
+        """This drafter's and method's configurations: every temperature, top-p and K."""
+        grid = itertools.product(self.temperatures, self.top_ps, self.Ks)
+        return [Cell(kind, method, t, p, k) for t, p, k in grid]
+
+    def timing(self) -> dict:
+        """The RunConfig fields that every configuration of the grid shares."""
+        fields = ("n_tokens", "seed", "repeats", "warmup", "itl")
+        return {k: getattr(self, k) for k in fields} | {"device_loop": not self.host_loop}
+
+
+def shared(f: dict) -> dict:
+    """The Settings fields run's and sweep's flags give alike."""
+    drafting = Drafting(
+        f.get("ngram", 3),
+        f.get("draft_layers"),
+        f.get("draft_confidence", DRAFT_CONFIDENCE),
+        bool(f.get("dynamic_K")),
+        f.get("draft_vocab", "auto"),
+        f.get("tree"),
+    )
+    return dict(
+        top_k=f.get("top_k"),
+        drafting=drafting,
+        n_tokens=f["n_tokens"],
+        seed=f["seed"],
+        repeats=f.get("repeats", 1),
+        warmup=f.get("warmup", 1),
+        host_loop=bool(f.get("host_loop")),
+        itl=bool(f.get("itl")),
+        refill=bool(f.get("refill")),
+        queue=f.get("queue"),
+        peers=tuple(f.get("peers") or ()),
+        draft_device=f.get("draft_device"),
+        processes=f.get("processes"),
+    )
+
+
+def checked(s: Settings, f: dict, given: set[str]) -> Settings:
+    """The settings, every one checked (checks.check_settings); a tree sets K to its depth."""
+    from specbench.cli.checks import check_settings
+
+    check_settings(s, f, given)
+    tree = s.drafting.tree
+    return dataclasses.replace(s, Ks=(tree_depth(tree),)) if tree else s

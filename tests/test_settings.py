@@ -1,0 +1,124 @@
+"""The typed settings (cli/settings.py): run is a sweep of one cell, a grid is the product of its
+axes, and building the settings checks them without touching the flags."""
+
+import dataclasses
+
+import click
+import pytest
+
+from specbench.cli import plan, sweep_plan
+from specbench.cli.console import BadInput
+from specbench.cli.main import cli
+from specbench.cli.settings import Settings
+
+
+def parsed(command: str, *args: str) -> tuple[dict, set[str]]:
+    """(the flags, the ones given) as `specbench COMMAND ARGS` parses them."""
+    ctx = cli.commands[command].make_context(command, list(args))
+    given = {n for n in ctx.params if ctx.get_parameter_source(n) == click.core.ParameterSource.COMMANDLINE}
+    return ctx.params, given
+
+
+def planned(make, command: str, *args: str):
+    """make(flags, given) as `specbench COMMAND ARGS` calls it, inside its click context."""
+    ctx = cli.commands[command].make_context(command, list(args))
+    given = {n for n in ctx.params if ctx.get_parameter_source(n) == click.core.ParameterSource.COMMANDLINE}
+    with ctx:
+        return make(ctx.params, given)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--K", "3", "--temperature", "1", "--top-p", "0.9"],
+        ["--drafter", "lookup", "--ngram", "2"],
+        ["--drafter", "dial", "--acceptance", "0.5"],
+        ["--tree", "2,2,1", "-t", "1", "--verify", "traversal"],
+        ["--drafts", "2", "--verify", "gbv", "-t", "1"],
+        ["--batch", "4", "--refill", "--queue", "6"],
+        ["--drafter", "layerskip", "--dynamic-K", "--draft-confidence", "0.4"],
+    ],
+)
+def test_run_is_a_sweep_of_one_cell(args, tmp_path, monkeypatch):
+    """The same values given to run and to sweep plan the same job: the same drafter, K, warp,
+    timing, prompts and name."""
+    monkeypatch.setenv("SPECBENCH_RESULTS_DIR", str(tmp_path))
+    K = [] if {"--K", "--tree"} & set(args) else ["--K", "4"]  # sweep's K is 1,2,4,8 by default
+    common = ["--dry-run", "--repeats", "2", *K, *args]
+    prompt = ["--prompt-id", "narrative-1"] if "--batch" not in args else []
+    run = planned(plan.run_plan, "run", *common, *prompt, "--no-save").job
+    sweep_prompt = ["--prompts", "narrative-1"] if prompt else []
+    (job,) = planned(sweep_plan.sweep_plan, "sweep", *common, *sweep_prompt).todo
+    # sweep cycles the whole suite through a batch unless --prompts chose; run does the same
+    unloaded = lambda c: dataclasses.replace(c, draft=None, target=None)  # each plan loads its own pair
+    assert unloaded(job.config) == unloaded(run.config)
+    assert (job.config.target.name, job.config.draft is None) == (
+        run.config.target.name,
+        run.config.draft is None,
+    )
+    assert (job.draft_name, job.ids, job.encoded) == (run.draft_name, run.ids, run.encoded)
+
+
+def test_a_grid_is_the_product_of_its_axes(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECBENCH_RESULTS_DIR", str(tmp_path))
+    args = [
+        "--dry-run",
+        "--drafter",
+        "model,lookup",
+        "--K",
+        "1,3",
+        "-t",
+        "0,1",
+        "--prompts",
+        "narrative-1,dialogue-1",
+    ]
+    p = planned(sweep_plan.sweep_plan, "sweep", *args)
+    assert p.grid_size == len(p.todo) == 2 * 2 * 2 * 2
+    seen = {(j.config.drafter.spec.name, j.config.K, j.config.warp.temperature, j.prompt_id) for j in p.todo}
+    assert len(seen) == 16
+
+
+def test_a_tree_sets_K_without_touching_the_flags():
+    f, given = parsed("run", "--tree", "2,2,1", "-t", "1")
+    before = dict(f)
+    s = Settings.of_run(f, given)
+    assert s.Ks == (3,) and f == before
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        s.Ks = (4,)
+    f, given = parsed("sweep", "--tree", "2,2", "--K", "3")
+    with pytest.raises(BadInput, match="depth 2 drafts K = 2"):
+        Settings.of_sweep(f, given)
+
+
+def test_each_setting_is_refused_where_the_settings_are_built():
+    """Settings refuses what no model is needed to refuse: nothing is loaded yet."""
+    cases = [
+        (("run", "--queue", "4"), "--queue"),
+        (("run", "--drafter", "dial"), "--acceptance"),
+        (("sweep", "--refill"), "--refill"),
+        (("sweep", "--drafts", "1,2", "--batch", "2"), "--batch"),
+        (("run", "--drafter", "lookup", "--draft-device", "1"), "--draft-device"),
+    ]
+    for (command, *args), flag in cases:
+        f, given = parsed(command, *args)
+        build = Settings.of_run if command == "run" else Settings.of_sweep
+        with pytest.raises(BadInput) as e:
+            build(f, given)
+        assert e.value.message.startswith(flag + ":"), (args, e.value.message)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--drafter", "dial", "--acceptance", "0.5"],
+        ["--tree", "2,1", "-t", "1"],
+        ["--drafts", "2", "-t", "1"],
+    ],
+)
+def test_trace_decodes_with_run_s_drafter(args, tmp_path, monkeypatch):
+    """trace plans the drafter, K and warp that run does for the same flags (the dial's acceptance too)."""
+    monkeypatch.setenv("SPECBENCH_RESULTS_DIR", str(tmp_path))
+    job = planned(plan.run_plan, "run", "--dry-run", "--no-save", *args).job
+    traced = planned(plan.trace_plan, "trace", "--dry-run", *args)
+    assert (traced.drafter, traced.draft_name) == (job.config.drafter, job.draft_name)
+    assert (traced.K, traced.warp) == (job.config.K, job.config.warp)
