@@ -104,14 +104,14 @@ class Jobs:
         if name not in self.jobs:
             a = method.acceptance
             s = Settings(
-                (kind,),
-                (K,),
-                (warp.temperature,),
-                (warp.top_p,),
-                (method.verify,),
-                (method.drafts,),
-                None if a is None else (a,),
-                (batch,),
+                kinds=(kind,),
+                Ks=(K,),
+                temperatures=(warp.temperature,),
+                top_ps=(warp.top_p,),
+                verifies=(method.verify,),
+                drafts=(method.drafts,),
+                acceptances=None if a is None else (a,),
+                batches=(batch,),
                 drafting=dataclasses.replace(self.drafting, dynamic_K=dynamic, tree=tree),
                 n_tokens=N_TOKENS,
                 repeats=self.battery.repeats,
