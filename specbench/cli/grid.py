@@ -142,7 +142,7 @@ def grid(
     then methods, units, temperatures, top-p and K. `prompts`: (suite, {id: text}, {id: token
     ids}); `peers`: {kind: its peers}."""
     suite, texts, encoded = prompts
-    out = []
+    timing, out = s.timing(), []
     for kind, base in made.items():
         for method in s.methods(bool(base.drafter.spec.acceptance)):
             drafter, name = with_method(base.drafter, base.name, method)
@@ -154,7 +154,7 @@ def grid(
                     drafter,
                     cell.K,
                     warp,
-                    **s.timing(),
+                    **timing,
                     peers=peers[kind],
                     slots=unit.slots,
                 )

@@ -84,7 +84,8 @@ def run_plan(f: dict, given: set[str]) -> RunPlan:
     models, t = drafter_models(s, f)
     made = grid.bases(s, models, t)
     by_id = {pid: tokenizer.for_model(t).encode(text) for pid, text in chosen.items()}
-    (kind, base), start = next(iter(made.items())), not f["dry_run"]
+    ((kind, base),) = made.items()  # run's one drafter
+    start = not f["dry_run"]  # a dry run starts no peer
     check_fit(s, suite, by_id, base, t)
     peers = {kind: load_peers(s.peers, grid.first(s, base)[0], base.model, t, batch, start, s.temperatures)}
     unit = grid.Unit(prompt_id, suite.batch_ids(chosen, queue or batch), batch if queue else None)
