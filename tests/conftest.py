@@ -73,6 +73,20 @@ def pytest_configure(config):
     jax.config.update("jax_compilation_cache_dir", os.environ.get(CACHE))
 
 
+def pytest_collection_modifyitems(config, items):
+    """The order the two xdist workers take the files in (pyproject.toml: --dist loadfile, and
+    --no-loadscope-reorder so this order holds): the files marked `first` (a worker process of
+    minutes, test_mesh.py) before the others, then the others by their number of tests, most first,
+    as xdist would order them. Started last, the mesh worker ran alone for its 3 minutes while the
+    other worker had finished (docs/internals.md)."""
+    files: dict[str, list] = {}
+    for item in items:
+        files.setdefault(item.nodeid.split("::")[0], []).append(item)
+    first = lambda tests: any(t.get_closest_marker("first") for t in tests)
+    order = sorted(files.values(), key=lambda tests: (not first(tests), -len(tests)))
+    items[:] = [item for tests in order for item in tests]
+
+
 def pytest_unconfigure(config):
     if CACHE_KEY in config.stash:
         shutil.rmtree(config.stash[CACHE_KEY], ignore_errors=True)

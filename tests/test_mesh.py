@@ -19,6 +19,7 @@ from specbench.model.nets import mesh
 from specbench.model.nets.gpt2 import GPT2Config, ungroup
 
 
+@pytest.mark.first  # a worker process of about 3 minutes: started before the other files
 def test_four_host_devices_run_the_sharded_target_exactly():
     env = dict(os.environ)
     env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4").strip()
