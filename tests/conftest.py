@@ -168,14 +168,19 @@ TARGET = GPT2Config(n_layer=2, n_head=2, n_embd=32, n_ctx=128, n_vocab=50257)
 DRAFT = GPT2Config(n_layer=1, n_head=2, n_embd=16, n_ctx=128, n_vocab=50257)
 
 
-@pytest.fixture(scope="module")
-def model_dirs(tmp_path_factory):
-    root = tmp_path_factory.mktemp("weights")
+def save_model_dirs(root: Path) -> Path:
+    """The command line's small models, saved in the HF layout under root: t (TARGET), d (DRAFT)
+    and small-vocab (1,000 tokens)."""
     hf_layout.save(root / "t", random_model(TARGET, 0, scale=10).params, TARGET)
     hf_layout.save(root / "d", random_model(DRAFT, 1, scale=10).params, DRAFT)
     small = GPT2Config(n_layer=1, n_head=2, n_embd=16, n_ctx=128, n_vocab=1000)
     hf_layout.save(root / "small-vocab", random_model(small, 2).params, small)
     return root
+
+
+@pytest.fixture(scope="module")
+def model_dirs(tmp_path_factory):
+    return save_model_dirs(tmp_path_factory.mktemp("weights"))
 
 
 BUNDLED = Path(__file__).resolve().parent.parent / "gpt2_weights"

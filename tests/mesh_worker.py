@@ -29,7 +29,7 @@ from specbench.model.nets import mesh, network  # noqa: E402
 from specbench.model.nets.gpt2 import GPT2Config  # noqa: E402
 from specbench.model.nets.network import Model  # noqa: E402
 
-from conftest import invoke, make_small_target, random_model  # noqa: E402
+from conftest import invoke, make_small_target, random_model, save_model_dirs  # noqa: E402
 from exactness import (  # noqa: E402
     P_THRESHOLD,
     SMALL_D,
@@ -207,14 +207,14 @@ def follows_target_sharded() -> None:
     print("ok chi-square tp=2, first tokens and every role, with their broken controls failing")
 
 
-def command_line() -> None:
+def command_line(models: Path) -> None:
     with tempfile.TemporaryDirectory() as out:
         row_file = Path(out) / "row.json"
         args = [
             "--target",
-            "random-target",
+            models / "t",
             "--draft",
-            "random-draft",
+            models / "d",
             "-n",
             "8",
             "--repeats",
@@ -265,14 +265,14 @@ def command_line() -> None:
     print("ok run --mesh tp=2 records its mesh; bad meshes are one line each")
 
 
-def roofline_per_device() -> None:
+def roofline_per_device(models: Path) -> None:
     """roofline --mesh tp=2 times a split step, and counts one device's bytes and FLOPs: less than
     the whole model's, more than half (the embeddings and the head are replicated)."""
     rows = {}
     with tempfile.TemporaryDirectory() as out:
         for split in ([], ["--mesh", "tp=2"]):
             path = Path(out) / f"roof{len(split)}.json"
-            args = ["-m", "random-target", "--random-init", "--K", "1", "--iters", "2", "--context", "32"]
+            args = ["-m", models / "t", "--K", "1", "--iters", "2", "--context", "32"]
             result = invoke("roofline", *args, *split, "--export-json", path)
             assert result.exit_code == 0, result.output
             rows[bool(split)] = json.loads(path.read_text())[0]
@@ -303,5 +303,6 @@ if __name__ == "__main__":
     t5_sharded()
     collectives_counted()
     follows_target_sharded()
-    command_line()
-    roofline_per_device()
+    with tempfile.TemporaryDirectory() as models:  # conftest's small pair, as `model_dirs` saves it
+        command_line(save_model_dirs(Path(models)))
+        roofline_per_device(Path(models))
