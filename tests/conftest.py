@@ -87,6 +87,25 @@ def pytest_collection_modifyitems(config, items):
     items[:] = [item for tests in order for item in tests]
 
 
+CHECKOUT_RESULTS = Path(__file__).resolve().parent.parent / "results"
+BEFORE_KEY = pytest.StashKey[set]()
+
+
+def pytest_sessionstart(session):
+    session.config.stash[BEFORE_KEY] = set(CHECKOUT_RESULTS.glob("*"))
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """The tests write their rows into temporary folders (the `env` fixture), never into the
+    checkout's results/: a file that appears there during the run fails it, named."""
+    if hasattr(session.config, "workerinput"):
+        return  # the controller checks once, after every worker has finished
+    written = sorted(set(CHECKOUT_RESULTS.glob("*")) - session.config.stash[BEFORE_KEY])
+    if written:
+        print(f"\nerror: the tests wrote into the checkout's results/: {[p.name for p in written]}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 def pytest_unconfigure(config):
     if CACHE_KEY in config.stash:
         shutil.rmtree(config.stash[CACHE_KEY], ignore_errors=True)
