@@ -83,11 +83,13 @@ def test_the_head_holds_the_targets_true_features_and_its_own_cache_after_every_
     buf = jnp.asarray(prompt + [0] * 11, jnp.int32)
     tree = dataclasses.replace(chain, tree=Tree.branching((2, 2, 1)))
     for drafter, warp in ((chain, Warp(0.0)), (chain, Warp(1.0)), (tree, Warp(1.0))):
-        state = decoding.spec_start(
-            params, target.params, buf, jnp.int32(5), jax.random.PRNGKey(2), drafter, TARGET, warp, 64, 3
+        # the tool's compiled start and round (run eagerly, each took hundreds of small programs)
+        kw = dict(drafter=drafter, target_config=TARGET, warp=warp)
+        state = decoding.spec_start_jit(
+            params, target.params, buf, jnp.int32(5), jax.random.PRNGKey(2), **kw, max_len=64, K=3
         )
         for _ in range(4):
-            state, _ = decoding.spec_round(params, target.params, state, drafter, TARGET, warp, 3)
+            state, _ = decoding.spec_round_jit(params, target.params, state, **kw, K=3)
         n = int(state.n)
         committed = state.tokens[: n - 1]  # tokens[n-1] is pending: no feature yet
         true = gpt2.transformer(target.params, committed, TARGET, features=True)

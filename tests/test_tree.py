@@ -377,15 +377,17 @@ def test_a_dynamic_tree_keeps_the_candidates_of_highest_cumulative_probability()
     state = drafters.start(drafter, draft.params, prompt, len(prompt), 64)
     tokens = jnp.zeros(64, jnp.int32).at[:8].set(prompt)
     n = jnp.int32(4)
-    _, nodes, _, shape = draft_trees.tree_propose(
+    # compiled, as the tool runs them (eagerly, each took hundreds of one-operation programs)
+    propose = jax.jit(draft_trees.tree_propose, static_argnums=(0, 6, 7))
+    _, nodes, _, shape = propose(
         drafter, draft.params, state, tokens, n, jax.random.PRNGKey(0), Warp(1.0), 97
     )
     nodes, parents = np.asarray(nodes), np.asarray(shape.parents)
     assert all(0 <= parents[i] < i for i in range(1, spec.size))
+    log_probs = jax.jit(lambda seq: jax.nn.log_softmax(gpt2.gpt2(draft.params, seq, TARGET)))
 
     def logprob(path):  # the draft's log-probability of a path of tokens after the prefix
-        seq = jnp.concatenate([tokens[:3], jnp.asarray(path, jnp.int32)])
-        logp = jax.nn.log_softmax(gpt2.gpt2(draft.params, seq, TARGET))
+        logp = log_probs(jnp.concatenate([tokens[:3], jnp.asarray(path, jnp.int32)]))
         return float(sum(logp[2 + i, t] for i, t in enumerate(path[1:])))
 
     def path_of(i):
@@ -402,8 +404,7 @@ def test_a_dynamic_tree_keeps_the_candidates_of_highest_cumulative_probability()
     for _ in range(spec.depth):
         children = []
         for path in level:
-            seq = jnp.concatenate([tokens[:3], jnp.asarray(path, jnp.int32)])
-            logp = np.asarray(jax.nn.log_softmax(gpt2.gpt2(draft.params, seq, TARGET))[-1])
+            logp = np.asarray(log_probs(jnp.concatenate([tokens[:3], jnp.asarray(path, jnp.int32)]))[-1])
             for t in np.argsort(-logp, kind="stable")[: spec.top]:
                 children.append(path + [int(t)])
         scored = sorted(children, key=logprob, reverse=True)
