@@ -12,6 +12,7 @@ import itertools
 from typing import NamedTuple
 
 from specbench.cli.params import DRAFT_CONFIDENCE, DynamicTree, tree_depth
+from specbench.measure.prepared import RunConfig
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,10 +60,10 @@ class Settings:
     batches: tuple[int, ...] | None = None
     top_k: int | None = None
     drafting: Drafting = Drafting()
-    n_tokens: int = 40
-    seed: int = 123
-    repeats: int = 5
-    warmup: int = 1
+    n_tokens: int = RunConfig.n_tokens  # a benchmark's own defaults (measure/prepared.py)
+    seed: int = RunConfig.seed
+    repeats: int = RunConfig.repeats
+    warmup: int = RunConfig.warmup
     host_loop: bool = False
     itl: bool = False
     refill: bool = False
