@@ -8,7 +8,9 @@ Three formats, told apart by the file's first non-blank line:
     MT-Bench          as their question files hold them: the first turn is the prompt
     plain text        one prompt a line (blank lines skipped)
 
-Every line is checked before anything is measured; a bad one is refused with the file, its line
+The file is read whole, as UTF-8 (a byte-order mark is dropped before the format is told), up to
+MAX_BYTES; a folder, a device, a FIFO or a binary file (one holding NUL bytes) is refused. Every
+line is checked before anything is measured; a bad one is refused with the file, its line
 number and the field (PromptFileError). A long file is cut down by `choose`: --per-category N,
 --sample N (with --seed) and --limit N, in that order.
 """
@@ -22,6 +24,7 @@ from pathlib import Path
 from specbench.prompts import Prompt, Suite
 
 FILE_CATEGORY = "file"  # the category of a prompt whose file names none
+MAX_BYTES = 16 * 2**20  # a prompt file's size at most: Spec-Bench's 480 questions are 0.2 MB
 
 
 class PromptFileError(ValueError):
@@ -35,13 +38,8 @@ class PromptFileError(ValueError):
 
 def read(path: str | Path) -> Suite:
     """The prompts of a file in any of the three formats, checked line by line."""
+    text = _text_of(path)
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as e:
-        raise PromptFileError(path, 0, "file", f"is not UTF-8 text ({e.reason})") from None
-    except OSError as e:
-        raise PromptFileError(path, 0, "file", f"cannot be read ({e.strerror or e})") from None
     lines = [(n, line) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
     if not lines:
         raise PromptFileError(path, 0, "file", "holds no prompt")
@@ -58,6 +56,32 @@ def read(path: str | Path) -> Suite:
         seen[p.id] = n
         prompts.append(p)
     return Suite(tuple(prompts), str(path))
+
+
+def _text_of(name: str | Path) -> str:
+    """The file's text: a regular file of at most MAX_BYTES, UTF-8 without NUL bytes, its
+    byte-order mark dropped."""
+    if not str(name).strip():
+        raise PromptFileError("''", 0, "file", "is empty: name a prompt file")
+    path = Path(name)
+    try:
+        if path.is_dir():
+            raise PromptFileError(path, 0, "file", "is a folder: name a prompt file")
+        if not path.is_file():
+            kind = "does not exist" if not path.exists() else "is not a regular file (a device or a FIFO)"
+            raise PromptFileError(path, 0, "file", kind)
+        with path.open("rb") as fh:
+            data = fh.read(MAX_BYTES + 1)
+    except OSError as e:
+        raise PromptFileError(path, 0, "file", f"cannot be read ({e.strerror or e})") from None
+    if len(data) > MAX_BYTES:
+        raise PromptFileError(path, 0, "file", f"is over {MAX_BYTES // 2**20} MiB: split it or cut it down")
+    if b"\0" in data:
+        raise PromptFileError(path, 0, "file", "holds NUL bytes: a binary file, not text")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise PromptFileError(path, 0, "file", f"is not UTF-8 text ({e.reason})") from None
 
 
 def _text_line(path: Path, n: int, line: str) -> Prompt:

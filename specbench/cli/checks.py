@@ -114,8 +114,8 @@ def check_method_flags(s: Settings) -> None:
     if "gbv" in s.verifies and s.drafting.dynamic_K:
         raise BadInput("--dynamic-K", "gbv ranks k whole sequences: leave out --dynamic-K")
     if s.most_batch > 1 and (dial or max(drafts) > 1):
-        what = "the dial" if dial else "several drafts (themselves a batch of k)"
-        raise BadInput("--batch", f"{what} decode one sequence: use --batch 1")
+        what = "the dial decodes" if dial else "several drafts (themselves a batch of k) decode"
+        raise BadInput("--batch", f"{what} one sequence: use --batch 1")
     if s.peers and (list(s.verifies) != ["token"] or max(drafts) > 1 or dial):
         raise BadInput(
             "--peer", "peers verify one draft model's drafts token by token: leave out --peer here"

@@ -4,12 +4,18 @@
 (several hosts, or several processes of one), joined by `jax.distributed` before JAX starts. Every
 process runs the same programs on its own devices, the target split over all of them (--mesh);
 process 0 alone prints and writes, the others take part quietly. On a CPU the processes' collectives
-run over gloo."""
+run over gloo. Each process is watched from outside (processes.py): whatever happens to the run, it
+ends in one line naming the process, within --join-timeout while joining."""
 
 from __future__ import annotations
 
+import errno
+import socket
+import sys
+
 import click
 
+from specbench.cli import processes
 from specbench.cli.console import BadInput
 
 FLAGS = "--coordinator/--processes/--process-id"
@@ -46,6 +52,7 @@ options = [
         default=None,
         help="This process's index, 0 .. --processes - 1.",
     ),
+    processes.join_timeout_option,
 ]
 
 
@@ -64,20 +71,52 @@ def join(f: dict) -> bool:
         raise BadInput(
             "--processes", "the processes split one target: give --mesh tp=N (N: their devices in all)"
         )
-    if f.get("dry_run"):  # the flags are checked; a dry run joins nothing
+    host, port = address(f["coordinator"])
+    if f.get("dry_run"):  # the flags are checked; a dry run joins nothing, so this process sees its
+        f["mesh"] = None  # own devices only: the split over the processes is the real run's
         return f["process_id"] == 0
+    if not processes.in_child():  # watched from outside: the child joins (processes.py)
+        if f["process_id"] == 0:
+            check_free(host, port)
+        sys.exit(processes.supervise(f))
+    processes.watch_parent()
     import jax
 
     jax.config.update("jax_cpu_collectives_implementation", "gloo")  # a CPU's; a GPU's are NCCL's
-    try:
+    try:  # the watching process gives up first, at --join-timeout, in one line
         jax.distributed.initialize(
-            f["coordinator"], f["processes"], f["process_id"], initialization_timeout=60
+            f["coordinator"],
+            f["processes"],
+            f["process_id"],
+            initialization_timeout=int(f["join_timeout"]) + 30,
         )
     except Exception as e:  # noqa: BLE001 -- jax raises RuntimeError, ValueError or XlaRuntimeError here
         raise BadInput(
             "--coordinator", f"cannot join the run at {f['coordinator']}: {str(e).splitlines()[0][:160]}"
         ) from None
+    print(processes.JOINED, file=sys.stderr, flush=True)
     return f["process_id"] == 0
+
+
+def address(text: str) -> tuple[str, int]:
+    """--coordinator's HOST:PORT, checked before anything joins: a host, and a port in 1..65535."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not host.strip("[]") or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise BadInput(
+            "--coordinator", f"{text!r} is not HOST:PORT with a port in 1..65535 (e.g. 127.0.0.1:12345)"
+        )
+    return host.strip("[]"), int(port)
+
+
+def check_free(host: str, port: int) -> None:
+    """Process 0 serves the coordinator at HOST:PORT: refused in one line if the port is taken."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family) as s:
+        try:
+            s.bind((host, port))
+        except OSError as e:
+            why = "is in use" if e.errno == errno.EADDRINUSE else f"cannot be served here ({e.strerror or e})"
+            raise BadInput("--coordinator", f"port {port} of {host} {why}: choose another") from None
 
 
 def follower(f: dict) -> dict:

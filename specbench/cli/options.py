@@ -16,6 +16,7 @@ from specbench.cli.params import (
     K_MAX,
     KERNELS,
     N_TOKENS_MAX,
+    QUEUE_MAX,
     REPEATS_MAX,
     SEED_MAX,
     VERIFY_METHODS,
@@ -161,7 +162,7 @@ refill = [  # run's and sweep's (model/decode/refill.py)
     ),
     click.option(
         "--queue",
-        type=Count(1),
+        type=Count(1, QUEUE_MAX),
         default=None,
         help="--refill: the requests served, the prompts cycled [default: 4 x --batch].",
     ),

@@ -22,6 +22,7 @@ VERIFY_SHAPES = {  # verify.SHAPES: what each method judges
 DRAFTER_KINDS = ("model", "lookup", "layerskip", "dial", "eagle")  # drafters.KINDS
 DRAFTS_MAX = 8
 TREE_NODES = 64  # a tree is verified in one step of its nodes: the CPU kernel's rows stay few
+QUEUE_MAX = 65_536  # --refill's requests at most: each is a record of the row, and buffers on the device
 BATCH_MAX = 4096  # a range of batch sizes ends here: checked before 1-1000000 is expanded
 DRAFT_VOCAB_MAX = 32768  # the ranks gpt2_weights/tokenizer/frequent.json keeps (draft_vocab.py)
 DRAFT_CONFIDENCE = 0.2  # dynamic K's default: the best of 0.2-0.8 measured on the bundled pair
@@ -173,7 +174,7 @@ class TreeShape(click.ParamType):
 class ListParam(click.ParamType):
     """A comma list of distinct values, with a-b ranges for integers: '1,2,4,8', '1-8', '0,0.7,1'.
     `item` checks each value (a click type); `most` bounds integers before a range is expanded,
-    `span_most` the end of a range only."""
+    `span_most` the end of a range only; `distinct=False` lets a value repeat (a device's numbers)."""
 
     def __init__(
         self,
@@ -181,8 +182,10 @@ class ListParam(click.ParamType):
         item: click.ParamType | None = None,
         most: int | None = None,
         span_most: int | None = None,
+        distinct: bool = True,
     ):
         self.kind, self.item, self.most, self.span_most = kind, item, most, span_most
+        self.distinct = distinct
         self.name = f"{kind.__name__} list"
 
     def convert(self, value, param, ctx):
@@ -198,8 +201,11 @@ class ListParam(click.ParamType):
         if "" in parts:
             example = "0,0.7,1" if self.kind is float else "a,b"
             self.fail(f"{text!r} is not a comma list like {example}", param, ctx)
-        values = [self.item.convert(v, param, ctx) if self.item else self.kind(v) for v in parts]
-        twice = [v for i, v in enumerate(values) if v in values[:i]]
+        try:
+            values = [self.item.convert(v, param, ctx) if self.item else self.kind(v) for v in parts]
+        except ValueError:
+            self.fail(f"{text!r} is not a comma list of {self.kind.__name__}s", param, ctx)
+        twice = [v for i, v in enumerate(values) if v in values[:i]] if self.distinct else []
         if twice:
             self.fail(f"{twice[0]} is listed twice", param, ctx)
         return values

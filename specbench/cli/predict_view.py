@@ -30,7 +30,7 @@ def chosen_row(path: str, index: int) -> dict:
     rows = [
         r
         for r in (data if isinstance(data, list) else [data])
-        if r.get("implementation", "specbench") == "specbench"
+        if isinstance(r, dict) and r.get("implementation", "specbench") == "specbench"
     ]
     if not rows:
         raise BadInput("--run", f"{path} holds no specbench row")
@@ -49,7 +49,7 @@ def roofline_rows(path: str) -> list[dict]:
         beside = p.parent / "rows.json"
         device = (read_json(str(beside), "--roofline") or [{}])[0].get("device") if beside.is_file() else None
         data = [{"device": device, **r} for r in data] if isinstance(data, list) and device else data
-    if not isinstance(data, list) or not data:
+    if not isinstance(data, list) or not data or not all(isinstance(r, dict) for r in data):
         raise BadInput(
             "--roofline", f"{path} holds no roofline rows (a roofline export or a report's report.json)"
         )
@@ -65,8 +65,13 @@ def curves(rows: list[dict], row: dict, f: dict) -> tuple[pr.StepCurve, pr.StepC
         raise BadInput(
             "--target-model", "name the target's roofline model (--alpha gives no run to read it from)"
         )
+    recorded = sorted({str(r.get("kernels")) for r in rows if r.get("kernels")})
+    if f["kernels"] and f["kernels"] not in recorded:
+        raise BadInput(
+            "--kernels", f"{f['kernels']!r} is not in the roofline: use one of {', '.join(recorded)}"
+        )
     kernels = f["kernels"] or (row or {}).get("kernels")
-    if kernels and not any(r.get("kernels") == kernels for r in rows):
+    if kernels not in recorded:
         kernels = None  # the run's kernels are not in this export: any of its rows
     try:
         if f["device"]:
@@ -102,7 +107,7 @@ def curves(rows: list[dict], row: dict, f: dict) -> tuple[pr.StepCurve, pr.StepC
 )
 @click.option(
     "--device",
-    type=ListParam(float),
+    type=ListParam(float, item=Finite(min=0), distinct=False),
     default=None,
     help="GB/s,GFLOP/s,fixed µs: t(n) of a device modelled from the roofline's bytes and FLOPs.",
 )
@@ -131,6 +136,8 @@ def predict(**f):
         raise BadInput("--run/--alpha", "give exactly one of --run or --alpha")
     if f["device"] is not None and len(f["device"]) != 3:
         raise BadInput("--device", "give three numbers: GB/s,GFLOP/s,fixed µs (e.g. 3350,989000,20)")
+    if f["device"] is not None and not (f["device"][0] > 0 and f["device"][1] > 0):
+        raise BadInput("--device", "GB/s and GFLOP/s must be above 0 (e.g. 3350,989000,20)")
     row = chosen_row(f["run_file"], f["row_index"]) if f["run_file"] else None
     try:
         acceptance = pr.acceptance_of(row) if row else [f["alpha"]] * max(f["Ks"])

@@ -101,5 +101,5 @@ def damaged_sections(sections: dict) -> str | None:
 def save_state(plan, sections: dict) -> None:
     export.write_text(
         str(plan.directory / STATE_FILE),
-        json.dumps({"settings": plan.settings, "sections": sections}, indent=1),
+        export.dumps({"settings": plan.settings, "sections": sections}),
     )

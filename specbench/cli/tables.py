@@ -70,6 +70,9 @@ def models_table(rows: list[dict], weights_dir, console: Console) -> None:
             console.print(f"[yellow]{row['name']} cannot be used: {row['problem']}[/yellow]")
 
 
+SHOWN_CHARS = 600  # a prompt's characters shown by `specbench prompts`; a longer one is cut, its length said
+
+
 def prompts_table(console: Console, suite: prompts.Suite = prompts.BUILTIN) -> None:
     """A suite's prompts: id, category and text (and a file's line numbers)."""
     table = Table(title=None if suite is prompts.BUILTIN else f"{suite.source}: {len(suite.prompts)} prompts")
@@ -77,7 +80,10 @@ def prompts_table(console: Console, suite: prompts.Suite = prompts.BUILTIN) -> N
     for col in ("line",) * lines + ("id", "category", "prompt"):
         table.add_column(col)
     for p in suite.prompts:
-        table.add_row(*(str(p.line),) * lines, p.id, p.category, p.text)
+        text = (
+            p.text if len(p.text) <= SHOWN_CHARS else f"{p.text[:SHOWN_CHARS]}… ({len(p.text):,} characters)"
+        )
+        table.add_row(*(str(p.line),) * lines, p.id, p.category, text)
     console.print(table)
 
 

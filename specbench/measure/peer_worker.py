@@ -180,7 +180,7 @@ def serve(conn, name: str, spec: dict) -> None:
     next use of the pipe, and removes what it wrote in the temporary folder: the weights saved
     for it (spec["scratch"], once read) and torch's compile caches."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    caches = tempfile.mkdtemp(prefix="specbench-peer-caches-")
+    caches = spec.get("caches") or tempfile.mkdtemp(prefix="specbench-peer-caches-")
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = caches  # else torchinductor_<user>/ stays in $TMPDIR
     try:
         answer(conn, name, spec)

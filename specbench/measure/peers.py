@@ -85,6 +85,10 @@ class PeerProcess:
     def __init__(self, name: str, spec: dict, scratch: str | None = None):
         """scratch: a folder of weights saved for the worker, removed when it closes."""
         self._scratch = scratch
+        # torch's compile caches: made here and removed at close(), after the worker has ended (a
+        # worker killed on its way out, or torch writing at exit, would leave its own behind)
+        self._caches = tempfile.mkdtemp(prefix="specbench-peer-caches-")
+        spec = {**spec, "caches": self._caches}
         # a fresh interpreter, not a fork of this one and its XLA threads
         context = multiprocessing.get_context("spawn")
         self.name, self._conn = name, None
@@ -155,7 +159,9 @@ class PeerProcess:
         self._process.join(timeout=5)
         if self._process.is_alive():
             self._process.kill()
+            self._process.join(timeout=5)
         self.remove_scratch()
+        shutil.rmtree(self._caches, ignore_errors=True)
 
     def remove_scratch(self) -> None:
         if self._scratch:

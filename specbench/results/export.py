@@ -90,20 +90,33 @@ def write_text(path: str, text: str) -> None:
         raise
 
 
-def _clean(value):
-    return None if isinstance(value, float) and math.isnan(value) else value
+def strict(value):
+    """`value` with every NaN or infinite float, at any depth, made None: a value that does not
+    exist is JSON's null (RFC 8259 has no NaN; JavaScript's JSON.parse refuses it)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: strict(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict(v) for v in value]
+    return value
+
+
+def dumps(value, indent: int | None = 1) -> str:
+    """Strict JSON text of `value` (NaN and infinities as null; json refuses any left)."""
+    return json.dumps(strict(value), indent=indent, allow_nan=False)
 
 
 def to_csv(rows: list[dict], columns: list[str] | None = None) -> str:
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=columns or CSV_COLUMNS, extrasaction="ignore")
     writer.writeheader()
-    writer.writerows(rows)
+    writer.writerows(strict(rows))
     return buf.getvalue()
 
 
 def to_json(rows: list[dict]) -> str:
-    return json.dumps([{k: _clean(v) for k, v in row.items()} for row in rows], indent=1) + "\n"
+    return dumps(rows) + "\n"
 
 
 def _fmt(value):

@@ -79,7 +79,7 @@ def result_row(
     prompt, token id and text fields are lists with one entry per sequence; tokens/s count all
     B x N tokens, and every step time is the batch's.
     """
-    c, st, B = res.config, res.stats, res.batch
+    c, st = res.config, res.stats
     ar, sd = summarize(res.ar_times_s), summarize(res.sd_times_s)
     values = {
         **context,
@@ -102,15 +102,17 @@ def result_row(
     recs = requests.records(res, batch_prompt_ids or [prompt_id])
     values |= requests.percentiles(recs) | {"requests": recs}
     values["budget_closed"] = closes(values)
+    # one sequence's tokens, or a batch's or a refilled queue's (a queue on one slot too): a list each
+    many = bool(res.sd_tokens) and isinstance(res.sd_tokens[0], list)
     values |= repetition.describe(
-        [res.sd_tokens] if B == 1 else res.sd_tokens
+        res.sd_tokens if many else [res.sd_tokens]
     )  # the text SD's α was measured on
-    if B > 1:
+    if many:
         values["batch_prompt_ids"] = batch_prompt_ids
         values["batch_prompts"] = len(set(batch_prompt_ids or []))
         values["accepted_hist_per_seq"] = st.accepted_hist_per_seq.tolist()
     if decode is not None:
-        text = decode if B == 1 else (lambda seqs: [decode(ids) for ids in seqs])
+        text = (lambda seqs: [decode(ids) for ids in seqs]) if many else decode
         values["ar_text"], values["sd_text"] = text(res.ar_tokens), text(res.sd_tokens)
     return as_row(values)
 

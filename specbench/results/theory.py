@@ -34,10 +34,10 @@ def expected_tokens(alpha: float, K: int) -> float:
 def expected_tokens_positional(acceptance: list[float]) -> float:
     """E[tokens per round] = 1 + sum_i prod_{j<=i} a_j from the acceptance a_j of each draft
     position given that it was tested; with every a_j = alpha it is expected_tokens(alpha, K).
-    A position never tested (NaN) ends the sum: no round reached it."""
+    A position never tested (NaN, or null in a saved row) ends the sum: no round reached it."""
     total, reach = 1.0, 1.0
     for a in acceptance:
-        if a != a:  # NaN
+        if a is None or a != a:  # NaN
             break
         reach *= a
         total += reach

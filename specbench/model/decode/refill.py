@@ -53,7 +53,8 @@ def serve(start, start_one, step, queue: Queue, B: int, n_tokens: int, config, c
     started, not the whole batch's), step(state) -> the next, as batched.py's; `counted`: the
     state has RoundCounts (SD)."""
     Q = queue.n_prompts.shape[0]
-    ends = network.decoder_prompt_length(config, queue.n_prompts) + n_tokens  # [Q]
+    # [Q]: T5's decoder starts every request from its one start token, a number for them all
+    ends = jnp.broadcast_to(network.decoder_prompt_length(config, queue.n_prompts) + n_tokens, (Q,))
     starts = ends - n_tokens  # where each request's new tokens begin in its token buffer
     first = jnp.minimum(jnp.arange(B), Q - 1)
     slots = start(queue.bufs[first], queue.n_prompts[first], queue.keys[first])
