@@ -115,3 +115,24 @@ def test_no_module_is_over_350_lines():
         if (n := len(p.read_text().splitlines())) > 350
     }
     assert not long, long
+
+
+def test_usage_lists_every_flag_of_every_command_as_the_commands_define_them():
+    from specbench.cli import flag_docs
+    from specbench.cli.main import cli
+
+    text = (ROOT / "docs" / "usage.md").read_text()
+    assert flag_docs.BEGIN in text and flag_docs.END in text
+    assert flag_docs.rewritten(text, cli) == text, (
+        "docs/usage.md's flags are stale: python -m specbench.cli.flag_docs"
+    )
+    for flag in (
+        "--prompts-file",
+        "--refill",
+        "--queue",
+        "--itl",
+        "--mesh",
+        "--draft-device",
+        "--coordinator",
+    ):
+        assert f"`{flag}`" in text.split(flag_docs.BEGIN)[1]

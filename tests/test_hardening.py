@@ -22,6 +22,7 @@ from conftest import assert_one_line_error, invoke
 
 BUNDLED = Path(__file__).resolve().parent.parent / "gpt2_weights"
 ROWS = Path(__file__).resolve().parent.parent / "results" / "recorded" / "cpu-sweep-bundled-prompts.json"
+DATA = Path(__file__).resolve().parent / "data"  # prompt files with a BOM, CRLF line ends, NULs; a JSON list
 
 # (command line, the flag the one-line error must name, a fragment of what it says)
 CASES = [
@@ -337,16 +338,33 @@ values |= {
 WORKLOAD = BUNDLED.parent / "docs" / "workloads" / "victorian-40.jsonl"
 values |= {  # --prompts-file and its choosers (a config.json is JSON with no prompt: refused by line)
     "--prompts-file": domain(
-        st.sampled_from([str(WORKLOAD)]), ["/nonexistent.jsonl", str(BUNDLED / "tiny-target" / "config.json")]
+        st.sampled_from([str(WORKLOAD), str(DATA / "prompts-bom.jsonl"), str(DATA / "prompts-crlf.txt")]),
+        ["/nonexistent.jsonl", str(BUNDLED / "tiny-target" / "config.json"), str(DATA / "prompts-nul.txt")]
+        + ["/dev/zero", ""],
     ),
     "--per-category": domain(st.sampled_from(["1", "2"]), ["0"]),
     "--sample": domain(st.sampled_from(["1", "3"]), ["0", "-2"]),
     "--limit": domain(st.sampled_from(["1", "4"]), ["0"]),
-    "--queue": domain(st.sampled_from(["2", "5"]), ["0"]),
+    "--queue": domain(st.sampled_from(["2", "5"]), ["0", "1000000000000", "65537"]),
     "--mesh": domain(st.sampled_from(["tp=1"]), ["tp=0", "dp=2", "tp=2"]),  # the tests see one device
-    "--coordinator": domain(st.sampled_from(["127.0.0.1:9"])),  # a dry run joins nothing
-    "--processes": domain(st.sampled_from(["1", "2"]), ["0"]),
+    "--coordinator": domain(  # a dry run joins nothing
+        st.sampled_from(["127.0.0.1:9"]), ["127.0.0.1:abc", "127.0.0.1:99999", "host", ":1"]
+    ),
+    "--processes": domain(st.sampled_from(["1", "2"]), ["0", "1,2"]),
     "--process-id": domain(st.sampled_from(["0", "1"]), ["-1"]),
+    "--join-timeout": domain(st.sampled_from(["5", "60"]), ["0", "1e9"]),
+    "--draft-device": domain(st.sampled_from(["0", "1"]), ["abc"]),
+}
+ROOFLINE = ROWS.parent / "cpu-roofline-bundled-kernels.json"
+values |= {  # predict's: files it reads, and a device's three numbers
+    "--run": domain(st.sampled_from([str(ROWS)]), [str(DATA / "numbers.json"), "/nonexistent.json"]),
+    "--roofline": domain(st.sampled_from([str(ROOFLINE)]), [str(DATA / "numbers.json"), str(ROWS)]),
+    "--row": domain(st.sampled_from(["0", "1"]), ["100000"]),
+    "--target-model": domain(st.sampled_from(["tiny-target"]), ["nope"]),
+    "--draft-model": domain(st.sampled_from(["tiny-draft"]), ["nope"]),
+    "--device": domain(st.sampled_from(["3350,989000,20", "100,100,0"]), ["a,b,c", "1,2", "0,1,1", "1,1,-1"]),
+    "--comm-us": domain(st.sampled_from(["0", "5"]), ["-1"]),
+    "--overhead-us": domain(st.sampled_from(["0", "5"]), ["-1"]),
 }
 ENVIRONMENT = {  # the variables that choose how specbench computes (specbench.environment)
     "SPECBENCH_SAMPLER": domain(st.sampled_from(["auto", "cdf", "race"]), ["bogus"]),
@@ -380,7 +398,7 @@ COMMANDS = {
     | {"--refill", "--queue", "--itl"}
     | {"--prompt", "--prompt-id", "--repeats", "--warmup", "--batch", "--tree"}
     | {"--host-loop", "--no-save"}
-    | {"--coordinator", "--processes", "--process-id"},
+    | {"--coordinator", "--processes", "--process-id", "--join-timeout", "--draft-device"},
     "sweep": DECODE
     | DRAFTER
     | EXPORTS
@@ -395,8 +413,11 @@ COMMANDS = {
     | {"--dtype", "--kernels", "--output", "--quick", "--resume", "--force", "--draft-vocab"}
     | {"--mesh", "--random-init"},
     "theory": {"--K", "--t-draft", "--t-target", "--r", "--alpha", "--t-verify"},
+    "predict": {"--run", "--roofline", "--row", "--alpha", "--target-model", "--draft-model", "--kernels"}
+    | {"--device", "--comm-us", "--overhead-us", "--K"},
+    "prompts": PROMPTS_FILE,
 }
-DRY = {"run", "sweep", "trace", "roofline", "report"}  # theory only computes
+DRY = {"run", "sweep", "trace", "roofline", "report"}  # theory, predict and prompts only compute or read
 MODELS = {"run", "sweep", "trace", "report"}  # take the test's --draft/--target
 
 

@@ -17,6 +17,7 @@ import click
 
 from specbench.cli import processes
 from specbench.cli.console import BadInput
+from specbench.cli.params import Count
 
 FLAGS = "--coordinator/--processes/--process-id"
 
@@ -29,7 +30,7 @@ mesh_option = click.option(  # run's, sweep's, trace's, report's and roofline's
 
 draft_device_option = click.option(  # run's and sweep's
     "--draft-device",
-    type=click.IntRange(min=0),
+    type=Count(min=0),
     default=None,
     metavar="N",
     help="Put the draft model on device N alone (of its own, or one of --mesh's): each round is then "
@@ -43,12 +44,10 @@ options = [
         metavar="HOST:PORT",
         help="Process 0's address, for a run over several processes.",
     ),
-    click.option(
-        "--processes", type=click.IntRange(min=1), default=None, help="How many processes the run spans."
-    ),
+    click.option("--processes", type=Count(min=1), default=None, help="How many processes the run spans."),
     click.option(
         "--process-id",
-        type=click.IntRange(min=0),
+        type=Count(min=0),
         default=None,
         help="This process's index, 0 .. --processes - 1.",
     ),

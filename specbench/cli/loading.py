@@ -82,8 +82,9 @@ def load_pair(
         default_draft, default_target = (draft, target) if named else weights.default_pair()
     except WeightsError as e:
         raise bad_input(e, "--target") from None
-    d = load_model(draft or default_draft, "--draft", dtype, kernels, random=random) if need_draft else None
+    # the target first: a pair whose two folders are both wrong is blamed on the one named first
     t = load_model(target or default_target, "--target", dtype, kernels, random=random)
+    d = load_model(draft or default_draft, "--draft", dtype, kernels, random=random) if need_draft else None
     if d is not None and d.config.n_vocab != t.config.n_vocab:
         raise BadInput(
             "--draft/--target",

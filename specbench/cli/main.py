@@ -70,7 +70,7 @@ def run(**flags):
     quiet = None if leader else open(os.devnull, "w")  # noqa: SIM115 -- the process's life long
     console = make_console(*p.exports.values()) if leader else Console(file=quiet)
     console.print(render.run_header(p.job, p.job.config.draft, p.job.config.target))
-    for line in render.kernel_lines(p.job.config.models, flags["kernels"]):
+    for line in render.kernel_lines(p.job.config.models, flags["kernels"], flags["mesh"]):
         console.print(line)
     if flags["dry_run"]:
         tables.dry_run(

@@ -300,7 +300,7 @@ sweep = [
         "-o",
         default=None,
         metavar="FILE.json",
-        help="JSON results, rewritten after every row [default: results/sweep-TIME.json].",
+        help="JSON results, rewritten after every row [default: sweep-TIME.json in the results folder].",
     ),
     click.option("--resume", is_flag=True, help="Skip the rows already in --output."),
     click.option("--force", is_flag=True, help="Start an existing --output over (its rows are replaced)."),

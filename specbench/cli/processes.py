@@ -81,8 +81,8 @@ def supervise(f: dict) -> int:
         stdin=subprocess.DEVNULL,
     )
     state = {"joined": False, "failed": False, "lost": None, "kept": []}
-    out = threading.Thread(target=_pass_stdout, args=(child.stdout,), daemon=True)
-    err = threading.Thread(target=_pass_stderr, args=(child.stderr, state), daemon=True)
+    out = threading.Thread(target=pass_stdout, args=(child.stdout,), daemon=True)
+    err = threading.Thread(target=pass_stderr, args=(child.stderr, state), daemon=True)
     out.start(), err.start()
     started, reason = time.monotonic(), None
     while child.poll() is None:
@@ -103,12 +103,12 @@ def supervise(f: dict) -> int:
     if reason is None and (code in (0, 2, 130, 143) or code > 0 and not state["failed"]):
         sys.stderr.write("".join(state["kept"]))  # error lines of a run that ended as it should
         return code
-    reason = reason or _reason(state["kept"], code)
+    reason = reason or reason_of(state["kept"], code)
     sys.stderr.write(f"error: --processes: {who}: {reason}\n")
     return 1
 
 
-def _reason(kept: list[str], code: int) -> str:
+def reason_of(kept: list[str], code: int) -> str:
     text = "".join(kept)
     if "Failed to start RPC server" in text or "Address already in use" in text:
         return "the coordinator's port is in use on this host: choose a free one"
@@ -121,14 +121,14 @@ def _reason(kept: list[str], code: int) -> str:
     return f"it ended by {how}" + (f" ({said[0][:160]})" if said else "")
 
 
-def _pass_stdout(stream) -> None:
+def pass_stdout(stream) -> None:
     for line in iter(stream.readline, b""):
         if not line.startswith(b"[Gloo]"):
             sys.stdout.buffer.write(line)
             sys.stdout.buffer.flush()
 
 
-def _pass_stderr(stream, state: dict) -> None:
+def pass_stderr(stream, state: dict) -> None:
     for raw in iter(stream.readline, b""):
         line = raw.decode(errors="replace")
         if line.strip() == JOINED:

@@ -38,9 +38,10 @@ def fmt_overhead(row: dict) -> str:
     return f"{ms(row['t_overhead_s'])} ± {ms(row.get('t_overhead_err_s') or 0.0)} ms"
 
 
-def kernel_lines(models, choice: str = "auto") -> list[str]:
+def kernel_lines(models, choice: str = "auto", mesh: str | None = None) -> list[str]:
     """A line for each model whose decode steps run XLA's products on a CPU although the kernel
-    was not ruled out by --kernels xla: what runs instead of specbench's kernel, and why."""
+    was not ruled out by --kernels xla: what runs instead of specbench's kernel, and why. On a
+    mesh (`mesh`, --mesh's text) XLA's products are the design, said once."""
     import jax
 
     from specbench.model.kernels import cpu
@@ -48,13 +49,15 @@ def kernel_lines(models, choice: str = "auto") -> list[str]:
 
     if choice == "xla" or jax.default_backend() != "cpu":
         return []
+    if mesh is not None:
+        return [f"--mesh {mesh}: the models run XLA's products, which split over the mesh's devices"]
     lines = []
     for m in models:
         if m is not None and network.encoder_decoder(m.config):
             lines.append(f"{m.name}: XLA's matrix products (specbench's kernels serve GPT-2s)")
         elif m is not None and layouts.kernels_used(m.params) == "xla":
             dtype = m.params["wte"].dtype
-            why = cpu.unavailable() or f"it multiplies float32 weights, and {m.name} is {dtype}"
+            why = cpu.unavailable() or f"the kernel multiplies float32 weights only; {m.name}'s are {dtype}"
             lines.append(
                 f"[yellow]{m.name}: XLA's matrix products, not specbench's CPU kernel ({why}): a step of "
                 f"several tokens costs 2-3x a 1-token step[/yellow]"
@@ -282,9 +285,10 @@ def budget_warning(row: dict) -> str | None:
     err = row.get("measured_over_accounted_err")
     spread = f" (± {err:.2f} at {row['repeats']} repeats)" if err is not None else ""
     return (
-        f"[yellow]the time account does not close: {gap}{spread}. The speedup above is not "
-        f"explained by its parts; likely causes: {load_text}, a part disturbed while it was timed, "
-        f"or too few repeats (a budget within 5% on a noisy host needs about 40)[/yellow]"
+        f"[yellow]the time account does not close: {gap}{spread}. The measured speedup "
+        f"({row['speedup']:.2f}×) is not explained by its parts; likely causes: {load_text}, a part "
+        "disturbed while it was timed, or too few repeats (a budget within 5% on a noisy host needs "
+        "about 40)[/yellow]"
     )
 
 

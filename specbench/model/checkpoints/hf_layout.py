@@ -67,8 +67,19 @@ def config_from_hf(d: dict) -> GPT2Config:
             n_vocab=int(d["vocab_size"]),
             layer_norm_epsilon=float(d.get("layer_norm_epsilon", 1e-5)),
         )
-    except (KeyError, TypeError, ValueError, AttributeError) as e:
-        raise WeightsError(f"config.json is not a GPT-2 config ({e!r})") from None
+    except KeyError as e:
+        raise WeightsError(f"config.json is not a GPT-2 config: it has no {e.args[0]!r}") from None
+    except (TypeError, ValueError, AttributeError) as e:
+        raise WeightsError(f"config.json is not a GPT-2 config ({type(e).__name__}: {e})") from None
+
+
+def model_type(directory: Path) -> str | None:
+    """config.json's model_type (None where the file or the field is missing, or it is not JSON)."""
+    try:
+        found = json.loads((directory / CONFIG_FILE).read_text()).get("model_type")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return found if isinstance(found, str) else None
 
 
 def read_config(directory: Path) -> GPT2Config:

@@ -113,7 +113,8 @@ def from_json(path: str) -> Tokenizer:
         data = Path(path).read_bytes()
         tok = HFTokenizer.from_str(data.decode("utf-8"))
     except Exception as e:  # noqa: BLE001 -- OSError, UnicodeDecodeError, and tokenizers' plain Exception
-        raise TokenizerError(f"cannot read the tokenizer {path}: {str(e).splitlines()[0][:200]}") from None
+        problem = f"cannot read the tokenizer {path}: {str(e).splitlines()[0][:200]}"
+        raise TokenizerError(problem, "draft") from None  # the model folder's: --draft/--target
     return Tokenizer(
         f"sha256:{hashlib.sha256(data).hexdigest()[:16]}",
         lambda text: tok.encode(text, add_special_tokens=False).ids,

@@ -117,6 +117,12 @@ def read_dir(directory: Path, dtype=jnp.float32):
     for layout in (t5_layout, llama_layout):
         if layout.is_dir_of(directory):
             return layout.load_dir(directory, dtype)
+    family = hf_layout.model_type(directory)
+    if family not in (None, "gpt2"):
+        supported = ", ".join(("gpt2", "t5", *llama_layout.FAMILIES))
+        raise WeightsError(
+            f"{directory}: model_type {family!r} is not one specbench reads (it reads {supported})"
+        )
     return hf_layout.load_dir(directory, dtype)
 
 
