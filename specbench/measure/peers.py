@@ -22,6 +22,7 @@ Prompt lookup has no peer here.
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import importlib.util
 import multiprocessing
@@ -89,6 +90,7 @@ class PeerProcess:
         # worker killed on its way out, or torch writing at exit, would leave its own behind)
         self._caches = tempfile.mkdtemp(prefix="specbench-peer-caches-")
         spec = {**spec, "caches": self._caches}
+        atexit.register(self.close)  # before multiprocessing ends the daemon worker at exit
         # a fresh interpreter, not a fork of this one and its XLA threads
         context = multiprocessing.get_context("spawn")
         self.name, self._conn = name, None
@@ -156,6 +158,7 @@ class PeerProcess:
     def close(self) -> None:
         if self._conn is not None:
             self._conn.close()
+            self._conn = None
         self._process.join(timeout=5)
         if self._process.is_alive():
             self._process.kill()
