@@ -25,6 +25,13 @@ PHASES = {
     "/jax/compilation_cache/cache_retrieval_time_sec": "cache read",
 }
 
+EVENTS = {  # the persistent compilation cache's counters (jax/_src/compiler.py, compilation_cache.py)
+    "/jax/compilation_cache/compile_requests_use_cache": "cache asked",
+    "/jax/compilation_cache/cache_hits": "cache hit",
+    "/jax/compilation_cache/cache_misses": "cache miss",
+}
+READ_ERROR = "Error reading persistent compilation cache entry"
+
 _log = {"file": None, "test": "(collection)"}
 
 
@@ -38,8 +45,32 @@ def _on_duration(event: str, seconds: float, **kwargs) -> None:
         _write(_log["test"], PHASES[event], kwargs.get("fun_name", ""), round(seconds, 4))
 
 
+def _on_event(event: str, **kwargs) -> None:
+    if event in EVENTS:
+        _write(_log["test"], EVENTS[event], "", 1)
+
+
+def _count_read_errors() -> None:
+    """Count the cache's read errors, which JAX reports as a warning (pyproject filters it)."""
+    import warnings
+
+    from jax._src import compiler
+
+    class Counting:
+        def __getattr__(self, name):
+            return getattr(warnings, name)
+
+        @staticmethod
+        def warn(message, *args, **kwargs):
+            if str(message).startswith(READ_ERROR):
+                _write(_log["test"], "cache read error", str(message)[len(READ_ERROR) :][:80], 1)
+            return warnings.warn(message, *args, **kwargs)
+
+    compiler.warnings = Counting()
+
+
 def pytest_configure(config) -> None:
-    """Open this process's log and listen to JAX's duration events."""
+    """Open this process's log and listen to JAX's duration events and cache counters."""
     from jax import monitoring
 
     if not hasattr(config, "workerinput") and getattr(config.option, "numprocesses", None):
@@ -49,6 +80,8 @@ def pytest_configure(config) -> None:
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
     _log["file"] = open(folder / f"events-{worker}.jsonl", "w", buffering=1)  # noqa: SIM115
     monitoring.register_event_duration_secs_listener(_on_duration)
+    monitoring.register_event_listener(_on_event)
+    _count_read_errors()
 
 
 def pytest_runtest_logstart(nodeid, location) -> None:
@@ -83,6 +116,13 @@ def summarize(folder: Path) -> None:
         span = (last or 0) - (first or 0)
         print(f"{log.stem}: tests busy {busy:.0f} s, first start to last end {span:.0f} s")
     phases = ["trace", "lower", "compile", "cache read"]
+    counts = collections.Counter()
+    for c in by_file.values():
+        counts.update({k: c[k] for k in ("cache asked", "cache hit", "cache miss", "cache read error")})
+    print(
+        f"\npersistent cache: {counts['cache asked']} programs asked it, {counts['cache hit']} hits, "
+        f"{counts['cache miss']} misses, {counts['cache read error']} read errors"
+    )
     print(f"\n{'file':34} {'tests':>7} " + " ".join(f"{p:>10}" for p in phases) + f" {'rest':>7}")
     for file, c in sorted(by_file.items(), key=lambda kv: -kv[1]["wall"]):
         rest = c["wall"] - sum(c[p] for p in phases)

@@ -46,6 +46,27 @@ def test_each_request_s_times_come_from_its_repeat_and_its_block_from_its_sequen
     assert first["accepted_per_verified"] == pytest.approx(8 / 12)
 
 
+def test_vllm_s_per_request_block_follows_its_definitions_on_a_hand_worked_round_sequence():
+    """K = 4, five rounds accepting 4, 2, 0, 4 and 1 drafts: 5 steps, 20 drafts, 11 accepted."""
+    hist = np.bincount([4, 2, 0, 4, 1], minlength=5)
+    block = requests.vllm_block(hist, 4)
+    assert block == {
+        "num_spec_steps": 5,
+        "num_draft_tokens": 20,
+        "num_accepted_draft_tokens": 11,
+        "draft_acceptance_rate": pytest.approx(11 / 20),
+        "mean_acceptance_length": pytest.approx(1 + 11 / 5),  # (11 accepted + 5 emitted) / 5 steps
+        "acceptance_histogram": [1, 1, 1, 0, 2],
+    }
+    ours = requests.speculative_block(hist, 4)
+    assert ours["acceptance_length"] == pytest.approx(block["mean_acceptance_length"])
+    assert ours["accepted_per_verified"] == pytest.approx(block["draft_acceptance_rate"])
+    idle = requests.vllm_block(np.zeros(5, int), 4)  # a sequence that ran no step: no rate
+    assert idle["draft_acceptance_rate"] is None and idle["mean_acceptance_length"] is None
+    (record, *_) = requests.records(fake_result(), ["p"])
+    assert record["speculative_decoding"]["num_spec_steps"] == 3
+
+
 def test_a_batch_s_sequences_share_their_repeat_s_times_and_keep_their_own_blocks():
     recs = requests.records(fake_result(B=2), ["a", "b"])
     assert len(recs) == 6 and [r["prompt_id"] for r in recs[:2]] == ["a", "b"]

@@ -42,7 +42,23 @@ def apply(options):
     return decorator
 
 
+def _compile_cache(ctx, param, no_cache: bool) -> None:
+    from specbench.measure import compile_cache
+
+    compile_cache.configure(not no_cache)
+
+
+compile_cache_option = click.option(  # every command that compiles (measure/compile_cache.py)
+    "--no-compile-cache",
+    is_flag=True,
+    expose_value=False,
+    callback=_compile_cache,
+    help="Compile every program anew: keep none in, and read none from, the user's cache folder "
+    "($XDG_CACHE_HOME/specbench/xla) [default: programs are kept there between runs].",
+)
+
 model = [
+    compile_cache_option,
     click.option(
         "--draft",
         default=None,

@@ -333,6 +333,7 @@ def run_report(row: dict, res, console: Console) -> None:
     console.print(
         f"[bold]speculative[/bold] ran [bold]{verdict(row)}[/bold] than autoregressive · "
         f"compile (excluded): {res.compile_s:.1f} s, {res.n_compiles} programs"
+        + (f", {res.n_cached} of them from the compile cache" if res.n_cached else "")
     )
     loop = repetition.warning(row)
     if loop:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import click
 
 from specbench.cli import distributed
+from specbench.cli.options import compile_cache_option
 from specbench.cli.params import CONTEXT_MAX, ITERS_MAX, K_MAX, KERNELS, Count, Finite, ListParam
 
 theory_cmd = [
@@ -81,4 +82,5 @@ roofline = [
         "--iters", type=Count(1, ITERS_MAX), default=20, show_default=True, help="Steps per device loop."
     ),
     distributed.mesh_option,
+    compile_cache_option,
 ]

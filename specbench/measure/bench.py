@@ -43,7 +43,8 @@ class BenchmarkResult:
     t_sd_start_s: float
     t_overhead_err_s: float  # σ of t_round - K t_draft - t_verify, from the spread of each timing
     compile_s: float
-    n_compiles: int
+    n_compiles: int  # programs made: compiled, or read from the persistent cache (compile_cache.py)
+    n_cached: int = 0  # of them, read from the cache
     batch: int = 1  # sequences decoded together (a refilled queue's slots); times are then per batch
     queue: int | None = None  # a refilled queue's requests (None: a fixed batch)
     ar_stats: DecodeStats | None = None  # AR's counts: its steps and starts
@@ -159,7 +160,7 @@ def run_benchmark(config: RunConfig, prompts: list[list[int]], on_progress=None)
         progress(total, total, "done")
     machine = load.others(before, load.snapshot(helpers))
     result = benchmark_result(prep, walls, outputs, steps, peer_out, machine, compile_s, compiles.count)
-    return dataclasses.replace(result, token_times=arrivals)
+    return dataclasses.replace(result, token_times=arrivals, n_cached=compiles.cached)
 
 
 def token_arrivals(prep: Prepared) -> dict[str, list[list[float]]]:

@@ -28,13 +28,16 @@ from specbench.model.nets.network import Model
 
 
 class CompileCounter:
-    """Counts XLA compilations inside a `with` block (jax.monitoring's backend-compile events)."""
+    """Counts the programs made inside a `with` block: XLA's compilations (jax.monitoring's
+    backend-compile events) and the programs read from the persistent cache instead (its hits;
+    measure/compile_cache.py). `count` is both."""
 
     _active: list[CompileCounter] = []
     _registered = False
 
     def __init__(self):
         self.count = 0
+        self.cached = 0
         self.seconds = 0.0
 
     @classmethod
@@ -44,9 +47,17 @@ class CompileCounter:
                 counter.count += 1
                 counter.seconds += duration
 
+    @classmethod
+    def _hits(cls, event: str, **_):
+        if event == "/jax/compilation_cache/cache_hits":
+            for counter in cls._active:
+                counter.count += 1
+                counter.cached += 1
+
     def __enter__(self):
         if not CompileCounter._registered:
             jax.monitoring.register_event_duration_secs_listener(CompileCounter._listener)
+            jax.monitoring.register_event_listener(CompileCounter._hits)
             CompileCounter._registered = True
         CompileCounter._active.append(self)
         return self

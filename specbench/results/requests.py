@@ -1,6 +1,7 @@
 """Per-request latency, as serving benchmarks report it (vLLM's benchmark_serving, AIPerf): every
 generation of every sequence is a request, with its time to first token (TTFT), its time per
-output token after the first (TPOT), its end-to-end latency (E2E) and its speculative block.
+output token after the first (TPOT), its end-to-end latency (E2E) and its speculative block, in
+specbench's terms and in vLLM's (vllm_block).
 
 What is measured and what is derived (docs/metrics.md, "Per request"):
   E2E   the generation's wall time, as the row's ar_times_s and sd_times_s hold it
@@ -47,6 +48,7 @@ def records(res, prompt_ids: list[str]) -> list[dict]:
             if arrivals and B == 1:  # the gaps between the tokens' arrivals (generate.token_times)
                 record |= {f"{m}_gaps_s": np.diff(arrivals[m][repeat]).tolist() for m in ("ar", "sd")}
             record |= speculative_block(np.asarray(hists[b]), c.K)
+            record["speculative_decoding"] = vllm_block(np.asarray(hists[b]), c.K)
             out.append(record)
     return out
 
@@ -59,9 +61,36 @@ def speculative_block(hist: np.ndarray, K: int) -> dict:
     accepted = int(np.dot(np.arange(len(hist)), hist))
     return {
         "rounds": rounds,
-        "acceptance_length": (accepted + rounds) / rounds if rounds else float("nan"),
-        "accepted_per_verified": accepted / (K * rounds) if rounds and K else float("nan"),
+        "acceptance_length": (accepted + rounds) / rounds if rounds else None,
+        "accepted_per_verified": accepted / (K * rounds) if rounds and K else None,
         "accepted_hist": hist.tolist(),
+    }
+
+
+def vllm_block(hist: np.ndarray, K: int) -> dict:
+    """The same sequence's rounds as vLLM reports a request's speculation: the per-request
+    `speculative_decoding` block of `--per-request-spec-decode-metrics` (vLLM PR #48915), with the
+    definitions of vLLM's v1 spec-decode metrics (vllm/v1/spec_decode/metrics.py):
+
+        num_spec_steps             verification steps (specbench's rounds)
+        num_draft_tokens           drafts proposed: K a step
+        num_accepted_draft_tokens  drafts accepted
+        draft_acceptance_rate      num_accepted_draft_tokens / num_draft_tokens
+        mean_acceptance_length     1 + num_accepted_draft_tokens / num_spec_steps (the bonus or
+                                   resampled token counted: specbench's acceptance_length)
+        acceptance_histogram       entry j: the steps that accepted exactly j drafts (j = 0..K)
+
+    A sequence that ran no step has null rates, as vLLM leaves them unset."""
+    steps = int(hist.sum())
+    accepted = int(np.dot(np.arange(len(hist)), hist))
+    drafted = K * steps
+    return {
+        "num_spec_steps": steps,
+        "num_draft_tokens": drafted,
+        "num_accepted_draft_tokens": accepted,
+        "draft_acceptance_rate": accepted / drafted if drafted else None,
+        "mean_acceptance_length": 1 + accepted / steps if steps else None,
+        "acceptance_histogram": hist.tolist(),
     }
 
 

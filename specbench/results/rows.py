@@ -92,6 +92,7 @@ def result_row(
         **_acceptance(st, c.K),
         **_account(res, ar, sd),
         "compile_s": res.compile_s,
+        "programs_cached": res.n_cached,
         "other_load": res.load.get("other_load"),
         "under_load": res.load.get("under_load"),
         "identical": (res.ar_tokens == res.sd_tokens) if c.warp.temperature == 0 else None,

@@ -141,6 +141,7 @@ FIELDS = [
     F("tokens_per_round_positional"),
     F("best_K_predicted", int),
     F("compile_s"),
+    F("programs_cached", int),  # of the programs compile_s made, those read from the persistent cache
     # how busy the machine was while the row was measured (load.py): other processes, in cores
     F("other_load", fmt=".2f"),
     F("under_load", bool),
