@@ -25,16 +25,16 @@ from test_verify import broken_block_verdict, broken_multi_draft_verdict, unskew
 
 # family: (the drafter's settings, the exact verdict, its broken control, draws)
 FAMILIES = {
-    "token": (dict(), accept_reject, broken_accept_reject, 3000),
-    "block": (dict(verify="block"), block_verdict, broken_block_verdict, 3000),
-    "drafts": (dict(drafts=3), multi_draft_verdict, broken_multi_draft_verdict, 3000),
-    "gbv": (dict(drafts=3, verify="gbv"), gbv_verdict, unskewed_gbv_verdict, 3000),
-    "tree": (dict(tree=Tree.branching((2, 1, 1))), tree_verdict, broken_tree_verdict, 3000),
+    "token": (dict(), accept_reject, broken_accept_reject, 500),
+    "block": (dict(verify="block"), block_verdict, broken_block_verdict, 20000),
+    "drafts": (dict(drafts=3), multi_draft_verdict, broken_multi_draft_verdict, 500),
+    "gbv": (dict(drafts=3, verify="gbv"), gbv_verdict, unskewed_gbv_verdict, 500),
+    "tree": (dict(tree=Tree.branching((2, 1, 1))), tree_verdict, broken_tree_verdict, 5000),
     "traversal": (
         dict(tree=Tree.branching((2, 2, 1)), verify="traversal"),
         traversal_verdict,
         skipped_correction,
-        3000,
+        500,
     ),
 }
 
@@ -46,7 +46,9 @@ def family_p_values(family: str, n_samples: int) -> tuple[dict, dict]:
     draft = noisy_copy(target, 0.3, 13)
     drafter = dataclasses.replace(drafters.model_drafter(draft.config), **settings)
     prompt, warp, K = [3, 7, 1], Warp(1.0), 3
-    draws = round_samples(draft.params, target, prompt, warp, K, drafter, (exact, broken), n_samples=n_samples)
+    draws = round_samples(
+        draft.params, target, prompt, warp, K, drafter, (exact, broken), n_samples=n_samples
+    )
     return tuple(role_p_values(target, prompt, warp, *d, K) for d in draws)
 
 

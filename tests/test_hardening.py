@@ -156,7 +156,7 @@ def test_an_unusable_model_folder_is_listed_with_its_reason_and_named_with_the_s
     assert "broken cannot be used:" in text and "broken/config.json is not JSON" in text
     assert "half cannot be used:" in text and "half/config.json is not a GPT-2 config" in text
     named = invoke("run", "--draft", "half", "--target", "half", "--dry-run")
-    assert_one_line_error(named, "--draft", "half/config.json is not a GPT-2 config")
+    assert_one_line_error(named, "--target", "half/config.json is not a GPT-2 config")  # named first
 
 
 def test_a_weights_folder_that_cannot_be_read_is_one_line(env, tmp_path, monkeypatch):

@@ -106,7 +106,7 @@ def test_an_empty_unreadable_or_missing_file_is_refused(tmp_path):
     for name, words in (
         ("empty.txt", "no prompt"),
         ("latin1.txt", "UTF-8"),
-        ("missing.txt", "cannot be read"),
+        ("missing.txt", "does not exist"),
     ):
         assert_one_line_error(invoke("prompts", "--prompts-file", tmp_path / name), "--prompts-file", words)
 

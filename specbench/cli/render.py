@@ -285,8 +285,9 @@ def budget_warning(row: dict) -> str | None:
     err = row.get("measured_over_accounted_err")
     spread = f" (± {err:.2f} at {row['repeats']} repeats)" if err is not None else ""
     return (
-        f"[yellow]the time account does not close: {gap}{spread}. The measured speedup "
-        f"({row['speedup']:.2f}×) is not explained by its parts; likely causes: {load_text}, a part "
+        f"[yellow]the time account does not close: {gap}{spread}. The measured speedup"
+        + (f" ({row['speedup']:.2f}×)" if row.get("speedup") is not None else "")
+        + f" is not explained by its parts; likely causes: {load_text}, a part "
         "disturbed while it was timed, or too few repeats (a budget within 5% on a noisy host needs "
         "about 40)[/yellow]"
     )
