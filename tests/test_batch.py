@@ -153,6 +153,7 @@ def batch_draws(small_pair):
     return target_marginals(target, prompts[1], warp, 3), {v: d[:, 1, 3:6] for v, d in zip(verdicts, draws)}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("verdict", [accept_reject, broken_accept_reject], ids=["exact", "broken"])
 def test_a_sequence_in_a_batch_follows_the_target_distribution(batch_draws, verdict, record_property):
     exact, draws = batch_draws

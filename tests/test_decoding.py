@@ -299,6 +299,7 @@ def token_draws(shared, small_pair, warp, layout):
     return shared(("tokens", warp, layout), make)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "warp, layout",
     [(Warp(1.0), "hf"), (Warp(0.8, top_k=5), "hf"), (Warp(1.2, top_p=0.85), "hf"), (Warp(1.0), "kernel")],
@@ -313,6 +314,7 @@ def test_speculative_sampling_follows_target_distribution(shared, small_pair, wa
     assert min(p_values) > P_THRESHOLD
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layout", ["hf", "kernel"])
 def test_broken_sampler_is_detected(shared, small_pair, layout, record_property):
     exact, (_, tokens) = token_draws(shared, small_pair, Warp(1.0), layout)
@@ -335,6 +337,7 @@ def full_round_draws(small_pair):
     return exact, dict(zip(verdicts, draws))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "verdict", [accept_reject, wrong_bonus_accept_reject], ids=["exact", "wrong-bonus-row"]
 )

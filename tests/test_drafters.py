@@ -133,6 +133,7 @@ def lookup_draws(shared, target, warp):
     return shared(("lookup", warp), make)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("warp", [Warp(1.0), Warp(0.8, top_k=5)], ids=["T1", "T0.8-topk5"])
 def test_lookup_sampling_follows_target_distribution(shared, small_target, warp, record_property):
     exact, tokens, _ = lookup_draws(shared, small_target, warp)
@@ -142,6 +143,7 @@ def test_lookup_sampling_follows_target_distribution(shared, small_target, warp,
     assert min(p_values) > P_THRESHOLD
 
 
+@pytest.mark.slow
 def test_lookup_broken_sampler_is_detected(shared, small_target, record_property):
     exact, _, tokens = lookup_draws(shared, small_target, Warp(1.0))
     p_values = [chi_square_p(tokens[:, i], exact[i]) for i in (1, 2)]
@@ -174,6 +176,7 @@ def noisy_draft_p_values(shared, small_target, case):
     return shared(("noisy", case), make)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", NOISY_DRAFTERS)
 def test_noisy_drafters_sampling_follows_target_distribution(shared, small_target, case, record_property):
     p_values, _ = noisy_draft_p_values(shared, small_target, case)
@@ -182,6 +185,7 @@ def test_noisy_drafters_sampling_follows_target_distribution(shared, small_targe
     assert min(p_values) > P_THRESHOLD
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", NOISY_DRAFTERS)
 def test_noisy_drafters_broken_sampler_is_detected(shared, small_target, case, record_property):
     _, p_values = noisy_draft_p_values(shared, small_target, case)

@@ -214,6 +214,7 @@ def role_draws(shared):
     return shared("eagle-roles", make)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ROLE_CASES)
 def test_every_role_of_an_eagle_round_follows_the_target(role_draws, case, record_property):
     target, draws = role_draws

@@ -121,6 +121,7 @@ def draws(shared):
     return shared("pallas-draws", make)
 
 
+@pytest.mark.slow
 def test_speculative_sampling_through_the_kernels_follows_the_target(draws):
     exact, (tokens, broken) = draws
     p_values = [chi_square_p(tokens[:, i], exact[i]) for i in (1, 2)]

@@ -233,6 +233,7 @@ def test_gloo_s_lines_never_reach_standard_output(capfdbinary):
     assert capfdbinary.readouterr().out == b"| table |\n"
 
 
+@pytest.mark.slow
 def test_a_refilled_t5_queue_decodes_each_request_as_autoregressive_decoding_does(env, tmp_path):
     """T5's decoder starts every request from its one start token (refill.serve's ends)."""
     pair = [

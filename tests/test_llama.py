@@ -257,6 +257,7 @@ def test_every_drafter_and_verdict_gives_ar_s_tokens_at_t0_with_drafts_accepted_
 TINY = LlamaConfig(n_layer=1, n_head=2, n_kv_head=1, n_embd=16, n_inner=24, n_vocab=12, n_ctx=16)
 
 
+@pytest.mark.slow
 def test_speculative_sampling_follows_the_llama_target_and_a_broken_verdict_fails(shared):
     from exactness import assert_follows_target
 
@@ -371,6 +372,7 @@ def test_the_family_s_limits_on_the_command_line_are_one_line_each(tiny_names, t
     assert listed.exit_code == 0 and "qwen2.5-0.5b" in listed.output and "494.0M" in listed.output
 
 
+@pytest.mark.slow
 def test_transformers_peer_decodes_the_family_s_random_weights_as_specbench_at_t0(llama_pair):
     """The peer loads random Llama-family weights saved in HF's layout (llama_layout.save) with
     AutoModelForCausalLM, and its generate and assisted generation give specbench's tokens."""

@@ -19,6 +19,7 @@ from specbench.model.nets import mesh
 from specbench.model.nets.gpt2 import GPT2Config, ungroup
 
 
+@pytest.mark.slow
 @pytest.mark.first  # a worker process of about 3 minutes: started before the other files
 def test_four_host_devices_run_the_sharded_target_exactly():
     env = dict(os.environ)
@@ -32,6 +33,7 @@ def test_four_host_devices_run_the_sharded_target_exactly():
     assert len(oks) == 4 + 4 + 3 + 1 + 1 + 1 + 1 + 1 + 1, done.stdout
 
 
+@pytest.mark.slow
 def test_two_processes_joined_by_jax_distributed_give_one_process_s_tokens(model_dirs, tmp_path):
     """`run --mesh tp=2` over 2 processes of one CPU device each (jax.distributed, gloo) decodes the
     tokens one process with 2 host devices decodes; process 0 alone writes its row."""

@@ -60,6 +60,7 @@ chi-square statistic was 445 on 9 degrees of freedom, where p = 1e-3 is 27.9 (th
 sampler's p-value 0.75)."""
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("broken", [False, True])
 def test_numpy_peer_first_token_follows_the_target_at_T1(small_pair, monkeypatch, broken):
     draft, target = small_pair
@@ -132,6 +133,7 @@ def test_run_with_the_numpy_peer_writes_a_row_per_implementation(env):
     assert "numpy AR and SD gave the same tokens as specbench" in result.output
 
 
+@pytest.mark.slow
 def test_sweep_with_a_peer_resumes_cell_by_cell(env, tmp_path):
     out = tmp_path / "s.json"
     args = ("sweep", *env, "-n", 6, "--repeats", 1, "-k", "1,2", "--peer", "numpy", "-o", out)
@@ -179,6 +181,7 @@ def test_transformers_without_the_extra_is_one_line_naming_it(env, monkeypatch):
 # transformers, where the peers extra is installed (CI installs it)
 
 
+@pytest.mark.slow
 def test_transformers_peer_gives_specbench_tokens_at_T0(env, model_dirs, monkeypatch):
     pytest.importorskip("transformers")
     pytest.importorskip("torch")
@@ -205,6 +208,7 @@ def test_transformers_peer_gives_specbench_tokens_at_T0(env, model_dirs, monkeyp
         assert not any(Path(s).exists() for s in scratch)
 
 
+@pytest.mark.slow
 def test_run_with_the_transformers_peer(env):
     pytest.importorskip("transformers")
     result = invoke("run", *env, "-n", 8, "--repeats", 1, "--peer", "transformers", "--export-json", "r.json")

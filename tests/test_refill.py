@@ -121,6 +121,7 @@ def test_run_serves_a_refilled_queue_and_its_row_says_so(env, tmp_path):
     assert_one_line_error(invoke("sweep", *env, "--refill", "--dry-run"), "--refill", "--batch")
 
 
+@pytest.mark.slow
 def test_a_refilled_request_follows_the_target_and_the_stale_key_control_does_not(small_pair, monkeypatch):
     """χ² per position over 1,024 requests of one prompt served on 4 refilled slots (each with its
     own key), against the target's exact marginals; the control reuses one random stream."""

@@ -44,6 +44,7 @@ def quick_report(tmp_path_factory, model_dirs):
     return out
 
 
+@pytest.mark.slow
 def test_the_report_writes_its_page_rows_and_plots(quick_report):
     files = {p.name for p in quick_report.iterdir()}
     assert {"index.html", "rows.json", "rows.csv", report.STATE_FILE} <= files
@@ -69,6 +70,7 @@ def test_the_report_writes_its_page_rows_and_plots(quick_report):
     assert "With distinct prompts" in html and "With one prompt repeated" in html
 
 
+@pytest.mark.slow
 def test_a_finished_report_without_its_page_gets_its_page_back_unmeasured(
     quick_report, tmp_path, model_dirs, monkeypatch
 ):
@@ -101,6 +103,7 @@ def test_a_finished_report_without_its_page_gets_its_page_back_unmeasured(
     assert f"{kept} rows kept in {copy}; run again with --resume -o {copy}" in last
 
 
+@pytest.mark.slow
 def test_resume_measures_only_what_is_missing(quick_report, tmp_path, model_dirs, monkeypatch):
     copy = tmp_path / "r"
     shutil.copytree(quick_report, copy)
@@ -125,6 +128,7 @@ def test_resume_measures_only_what_is_missing(quick_report, tmp_path, model_dirs
     assert dropped in {r["report_job"] for r in again}
 
 
+@pytest.mark.slow
 def test_report_bad_input_is_one_line_and_writes_nothing(quick_report, tmp_path, model_dirs):
     pair = ("--draft", model_dirs / "d", "--target", model_dirs / "t")
     other = tmp_path / "photos"
@@ -198,6 +202,7 @@ def chromium() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 
 
+@pytest.mark.slow
 def test_the_page_renders_in_headless_chromium(quick_report):
     webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is in the test extra")
     browser, driver_path = chromium(), shutil.which("chromedriver")

@@ -259,6 +259,7 @@ SMALL = T5Config(
 )
 
 
+@pytest.mark.slow
 def test_speculative_sampling_follows_the_t5_target_and_a_broken_verdict_fails(shared):
     from exactness import assert_follows_target
 
@@ -409,6 +410,7 @@ def test_a_t5_steps_flops_are_its_traced_matrix_products():
             assert step_costs.step_flops(m, n, 64) == 2 * multiply_adds(traced.jaxpr)
 
 
+@pytest.mark.slow
 def test_the_seeds_own_system_and_transformers_run_beside_specbench_on_a_t5_pair(tmp_path, env):
     from conftest import assert_one_line_error, invoke
 

@@ -48,6 +48,7 @@ def test_prepare_splits_by_document_and_ends_each_with_eot(data):
     assert not (first_words(tokens) & first_words(val))
 
 
+@pytest.mark.slow
 def test_target_then_distilled_draft_learn(data, tmp_path):
     out, _ = data
     tr, va = tdata.load_tokens(out, "train"), tdata.load_tokens(out, "val")
@@ -188,6 +189,7 @@ def test_missing_optax_is_one_line_and_exit_2(tmp_path):
     assert r.stderr.strip().count("\n") == 0 and "optax" in r.stderr and "Traceback" not in r.stderr
 
 
+@pytest.mark.slow
 def test_the_t5_pair_trains_on_passages_and_what_follows_and_decodes_through_the_cli(tmp_path, monkeypatch):
     """t5-prepare trains a BPE of its own on the documents, t5-target learns to continue a
     passage, t5-draft is distilled from it, and the two folders (tokenizer.json beside the

@@ -165,6 +165,7 @@ def broken_tree_verdict(key, tree, node_tokens, p, q):
     return tree_verdict(key, tree, node_tokens, p, q, without_replacement=False)
 
 
+@pytest.mark.slow
 def test_every_role_of_a_tree_round_follows_the_target_and_the_broken_control_does_not():
     import dataclasses
 
@@ -189,6 +190,7 @@ def test_every_role_of_a_tree_round_follows_the_target_and_the_broken_control_do
         assert (min(p_values.values()) > P_THRESHOLD) == exact
 
 
+@pytest.mark.slow
 def test_a_tree_drafted_over_a_restricted_head_is_exact_too():
     # the draft's head keeps some tokens only (draft_vocab.py): siblings are drawn among them, p
     # is zero elsewhere, and every role still follows the target
@@ -244,6 +246,7 @@ def traversal_draws():
     return target, dict(zip(("traversal", "traversal-uncorrected", "recursive"), draws))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", ["traversal", "traversal-uncorrected"])
 def test_every_role_of_a_traversal_round_follows_the_target_and_the_uncorrected_one_does_not(
     traversal_draws, variant, record_property
@@ -260,6 +263,7 @@ def test_every_role_of_a_traversal_round_follows_the_target_and_the_uncorrected_
     assert (min(p_values.values()) > P_THRESHOLD) == (variant == "traversal")
 
 
+@pytest.mark.slow
 def test_traversal_accepts_more_per_round_than_the_recursion_from_the_root(traversal_draws):
     _, draws = traversal_draws
     mean = {name: draws[name][1].mean() for name in ("traversal", "recursive")}
@@ -422,6 +426,7 @@ def dynamic_without_residual(key, tree, node_tokens, p, q):
     return tree_verdict(key, tree, node_tokens, p, q, certain=True, update_residual=False)
 
 
+@pytest.mark.slow
 def test_every_role_of_a_dynamic_tree_round_follows_the_target_and_the_broken_control_does_not():
     import dataclasses
     import functools

@@ -287,6 +287,7 @@ def role_draws(shared, role_pair, settings):
     return shared(("roles", *sorted(settings.items())), make)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", list(CASES))
 def test_every_role_of_a_round_follows_the_target(shared, role_pair, case, record_property):
     draft, target = role_pair
@@ -303,6 +304,7 @@ def test_every_role_of_a_round_follows_the_target(shared, role_pair, case, recor
         assert min(p_values.values()) < P_THRESHOLD
 
 
+@pytest.mark.slow
 def test_block_verification_accepts_more_per_round_than_token_by_token(shared, role_pair):
     # the exact samplers' draws of the tests above
     mean = {
@@ -311,6 +313,7 @@ def test_block_verification_accepts_more_per_round_than_token_by_token(shared, r
     assert mean["block"] > mean["token"]
 
 
+@pytest.mark.slow
 def test_greedy_multi_path_block_verification_accepts_more_than_specinfers_recursion(shared, role_pair):
     # Thomas and Pal 2026 report more tokens per round than SpecInfer's recursion over k drafts
     mean = {

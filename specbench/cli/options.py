@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from specbench import prompts
-from specbench.cli import distributed
+from specbench.cli import distributed, paths
 from specbench.cli.helptext import ACCEPTANCE_HELP, DRAFT_VOCAB_HELP, DRAFTS_HELP, KERNELS_HELP, VERIFY_HELP
 from specbench.cli.params import (
     BATCH_MAX,
@@ -29,6 +29,7 @@ from specbench.cli.params import (
     TreeShape,
     peer_list,
 )
+from specbench.cli.step_options import compile_cache_option
 
 
 def apply(options):
@@ -41,21 +42,6 @@ def apply(options):
 
     return decorator
 
-
-def _compile_cache(ctx, param, no_cache: bool) -> None:
-    from specbench.measure import compile_cache
-
-    compile_cache.configure(not no_cache)
-
-
-compile_cache_option = click.option(  # every command that compiles (measure/compile_cache.py)
-    "--no-compile-cache",
-    is_flag=True,
-    expose_value=False,
-    callback=_compile_cache,
-    help="Compile every program anew: keep none in, and read none from, the user's cache folder "
-    "($XDG_CACHE_HOME/specbench/xla) [default: programs are kept there between runs].",
-)
 
 model = [
     compile_cache_option,
@@ -162,13 +148,7 @@ peer = [
         "warfield (the seed's greedy T5 system, no cache; a T5 pair). Repeatable, or a comma list.",
     ),
 ]
-exports = [
-    click.option("--export-csv", type=str, default=None, metavar="PATH", help="Write CSV ('-' = stdout)."),
-    click.option("--export-json", type=str, default=None, metavar="PATH", help="Write JSON ('-' = stdout)."),
-    click.option(
-        "--export-markdown", type=str, default=None, metavar="PATH", help="Write Markdown ('-' = stdout)."
-    ),
-]
+exports = paths.export_options  # run's, sweep's and roofline's
 refill = [  # run's and sweep's (model/decode/refill.py)
     click.option(
         "--refill",

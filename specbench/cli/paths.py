@@ -8,6 +8,8 @@ import datetime
 import os
 from pathlib import Path
 
+import click
+
 from specbench.cli.console import BadInput
 from specbench.errors import ExportError
 from specbench.results import export
@@ -128,3 +130,12 @@ def check_new_file(output: str, suffix: str, force: bool) -> None:
         export.check_writable(output)
     except ExportError as e:
         raise BadInput("--output", str(e)) from None
+
+
+export_options = [  # --export-csv, --export-json, --export-markdown: check_exports reads them
+    click.option("--export-csv", type=str, default=None, metavar="PATH", help="Write CSV ('-' = stdout)."),
+    click.option("--export-json", type=str, default=None, metavar="PATH", help="Write JSON ('-' = stdout)."),
+    click.option(
+        "--export-markdown", type=str, default=None, metavar="PATH", help="Write Markdown ('-' = stdout)."
+    ),
+]

@@ -39,9 +39,8 @@ def fmt_overhead(row: dict) -> str:
 
 
 def kernel_lines(models, choice: str = "auto", mesh: str | None = None) -> list[str]:
-    """A line for each model whose decode steps run XLA's products on a CPU although the kernel
-    was not ruled out by --kernels xla: what runs instead of specbench's kernel, and why. On a
-    mesh (`mesh`, --mesh's text) XLA's products are the design, said once."""
+    """A line for each model whose decode steps run XLA's products on a CPU although --kernels did
+    not ask for them: what runs instead of specbench's kernel, and why (on --mesh: by design)."""
     import jax
 
     from specbench.model.kernels import cpu

@@ -1,14 +1,30 @@
 """The options of the two commands that decode nothing: `theory`, the speedup formula as a
 calculator, and `roofline`, decode steps against their memory and compute roofs (the decoding
-commands' options: options.py)."""
+commands' options: options.py); and --no-compile-cache, which every command that compiles takes."""
 
 from __future__ import annotations
 
 import click
 
 from specbench.cli import distributed
-from specbench.cli.options import compile_cache_option
 from specbench.cli.params import CONTEXT_MAX, ITERS_MAX, K_MAX, KERNELS, Count, Finite, ListParam
+
+
+def use_compile_cache(ctx, param, no_cache: bool) -> None:
+    """--no-compile-cache's callback, run as the flags are read, before any program compiles."""
+    from specbench.measure import compile_cache
+
+    compile_cache.configure(not no_cache)
+
+
+compile_cache_option = click.option(  # every command that compiles (measure/compile_cache.py)
+    "--no-compile-cache",
+    is_flag=True,
+    expose_value=False,
+    callback=use_compile_cache,
+    help="Compile every program anew: keep none in, and read none from, the user's cache folder "
+    "($XDG_CACHE_HOME/specbench/xla) [default: programs are kept there between runs].",
+)
 
 theory_cmd = [
     click.option(
