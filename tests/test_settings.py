@@ -20,11 +20,13 @@ def parsed(command: str, *args: str) -> tuple[dict, set[str]]:
 
 
 def planned(make, command: str, *args: str):
-    """make(flags, given) as `specbench COMMAND ARGS` calls it, inside its click context."""
+    """make(settings) as `specbench COMMAND ARGS` calls it, inside its click context: the flags
+    made into one Settings (run's and trace's by of_run, sweep's by of_sweep), checked once."""
     ctx = cli.commands[command].make_context(command, list(args))
     given = {n for n in ctx.params if ctx.get_parameter_source(n) == click.core.ParameterSource.COMMANDLINE}
+    build = Settings.of_sweep if command == "sweep" else Settings.of_run
     with ctx:
-        return make(ctx.params, given)
+        return make(build(ctx.params, given))
 
 
 @pytest.mark.parametrize(
@@ -88,6 +90,27 @@ def test_a_tree_sets_K_without_touching_the_flags():
     f, given = parsed("sweep", "--tree", "2,2", "--K", "3")
     with pytest.raises(BadInput, match="depth 2 drafts K = 2"):
         Settings.of_sweep(f, given)
+
+
+def test_the_settings_carry_the_models_prompts_and_output_and_nothing_below_takes_the_flags():
+    import inspect
+
+    from specbench.cli import checks, distributed, loading, paths, predict_view, processes, report, suites
+
+    f, given = parsed(
+        "run", "--target", "t", "--draft", "d", "--dtype", "bfloat16", "--mesh", "tp=1", "-t", "1"
+    )
+    s = Settings.of_run(f, given)
+    assert (s.models.target, s.models.draft, s.models.dtype, s.models.mesh) == ("t", "d", "bfloat16", "tp=1")
+    assert s.prompts.text == f["prompt"] and s.output.save and "temperature" in s.given
+    f, given = parsed("sweep", "--prompts", "fairy", "-o", "x.json", "--export-csv", "-")
+    s = Settings.of_sweep(f, given)
+    assert (s.prompts.spec, s.output.path, s.output.export_paths["csv"]) == ("fairy", "x.json", "-")
+    modules = (checks, distributed, loading, paths, plan, predict_view, processes, report, suites, sweep_plan)
+    for module in modules:  # no function below cli/main.py takes the flags dict
+        for name, fn in inspect.getmembers(module, inspect.isfunction):
+            if fn.__module__ == module.__name__:
+                assert not {"f", "flags"} & set(inspect.signature(fn).parameters), (module.__name__, name)
 
 
 def test_each_setting_is_refused_where_the_settings_are_built():

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 
 from specbench.cli.console import BadInput, bad_input
 from specbench.cli.params import NGRAM_MAX, VERIFY_SHAPES, DynamicTree, tree_depth
-from specbench.cli.paths import FORMATS
 from specbench.errors import DecodeError
 
 if TYPE_CHECKING:
@@ -26,18 +25,18 @@ def kinds_that(trait: str) -> tuple[str, ...]:
     return drafters.kinds_that(trait)
 
 
-def check_settings(s: Settings, f: dict, given: set[str]) -> None:
-    """Every setting of a grid, before any model is loaded (settings.Settings builds through here).
-    `f`, the flags, for what the Settings does not hold (the models, the exports, the prompt)."""
-    check_no_effect(s, f, given)
-    check_drafter_flags(s, f)
+def check_settings(s: Settings) -> None:
+    """Every setting of a grid, before any model is loaded (settings.Settings builds through here,
+    once)."""
+    check_no_effect(s)
+    check_drafter_flags(s)
     check_method_flags(s)
     check_tree(s)
     check_refill(s)
     check_placement(s)
 
 
-def check_drafter_flags(s: Settings, f: dict) -> None:
+def check_drafter_flags(s: Settings) -> None:
     """The drafter flags."""
     from specbench.model.decode.drafters import KINDS
 
@@ -45,7 +44,7 @@ def check_drafter_flags(s: Settings, f: dict) -> None:
     for kind in kinds:
         if kind not in KINDS:
             raise BadInput("--drafter", f"{kind!r} is not a drafter; use {', '.join(KINDS)}")
-    if f.get("draft") is not None and not any(KINDS[k].draft_model for k in kinds):
+    if s.models.draft is not None and not any(KINDS[k].draft_model for k in kinds):
         raise BadInput(
             "--draft", f"only the model drafter uses a draft model ({', '.join(kinds)} draft without one)"
         )
@@ -221,8 +220,9 @@ def check_batch(
         )
 
 
-def check_no_effect(s: Settings, f: dict, given: set[str]) -> None:
+def check_no_effect(s: Settings) -> None:
     """A flag that would change nothing in this configuration is refused, not silently ignored."""
+    given = s.given
     if {"prompt", "prompt_id"} <= given:
         raise BadInput("--prompt/--prompt-id", "give one of them: a text, or the id of a built-in prompt")
     greedy = all(t == 0 for t in s.temperatures)
@@ -248,7 +248,7 @@ def check_no_effect(s: Settings, f: dict, given: set[str]) -> None:
         raise BadInput("--K", f"a tree of depth {depth} drafts K = {depth}: leave out --K")
     if "draft_confidence" in given and not s.drafting.dynamic_K:
         raise BadInput("--draft-confidence", "is dynamic K's threshold: it needs --dynamic-K")
-    if sum(f.get(flag) == "-" for flag in FORMATS) > 1:
+    if sum(path == "-" for _, path in s.output.exports) > 1:
         raise BadInput(
             "--export-*", "only one export can go to standard output ('-'); write the others to files"
         )

@@ -9,15 +9,20 @@ ends in one line naming the process, within --join-timeout while joining."""
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import socket
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from specbench.cli import processes
 from specbench.cli.console import BadInput
 from specbench.cli.params import Count
+
+if TYPE_CHECKING:
+    from specbench.cli.settings import Processes, Settings
 
 FLAGS = "--coordinator/--processes/--process-id"
 
@@ -55,46 +60,46 @@ options = [
 ]
 
 
-def join(f: dict) -> bool:
-    """Join the run's processes where the flags say so (jax.distributed.initialize); whether this
-    process reports (process 0, or a run of one process). BadInput in one line for flags that do
-    not go together, or a coordinator that cannot be reached."""
-    given = (f["coordinator"], f["processes"], f["process_id"])
+def join(s: Settings, p: Processes) -> tuple[bool, Settings]:
+    """Join the run's processes where --coordinator/--processes/--process-id say so
+    (jax.distributed.initialize): (whether this process reports, process 0 or a run of one
+    process; the settings it runs, a follower's writing nothing). BadInput in one line for flags
+    that do not go together, or a coordinator that cannot be reached."""
+    given = (p.coordinator, p.count, p.index)
     if all(v is None for v in given):
-        return True
+        return True, s
     if any(v is None for v in given):
         raise BadInput(FLAGS, "give all three, or none")
-    if f["process_id"] >= f["processes"]:
-        raise BadInput("--process-id", f"must be 0..{f['processes'] - 1} for --processes {f['processes']}")
-    if not f["mesh"]:
+    if p.index >= p.count:
+        raise BadInput("--process-id", f"must be 0..{p.count - 1} for --processes {p.count}")
+    if not s.models.mesh:
         raise BadInput(
             "--processes", "the processes split one target: give --mesh tp=N (N: their devices in all)"
         )
-    host, port = address(f["coordinator"])
-    if f.get("dry_run"):  # the flags are checked; a dry run joins nothing, so this process sees its
-        f["mesh"] = None  # own devices only: the split over the processes is the real run's
-        return f["process_id"] == 0
+    host, port = address(p.coordinator)
+    leader = p.index == 0
+    if s.dry_run:  # the flags are checked; a dry run joins nothing, so this process sees its own
+        return leader, dataclasses.replace(s, models=dataclasses.replace(s.models, mesh=None))  # devices
     if not processes.in_child():  # watched from outside: the child joins (processes.py)
-        if f["process_id"] == 0:
+        if leader:
             check_free(host, port)
-        sys.exit(processes.supervise(f))
+        sys.exit(processes.supervise(p))
     processes.watch_parent()
     import jax
 
     jax.config.update("jax_cpu_collectives_implementation", "gloo")  # a CPU's; a GPU's are NCCL's
     try:  # the watching process gives up first, at --join-timeout, in one line
         jax.distributed.initialize(
-            f["coordinator"],
-            f["processes"],
-            f["process_id"],
-            initialization_timeout=int(f["join_timeout"]) + 30,
+            p.coordinator, p.count, p.index, initialization_timeout=int(p.join_timeout) + 30
         )
     except Exception as e:  # noqa: BLE001 -- jax raises RuntimeError, ValueError or XlaRuntimeError here
         raise BadInput(
-            "--coordinator", f"cannot join the run at {f['coordinator']}: {str(e).splitlines()[0][:160]}"
+            "--coordinator", f"cannot join the run at {p.coordinator}: {str(e).splitlines()[0][:160]}"
         ) from None
     print(processes.JOINED, file=sys.stderr, flush=True)
-    return f["process_id"] == 0
+    from specbench.cli.settings import Output
+
+    return leader, s if leader else dataclasses.replace(s, output=Output())  # process 0 alone writes
 
 
 def address(text: str) -> tuple[str, int]:
@@ -116,8 +121,3 @@ def check_free(host: str, port: int) -> None:
         except OSError as e:
             why = "is in use" if e.errno == errno.EADDRINUSE else f"cannot be served here ({e.strerror or e})"
             raise BadInput("--coordinator", f"port {port} of {host} {why}: choose another") from None
-
-
-def follower(f: dict) -> dict:
-    """A follower's flags: it saves and exports nothing (process 0 does)."""
-    return f | {"save": False, "export_csv": None, "export_json": None}

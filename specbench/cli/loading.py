@@ -142,7 +142,7 @@ def on_mesh(draft, target, text: str | None):
     return d, t
 
 
-def load_head(f: dict, target):
+def load_head(named: str | None, target):
     """The EAGLE head that --eagle-head names, as a Model (eagle_files.load), for this target: by default
     the folder <target's name>-eagle in gpt2_weights/ (the bundled tiny-target-eagle)."""
     from specbench.model.checkpoints import eagle_files, weights
@@ -152,7 +152,6 @@ def load_head(f: dict, target):
         raise BadInput(
             "--drafter", f"{target.name} is a T5: it drafts with a model, lookup or the dial so far"
         )
-    named = f.get("eagle_head")
     path = Path(named).expanduser() if named else weights.weights_dir() / f"{target.name}-eagle"
     if not named and not path.is_dir():
         raise BadInput(

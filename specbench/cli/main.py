@@ -19,6 +19,7 @@ from specbench.cli import (
     distributed,
     helptext,
     peers_view,
+    plot_view,
     predict_view,
     render,
     step_options,
@@ -28,9 +29,8 @@ from specbench.cli import (
 )
 from specbench.cli import options as opt
 from specbench.cli.console import BadInput, SpecbenchGroup, bad_input, given, interrupt_note, make_console
-from specbench.cli.paths import check_new_file
 from specbench.cli.progress import progress as progress_bar
-from specbench.errors import ExportError, SpecbenchError
+from specbench.errors import SpecbenchError
 from specbench.results import export, theory
 
 K_SEARCH = 64  # theory --alpha looks for the optimal K in 1..K_SEARCH
@@ -62,17 +62,18 @@ def cli():
 def run(**flags):
     """One configuration: autoregressive against speculative decoding, side by side."""
     from specbench.cli import plan
+    from specbench.cli.settings import Settings, processes_of
     from specbench.measure import bench
 
-    leader = distributed.join(flags)  # before JAX starts
-    flags = flags if leader else distributed.follower(flags)
-    p = plan.run_plan(flags, given())
+    s = Settings.of_run(flags, given())  # every setting checked, once
+    leader, s = distributed.join(s, processes_of(flags))  # before JAX starts
+    p = plan.run_plan(s)
     quiet = None if leader else open(os.devnull, "w")  # noqa: SIM115 -- the process's life long
     console = make_console(*p.exports.values()) if leader else Console(file=quiet)
     console.print(render.run_header(p.job, p.job.config.draft, p.job.config.target))
-    for line in render.kernel_lines(p.job.config.models, flags["kernels"], flags["mesh"]):
+    for line in render.kernel_lines(p.job.config.models, s.models.kernels, s.models.mesh):
         console.print(line)
-    if flags["dry_run"]:
+    if s.dry_run:
         tables.dry_run(
             console, [p.job], plan.program_sets([p.job]), plan.estimate_seconds([p.job]), p.save_path
         )
@@ -115,9 +116,10 @@ def sweep(**flags):
     is saved at once."""
     from specbench.cli import plan, sweep_plan
     from specbench.cli.jobs import measure_into
+    from specbench.cli.settings import Settings
     from specbench.results.schema import sweep_key
 
-    p = sweep_plan.sweep_plan(flags, given())
+    p = sweep_plan.sweep_plan(Settings.of_sweep(flags, given()))
     console = make_console(*p.exports.values())
     rows = list(p.rows)
     if flags["dry_run"]:
@@ -169,10 +171,11 @@ def trace(**flags):
     """One generation shown round by round: accepted drafts, the rejected draft (struck
     through), and the resampled or bonus token."""
     from specbench.cli import plan
+    from specbench.cli.settings import Settings
     from specbench.model import generate
     from specbench.model.checkpoints import tokenizer
 
-    p = plan.trace_plan(flags, given())
+    p = plan.trace_plan(Settings.of_run(flags, given()))
     if flags["dry_run"]:
         click.echo(
             f"dry run: one generation of {p.n_tokens} tokens, K={p.K}, drafted by {p.draft_name}; nothing run"
@@ -242,44 +245,16 @@ def models_download(name):
 @opt.apply(opt.prompts_file + [opt.seed])
 def prompts_cmd(**flags):
     """The built-in prompt suite, by category; with --prompts-file, that file's prompts, checked."""
+    from specbench.cli.settings import PromptChoice
     from specbench.cli.suites import suite_of
 
-    tables.prompts_table(make_console(), suite_of(flags))
+    choice = PromptChoice(
+        file=flags["prompts_file"], **{k: flags[k] for k in ("per_category", "sample", "limit")}
+    )
+    tables.prompts_table(make_console(), suite_of(choice, flags["seed"]))
 
 
-@cli.command()
-@click.argument("file", type=click.Path(exists=True, dir_okay=False))
-@click.option("--output", "-o", default=None, metavar="PNG", help="[default: FILE's name with .png, here]")
-@click.option("--force", is_flag=True, help="Replace an existing PNG.")
-@click.option("--budget", is_flag=True, help="Draw each row's time budget (AR beside SD) as stacked bars.")
-def plot(file, output, force, budget):
-    """Speedup and tokens/round against K from a JSON results file, with the theory curve; speedup
-    and throughput against batch size when the file varies it (sweep --batch)."""
-    from specbench.results.schema import missing_for_plot
-
-    try:
-        from specbench.results import plot as plotting
-    except ImportError:
-        raise BadInput("plot", "needs matplotlib: pip install -e '.[plot]'") from None
-    try:
-        rows = export.read_json(file)
-    except ExportError as e:
-        raise BadInput("FILE", str(e)) from None
-    rows = [r for r in rows if r.get("implementation", "specbench") == "specbench"]  # peers: no theory
-    missing = missing_for_plot(rows)
-    if missing:
-        raise BadInput("FILE", f"{file}: {missing}; plot needs rows written by `specbench run` or `sweep`")
-    stem = Path(file).name.removesuffix(".xz").removesuffix(".json")
-    output = output or f"{stem}.png"  # in the working directory, not beside FILE
-    check_new_file(output, ".png", force)
-    if budget:
-        lacking = plotting.missing_for_budget(rows)
-        if lacking:
-            raise BadInput("--budget", f"{file}: {lacking}, so its time budget cannot be drawn: rerun it")
-        plotting.plot_budget(rows, output)
-    else:
-        plotting.plot_rows(rows, output)
-    click.echo(f"wrote {output}")
+cli.add_command(plot_view.plot)
 
 
 @cli.command("roofline")
@@ -302,7 +277,9 @@ def roofline_cmd(**flags):
     from specbench.results.schema import ROOFLINE_COLUMNS
 
     kernels_name = lambda model: kernels_used(model.params)
-    runs, exports = plan.roofline_plan(flags)
+    from specbench.cli.settings import Roofline
+
+    runs, exports = plan.roofline_plan(Roofline.of_flags(flags))
     console = make_console(*exports.values())
     # a line for a network no variant runs on the kernel (with --kernels cpu,xla, XLA is asked for)
     on_kernel = {model.name for model, _ in runs if kernels_name(model) == "cpu"}
@@ -335,8 +312,9 @@ def report(**flags):
     temperature, drafters, batch size, exactness) measured with one pair, as a web page with its
     rows. Every row is saved as it finishes; Ctrl-C keeps them, and --resume completes the report."""
     from specbench.cli.report_command import make_report
+    from specbench.cli.settings import Settings
 
-    make_report(flags)
+    make_report(Settings.of_report(flags, given()), flags["quick"])
 
 
 def main(note=None):

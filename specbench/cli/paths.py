@@ -14,8 +14,6 @@ from specbench.cli.console import BadInput
 from specbench.errors import ExportError
 from specbench.results import export
 
-FORMATS = {"export_csv": "csv", "export_json": "json", "export_markdown": "markdown"}
-
 
 def stamp() -> str:
     return datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -42,18 +40,18 @@ def results_dir(create: bool = True) -> Path:
     return Path.cwd()
 
 
-def check_exports(f: dict, output: str | None = None) -> dict[str, str | None]:
-    """Every --export-* path (and sweep's --output): the right extension, and writable, before any
-    work. Returns {format: path} for export.write_all."""
-    paths = {flag: f.get(flag) for flag in FORMATS}
-    for flag, path in [*paths.items(), ("output", output)]:
+def check_exports(exports: dict[str, str | None], output: str | None = None) -> dict[str, str | None]:
+    """Every --export-* path ({format: path}) and sweep's --output: the right extension, and
+    writable, before any work. Returns them for export.write_all."""
+    named = [(f"--export-{fmt}", fmt, path) for fmt, path in exports.items()] + [("--output", "json", output)]
+    for flag, fmt, path in named:
         if path:
             try:
                 export.check_writable(path)
-                export.check_extension(path, FORMATS.get(flag, "json"))
+                export.check_extension(path, fmt)
             except ExportError as e:
-                raise BadInput("--" + flag.replace("_", "-"), str(e)) from None
-    return {FORMATS[flag]: path for flag, path in paths.items()}
+                raise BadInput(flag, str(e)) from None
+    return dict(exports)
 
 
 def check_save_path(path: Path, flag: str = "--save") -> None:

@@ -27,7 +27,7 @@ from specbench.cli.paths import (
     results_dir,
     stamp,
 )
-from specbench.cli.settings import Settings
+from specbench.cli.settings import Roofline, Settings
 from specbench.cli.suites import origin, resolve_prompt, suite_of
 from specbench.errors import WeightsError
 from specbench.model.checkpoints import tokenizer
@@ -42,16 +42,16 @@ class RunPlan:
     save_path: Path | None
 
 
-def drafter_models(s: Settings, f: dict) -> tuple[dict, object]:
+def drafter_models(s: Settings) -> tuple[dict, object]:
     """({kind: the model it drafts with: the draft model, the EAGLE head or None}, the target),
     each loaded once and only where one of the kinds needs it."""
-    kinds = s.kinds
+    kinds, m = s.kinds, s.models
     need_draft = bool(set(kinds_that("draft_model")) & set(kinds))
-    model_flags = (f["kernels"], f["random_init"], f["mesh"], s.draft_device)
-    d, t = load_pair(f["draft"], f["target"], f["dtype"], need_draft, *model_flags)
-    if f["mesh"] and set(kinds_that("features")) & set(kinds):
+    model_flags = (m.kernels, m.random_init, m.mesh, s.draft_device)
+    d, t = load_pair(m.draft, m.target, m.dtype, need_draft, *model_flags)
+    if m.mesh and set(kinds_that("features")) & set(kinds):
         raise BadInput("--drafter", "eagle does not run on a mesh yet: its head is not placed there")
-    head = load_head(f, t) if set(kinds_that("features")) & set(kinds) else None
+    head = load_head(m.eagle_head, t) if set(kinds_that("features")) & set(kinds) else None
     return {kind: drafting_model(kind, d, head) for kind in kinds}, t
 
 
@@ -66,33 +66,32 @@ def check_fit(s: Settings, suite, encoded: dict[str, list[int]], base: Base, t) 
     check_batch(b, s.host_loop, drafter, base.model, t, list(encoded.values()), s.n_tokens, K_max)
 
 
-def run_plan(f: dict, given: set[str]) -> RunPlan:
-    """`run`: one configuration, checked, as a grid of one cell. `given`: the flags the user set."""
-    s = Settings.of_run(f, given)
-    suite = suite_of(f)
-    chose_prompt = bool({"prompt", "prompt_id"} & given)
-    exports = check_exports(f)
-    save_path = results_dir(create=False) / f"run-{stamp()}.json" if f["save"] else None
+def run_plan(s: Settings) -> RunPlan:
+    """`run`: one configuration (Settings.of_run, checked), planned as a grid of one cell."""
+    suite = suite_of(s.prompts, s.seed)
+    chose_prompt = bool({"prompt", "prompt_id"} & s.given)
+    exports = check_exports(s.output.export_paths)
+    save_path = results_dir(create=False) / f"run-{stamp()}.json" if s.output.save else None
     if save_path:
         check_save_path(save_path)
-    prompt, prompt_id = resolve_prompt(f, given, suite)
+    prompt, prompt_id = resolve_prompt(s.prompts, s.given, suite)
     batch, queue = s.most_batch, s.queue_for(s.most_batch)
     # a batch (or a queue): the suite's prompts cycled, unless a prompt was chosen, then repeated
     chosen = {prompt_id: prompt} if chose_prompt or (batch == 1 and not queue) else suite.texts()
     if (batch > 1 or queue) and not chose_prompt:
         prompt_id = "all"
-    models, t = drafter_models(s, f)
+    models, t = drafter_models(s)
     made = grid.bases(s, models, t)
     by_id = {pid: tokenizer.for_model(t).encode(text) for pid, text in chosen.items()}
     ((kind, base),) = made.items()  # run's one drafter
-    start = not f["dry_run"]  # a dry run starts no peer
+    start = not s.dry_run  # a dry run starts no peer
     check_fit(s, suite, by_id, base, t)
     peers = {kind: load_peers(s.peers, grid.first(s, base)[0], base.model, t, batch, start, s.temperatures)}
     unit = grid.Unit(prompt_id, suite.batch_ids(chosen, queue or batch), batch if queue else None)
     (planned,) = grid.grid(s, made, t, [unit], (suite, chosen, by_id), peers)
-    if save_path and not f["dry_run"]:
+    if save_path and not s.dry_run:
         results_dir(create=True)  # every check has passed: the folder the user named can be made
-    return RunPlan(planned.job, f["dtype"], exports, save_path)
+    return RunPlan(planned.job, s.models.dtype, exports, save_path)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,12 +108,11 @@ class TracePlan:
     seed: int
 
 
-def trace_plan(f: dict, given: set[str]) -> TracePlan:
-    """`trace`: one generation, checked."""
-    s = Settings.of_run(f, given)
-    suite = suite_of(f)
-    prompt, prompt_id = resolve_prompt(f, given, suite)
-    models, t = drafter_models(s, f)
+def trace_plan(s: Settings) -> TracePlan:
+    """`trace`: one generation (Settings.of_run, checked)."""
+    suite = suite_of(s.prompts, s.seed)
+    prompt, prompt_id = resolve_prompt(s.prompts, s.given, suite)
+    models, t = drafter_models(s)
     (base,) = grid.bases(s, models, t).values()
     drafter, draft_name = grid.first(s, base)
     ids = tokenizer.for_model(t).encode(prompt)
@@ -124,39 +122,39 @@ def trace_plan(f: dict, given: set[str]) -> TracePlan:
     return TracePlan(prompt, ids, base.model, t, drafter, draft_name, K, warp, s.n_tokens, s.seed)
 
 
-def roofline_plan(f: dict) -> tuple[list[tuple], dict[str, str | None]]:
+def roofline_plan(r: Roofline) -> tuple[list[tuple], dict[str, str | None]]:
     """`roofline`: ([(model, dtype)], {format: path}), every check before any timing."""
     from specbench.measure import device
     from specbench.model.checkpoints import weights
 
-    exports = check_exports(f)
+    exports = check_exports(dict(r.exports))
     check_backend()
-    dtypes = f["dtypes"] or (["float32", "bfloat16"] if device.on_gpu() else ["float32"])
+    dtypes = list(r.dtypes) or (["float32", "bfloat16"] if device.on_gpu() else ["float32"])
     if any(d not in ("float32", "bfloat16") for d in dtypes):
         raise BadInput("--dtype", "values must be float32 or bfloat16")
     try:
-        names = list(f["model_names"]) or list(weights.default_pair()[::-1])
+        names = list(r.models) or list(weights.default_pair()[::-1])
     except WeightsError as e:
         raise bad_input(e, "--model") from None
-    if f["mesh"] and set(f["kernels"]) - {"auto", "xla"}:
+    if r.mesh and set(r.kernels) - {"auto", "xla"}:
         raise BadInput("--kernels", "a model split over a mesh runs on XLA's products: use auto or xla")
-    kernels = ["xla"] if f["mesh"] else f["kernels"]
-    load = random_model if f["random_init"] else lambda *a: load_model(a[0], "--model", *a[1:])
+    kernels = ["xla"] if r.mesh else list(r.kernels)
+    load = random_model if r.random_init else lambda *a: load_model(a[0], "--model", *a[1:])
     runs = [
-        (on_mesh(None, load(n, dtype, k), f["mesh"])[1], dtype)
+        (on_mesh(None, load(n, dtype, k), r.mesh)[1], dtype)
         for n in names
         for dtype in dtypes
         for k in kernels
     ]
     for model, _ in runs:
-        if f["context"] > model.config.n_ctx:
+        if r.context > model.config.n_ctx:
             raise BadInput(
                 "--context",
-                f"{f['context']} exceeds {model.name}'s context of {model.config.n_ctx} "
+                f"{r.context} exceeds {model.name}'s context of {model.config.n_ctx} "
                 f"tokens; use at most {model.config.n_ctx}",
             )
-    if f["K"] + 1 > f["context"]:
-        raise BadInput("--K", f"K+1 = {f['K'] + 1} must fit the cache of --context {f['context']}")
+    if r.K + 1 > r.context:
+        raise BadInput("--K", f"K+1 = {r.K + 1} must fit the cache of --context {r.context}")
     return runs, exports
 
 

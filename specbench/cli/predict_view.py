@@ -56,26 +56,29 @@ def roofline_rows(path: str) -> list[dict]:
     return data
 
 
-def curves(rows: list[dict], row: dict, f: dict) -> tuple[pr.StepCurve, pr.StepCurve]:
-    """(draft, target) t(n): from the roofline's times, or with --device from its bytes and FLOPs."""
-    target = f["target_model"] or (row or {}).get("target")
+def curves(
+    rows: list[dict], row: dict, names: tuple, chosen_kernels: str | None, device_numbers: list | None
+) -> tuple[pr.StepCurve, pr.StepCurve]:
+    """(draft, target) t(n): from the roofline's times, or with --device (device_numbers) from its
+    bytes and FLOPs. `names`: --target-model and --draft-model; chosen_kernels: --kernels."""
+    target = names[0] or (row or {}).get("target")
     drafter = (row or {}).get("drafter")
-    draft = f["draft_model"] or (None if drafter in FREE_DRAFTERS else (row or {}).get("draft"))
+    draft = names[1] or (None if drafter in FREE_DRAFTERS else (row or {}).get("draft"))
     if target is None:
         raise BadInput(
             "--target-model", "name the target's roofline model (--alpha gives no run to read it from)"
         )
     recorded = sorted({str(r.get("kernels")) for r in rows if r.get("kernels")})
-    if f["kernels"] and f["kernels"] not in recorded:
+    if chosen_kernels and chosen_kernels not in recorded:
         raise BadInput(
-            "--kernels", f"{f['kernels']!r} is not in the roofline: use one of {', '.join(recorded)}"
+            "--kernels", f"{chosen_kernels!r} is not in the roofline: use one of {', '.join(recorded)}"
         )
-    kernels = f["kernels"] or (row or {}).get("kernels")
+    kernels = chosen_kernels or (row or {}).get("kernels")
     if kernels not in recorded:
         kernels = None  # the run's kernels are not in this export: any of its rows
     try:
-        if f["device"]:
-            gbps, gflops, fixed_us = f["device"]
+        if device_numbers:
+            gbps, gflops, fixed_us = device_numbers
             make = lambda m: pr.curve_from_device(rows, m, gbps, gflops, fixed_us * 1e-6)
         else:
             make = lambda m: pr.curve_from_roofline(rows, m, kernels)
@@ -144,7 +147,8 @@ def predict(**f):
     except ValueError as e:
         raise BadInput("--run", str(e)) from None
     rows = roofline_rows(f["roofline_file"])
-    draft, target = curves(rows, row, f)
+    names = (f["target_model"], f["draft_model"])
+    draft, target = curves(rows, row, names, f["kernels"], f["device"])
     preds = pr.predictions(acceptance, draft, target, f["Ks"], f["comm_us"] * 1e-6, f["overhead_us"] * 1e-6)
     show(preds, acceptance, draft, target, row, rows, f["comm_us"])
 

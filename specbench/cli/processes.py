@@ -21,8 +21,12 @@ import subprocess
 import sys
 import threading
 import time
+from typing import TYPE_CHECKING
 
 import click
+
+if TYPE_CHECKING:
+    from specbench.cli.settings import Processes
 
 CHILD = "SPECBENCH_PROCESS_CHILD"  # set in the child: it joins the run itself
 JOINED = "specbench: joined the run"  # the child's line on standard error once jax.distributed is up
@@ -68,11 +72,11 @@ def watch_parent() -> None:
     threading.Thread(target=wait, name="specbench-parent", daemon=True).start()
 
 
-def supervise(f: dict) -> int:
+def supervise(p: Processes) -> int:
     """Run this command again as a child joined to the run, pass its output on, and return the exit
     code to end with; a failure of the child ends in one `error:` line naming the process."""
-    who = f"process {f['process_id']} of {f['processes']}"
-    waits_for = "process 0 (the coordinator)" if f["process_id"] else "the other processes"
+    who = f"process {p.index} of {p.count}"
+    waits_for = "process 0 (the coordinator)" if p.index else "the other processes"
     child = subprocess.Popen(
         [sys.executable, "-m", "specbench", *sys.argv[1:]],
         env=dict(os.environ, **{CHILD: "1"}),
@@ -87,9 +91,9 @@ def supervise(f: dict) -> int:
     started, reason = time.monotonic(), None
     while child.poll() is None:
         time.sleep(0.1)
-        if not state["joined"] and time.monotonic() - started > f["join_timeout"]:
+        if not state["joined"] and time.monotonic() - started > p.join_timeout:
             reason = (
-                f"waited {f['join_timeout']:g} s (--join-timeout) at {f['coordinator']} for {waits_for}, "
+                f"waited {p.join_timeout:g} s (--join-timeout) at {p.coordinator} for {waits_for}, "
                 "which did not come"
             )
         elif state["lost"] is not None and time.monotonic() - state["lost"] > GRACE_S:

@@ -60,15 +60,14 @@ def job_id(kind: str, dynamic: bool, K: int, warp: Warp, pid: str, batch: int, m
     return f"{kind}{'-dynamic' if dynamic else ''}{how}-K{K}-T{warp.temperature:g}{p}-{pid}-b{batch}"
 
 
-def report_settings(f: dict, suite) -> dict:
+def report_settings(s: Settings, quick: bool, suite) -> dict:
     """What --resume must find the same: the battery, the pair and how it runs, the prompts."""
-    settings = {k: f[k] for k in ("quick", "draft", "target", "dtype", "kernels")} | {
-        "peers": list(f["peers"]),
-        "draft_vocab": "full" if f["draft_vocab"] is None else f["draft_vocab"],
-    }
-    for flag in ("random_init", "mesh"):  # recorded only when set: older reports resume as they were
-        if f[flag]:
-            settings[flag] = f[flag]
+    m, vocab = s.models, s.drafting.draft_vocab
+    settings = {"quick": quick, "draft": m.draft, "target": m.target, "dtype": m.dtype, "kernels": m.kernels}
+    settings |= {"peers": list(s.peers), "draft_vocab": "full" if vocab is None else vocab}
+    for flag, value in (("random_init", m.random_init), ("mesh", m.mesh)):  # recorded only when set:
+        if value:  # older reports resume as they were
+            settings[flag] = value
     if suite is not prompts.BUILTIN:
         listed = "\n".join(f"{p.id}\t{p.category}\t{p.text}" for p in suite.prompts)
         settings |= {"prompts_file": suite.source, "prompts_sha": prompts.prompt_hash(listed)}
@@ -119,7 +118,7 @@ class Jobs:
                 queue=queue,
                 peers=self.peer_names if peers else (),
             )
-            s = checked(s, {}, set())  # the battery's settings, checked as a user's are
+            s = checked(s)  # the battery's settings, checked as a user's are
             made = grid.bases(s, {kind: drafting_model(kind, self.d, self.head)}, self.t)
             unit = grid.Unit(label, ids, batch if refilled else None)
             prompts = (suite, suite.texts(), self.encoded)
@@ -128,24 +127,24 @@ class Jobs:
         self.shows[section].append(name)
 
 
-def report_plan(f: dict) -> ReportPlan:
+def report_plan(s: Settings, quick: bool) -> ReportPlan:
     """Every check before anything is written: the directory, --resume's settings, the pair,
-    that the largest batch fits."""
+    that the largest batch fits. `s`: report's options (Settings.of_report); `quick`: the battery."""
     from specbench.model.nets import network
 
-    directory, suite = Path(f["output"]), suite_of(f)
-    battery, settings = Battery(f["quick"], suite), report_settings(f, suite)
-    done = check_directory(directory, settings, f["resume"], f["force"])
-    kw = dict(kernels=f["kernels"], random=f["random_init"], mesh=f["mesh"])
-    d, t = load_pair(f["draft"], f["target"], f["dtype"], **kw)
+    m, o = s.models, s.output
+    directory, suite = Path(o.path), suite_of(s.prompts)
+    battery, settings = Battery(quick, suite), report_settings(s, quick, suite)
+    done = check_directory(directory, settings, o.resume, o.force)
+    d, t = load_pair(m.draft, m.target, m.dtype, kernels=m.kernels, random=m.random_init, mesh=m.mesh)
     chains_only = network.encoder_decoder(t.config)  # a T5 verifies chains so far: no trees section
-    head = None if f["mesh"] else default_head(t)  # the target's EAGLE head (not on a mesh yet): eagle joins
-    drafting = Drafting(draft_vocab=f["draft_vocab"])
+    head = None if m.mesh else default_head(t)  # the target's EAGLE head (not on a mesh yet): eagle joins
+    drafting = Drafting(draft_vocab=s.drafting.draft_vocab)
     encoded = {pid: tokenizer.for_model(t).encode(text) for pid, text in suite.texts().items()}
-    jobs = Jobs(battery, d, t, head, drafting, encoded, tuple(f["peers"]))
+    jobs = Jobs(battery, d, t, head, drafting, encoded, s.peers)
     add = jobs.add
     model_drafter, _ = grid.drafter_of("model", d, t, drafting)
-    peers = load_peers(f["peers"], model_drafter, d, t, 1, start=not f["dry_run"])
+    peers = load_peers(list(s.peers), model_drafter, d, t, 1, start=not s.dry_run)
     for pid in battery.categories:
         add("categories", pid=pid, peers=peers)
         add("requests", pid=pid, peers=peers)  # the same jobs, read per request
@@ -178,7 +177,7 @@ def report_plan(f: dict) -> ReportPlan:
         max(battery.batches), False, model_drafter, d, t, list(encoded.values()), N_TOKENS, max(battery.Ks)
     )
     return ReportPlan(
-        directory, settings, battery, d, t, planned, jobs.shows, done, resume=f["resume"], dtype=f["dtype"]
+        directory, settings, battery, d, t, planned, jobs.shows, done, resume=o.resume, dtype=m.dtype
     )
 
 

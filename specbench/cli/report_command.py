@@ -45,13 +45,14 @@ def already_complete(p, console) -> bool:
     return False
 
 
-def make_report(flags: dict) -> None:
-    """The report command's work, from its checked flags (main.report)."""
-    missing, extra = report_extra(flags["dry_run"])
+def make_report(s, quick: bool) -> None:
+    """The report command's work, from its options (settings.Settings.of_report) and whether the
+    battery is the quick one (main.report)."""
+    missing, extra = report_extra(s.dry_run)
     from specbench.cli import plan as plans
     from specbench.cli import report as battery
 
-    p = battery.report_plan(flags)
+    p = battery.report_plan(s, quick)
     console = make_console()
     battery_size = "quick" if p.battery.quick else "full"
     console.print(
@@ -59,7 +60,7 @@ def make_report(flags: dict) -> None:
         f"{render.plural(len(p.done), 'row')} already in {p.directory}"
     )
     todo = [job for name, job in p.jobs.items() if name not in {r.get("report_job") for r in p.done}]
-    if flags["dry_run"]:
+    if s.dry_run:
         seconds = plans.estimate_seconds(todo) + battery.FIXED_SECONDS * (
             battery.left_to_measure(p) - len(todo)
         )

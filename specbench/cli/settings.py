@@ -36,6 +36,60 @@ class Method(NamedTuple):
     acceptance: float | None = None
 
 
+@dataclasses.dataclass(frozen=True)
+class Models:
+    """The pair and how it runs: names (or folders), random weights, dtype, kernels, the mesh a
+    target is split over, and an EAGLE head's folder."""
+
+    draft: str | None = None
+    target: str | None = None
+    random_init: bool = False
+    dtype: str = "float32"
+    kernels: str = "auto"
+    mesh: str | None = None
+    eagle_head: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class PromptChoice:
+    """Which prompts: run's and trace's one (--prompt, --prompt-id), sweep's selection (--prompts),
+    a --prompts-file and its choosers."""
+
+    text: str = ""
+    id: str | None = None
+    spec: str | None = None  # sweep's --prompts
+    file: str | None = None
+    per_category: int | None = None
+    sample: int | None = None
+    limit: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Output:
+    """What is written: run's saved row, sweep's and report's --output, and the exports
+    ({format: path or '-'}, as pairs: a Settings is frozen)."""
+
+    save: bool = False
+    path: str | None = None
+    resume: bool = False
+    force: bool = False
+    exports: tuple[tuple[str, str | None], ...] = ()
+
+    @property
+    def export_paths(self) -> dict[str, str | None]:
+        return dict(self.exports)
+
+
+@dataclasses.dataclass(frozen=True)
+class Processes:
+    """A run over several processes: --coordinator, --processes, --process-id, --join-timeout."""
+
+    coordinator: str | None = None
+    count: int | None = None
+    index: int | None = None
+    join_timeout: float = 60.0
+
+
 class Cell(NamedTuple):
     """One configuration of a grid, less its prompts: what a result row varies."""
 
@@ -71,6 +125,11 @@ class Settings:
     peers: tuple[str, ...] = ()
     draft_device: int | None = None
     processes: int | None = None
+    models: Models = Models()
+    prompts: PromptChoice = PromptChoice()
+    output: Output = Output()
+    dry_run: bool = False
+    given: frozenset[str] = frozenset()  # the flags the user set (console.given), for check_no_effect
 
     @classmethod
     def of_run(cls, f: dict, given: set[str]) -> Settings:
@@ -78,7 +137,7 @@ class Settings:
         one = lambda name, default=None: (f.get(name, default),)
         a = f.get("acceptance")
         s = cls(
-            kinds=one("drafter"),
+            kinds=one("drafter", "model"),
             Ks=one("K"),
             temperatures=one("temperature"),
             top_ps=one("top_p"),
@@ -86,9 +145,9 @@ class Settings:
             drafts=one("drafts", 1),
             acceptances=None if a is None else (a,),
             batches=one("batch", 1),
-            **shared(f),
+            **shared(f, given),
         )
-        return checked(s, f, given)
+        return checked(s)
 
     @classmethod
     def of_sweep(cls, f: dict, given: set[str]) -> Settings:
@@ -103,9 +162,14 @@ class Settings:
             drafts=tuple(f["drafts_list"]),
             acceptances=None if a is None else tuple(a),
             batches=None if b is None else tuple(b),
-            **shared(f),
+            **shared(f, given),
         )
-        return checked(s, f, given)
+        return checked(s)
+
+    @classmethod
+    def of_report(cls, f: dict, given: set[str]) -> Settings:
+        """report's flags: the pair, the prompts and the output; the battery makes its own grid."""
+        return cls(**shared(f, given))
 
     @property
     def most_batch(self) -> int:
@@ -132,8 +196,9 @@ class Settings:
         return {k: getattr(self, k) for k in fields} | {"device_loop": not self.host_loop}
 
 
-def shared(f: dict) -> dict:
-    """The Settings fields run's and sweep's flags give alike."""
+def shared(f: dict, given: set[str]) -> dict:
+    """The Settings fields run's, sweep's and report's flags give alike: all but the grid's axes.
+    The one place the flags become typed options."""
     drafting = Drafting(
         f.get("ngram", 3),
         f.get("draft_layers"),
@@ -145,8 +210,8 @@ def shared(f: dict) -> dict:
     return dict(
         top_k=f.get("top_k"),
         drafting=drafting,
-        n_tokens=f["n_tokens"],
-        seed=f["seed"],
+        n_tokens=f.get("n_tokens", RunConfig.n_tokens),
+        seed=f.get("seed", RunConfig.seed),
         repeats=f.get("repeats", 1),
         warmup=f.get("warmup", 1),
         host_loop=bool(f.get("host_loop")),
@@ -156,13 +221,72 @@ def shared(f: dict) -> dict:
         peers=tuple(f.get("peers") or ()),
         draft_device=f.get("draft_device"),
         processes=f.get("processes"),
+        models=Models(
+            *(f.get(k) for k in ("draft", "target")),
+            bool(f.get("random_init")),
+            f.get("dtype", "float32"),
+            f.get("kernels", "auto"),
+            f.get("mesh"),
+            f.get("eagle_head"),
+        ),
+        prompts=PromptChoice(
+            f.get("prompt", ""),
+            f.get("prompt_id"),
+            f.get("prompt_spec"),
+            *(f.get(k) for k in ("prompts_file", "per_category", "sample", "limit")),
+        ),
+        output=Output(
+            bool(f.get("save")),
+            f.get("output"),
+            bool(f.get("resume")),
+            bool(f.get("force")),
+            tuple((fmt, f.get(f"export_{fmt}")) for fmt in ("csv", "json", "markdown")),
+        ),
+        dry_run=bool(f.get("dry_run")),
+        given=frozenset(given),
     )
 
 
-def checked(s: Settings, f: dict, given: set[str]) -> Settings:
-    """The settings, every one checked (checks.check_settings); a tree sets K to its depth."""
+@dataclasses.dataclass(frozen=True)
+class Roofline:
+    """roofline's options: the models, dtypes and kernels to time, a step's K and cache, and the exports."""
+
+    models: tuple[str, ...] = ()
+    dtypes: tuple[str, ...] = ()
+    kernels: tuple[str, ...] = ("auto",)
+    random_init: bool = False
+    mesh: str | None = None
+    K: int = 4
+    context: int = 128
+    exports: tuple[tuple[str, str | None], ...] = ()
+
+    @classmethod
+    def of_flags(cls, f: dict) -> Roofline:
+        exports = tuple((fmt, f.get(f"export_{fmt}")) for fmt in ("csv", "json", "markdown"))
+        names, dtypes = tuple(f["model_names"] or ()), tuple(f["dtypes"] or ())
+        return cls(
+            names,
+            dtypes,
+            tuple(f["kernels"]),
+            bool(f["random_init"]),
+            f["mesh"],
+            f["K"],
+            f["context"],
+            exports,
+        )
+
+
+def processes_of(f: dict) -> Processes:
+    """run's --coordinator, --processes, --process-id and --join-timeout."""
+    return Processes(
+        f.get("coordinator"), f.get("processes"), f.get("process_id"), f.get("join_timeout", 60.0)
+    )
+
+
+def checked(s: Settings) -> Settings:
+    """The settings, every one checked once (checks.check_settings); a tree sets K to its depth."""
     from specbench.cli.checks import check_settings
 
-    check_settings(s, f, given)
+    check_settings(s)
     tree = s.drafting.tree
     return dataclasses.replace(s, Ks=(tree_depth(tree),)) if tree else s

@@ -3,20 +3,25 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from specbench import prompt_files, prompts
 from specbench.cli.console import BadInput
 from specbench.prompts import Suite
 
+if TYPE_CHECKING:
+    from specbench.cli.settings import PromptChoice
+
 CHOOSERS = ("per_category", "sample", "limit")  # --prompts-file's own flags
 
 
-def suite_of(f: dict) -> Suite:
-    """--prompts-file's prompts, every line checked and the choosers applied; else the built-in
-    suite. A chooser without a file is refused."""
-    path = f.get("prompts_file")
+def suite_of(choice: PromptChoice, seed: int = 0) -> Suite:
+    """--prompts-file's prompts, every line checked and the choosers applied (--sample with
+    `seed`); else the built-in suite. A chooser without a file is refused."""
+    path = choice.file
     if path is None:
         for name in CHOOSERS:
-            if f.get(name) is not None:
+            if getattr(choice, name) is not None:
                 flag = "--" + name.replace("_", "-")
                 raise BadInput(flag, "chooses among --prompts-file's prompts: give the file too")
         return prompts.BUILTIN
@@ -24,8 +29,7 @@ def suite_of(f: dict) -> Suite:
         suite = prompt_files.read(path)
     except prompt_files.PromptFileError as e:
         raise BadInput("--prompts-file", str(e)) from None
-    seed = f.get("seed", 0)
-    return prompt_files.choose(suite, f.get("limit"), f.get("sample"), seed, f.get("per_category"))
+    return prompt_files.choose(suite, choice.limit, choice.sample, seed, choice.per_category)
 
 
 def origin(suite: Suite, prompt_id: str) -> str | None:
@@ -34,11 +38,11 @@ def origin(suite: Suite, prompt_id: str) -> str | None:
     return f"{suite.source}:{p.line}" if p is not None and p.line else None
 
 
-def resolve_prompt(f: dict, given: set[str], suite: Suite) -> tuple[str, str]:
+def resolve_prompt(choice: PromptChoice, given: frozenset[str], suite: Suite) -> tuple[str, str]:
     """(text, id) for run and trace: --prompt-id names a prompt of the suite; a file's first
     prompt where a file was given and no prompt chosen; else --prompt, with its own id where the
     suite holds its text."""
-    prompt, prompt_id = f["prompt"], f["prompt_id"]
+    prompt, prompt_id = choice.text, choice.id
     from_file = suite.source != prompts.BUILTIN.source
     if from_file and "prompt" in given:
         raise BadInput("--prompt", "decodes a text of its own: give it or --prompts-file, not both")

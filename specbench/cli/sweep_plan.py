@@ -42,16 +42,15 @@ class SweepPlan:
     repeats: int
 
 
-def sweep_plan(f: dict, given: set[str]) -> SweepPlan:
-    """`sweep`: the grid over drafters, prompts (or batch sizes), temperatures, top-p and K,
-    checked, less the rows --resume finds done."""
-    s = Settings.of_sweep(f, given)
-    suite = suite_of(f)
-    chosen, batch_label = sweep_prompts(f, given, suite)
-    output, exports, rows = sweep_output(f)
-    models, t = drafter_models(s, f)  # the model each kind drafts with
+def sweep_plan(s: Settings) -> SweepPlan:
+    """`sweep`: the grid over drafters, prompts (or batch sizes), temperatures, top-p and K
+    (Settings.of_sweep, checked), less the rows --resume finds done."""
+    suite = suite_of(s.prompts, s.seed)
+    chosen, batch_label = sweep_prompts(s, suite)
+    output, exports, rows = sweep_output(s)
+    models, t = drafter_models(s)  # the model each kind drafts with
     made = grid.bases(s, models, t)
-    start = not f["dry_run"]
+    start = not s.dry_run
     load = lambda b: load_peers(s.peers, grid.first(s, b)[0], b.model, t, s.most_batch, start, s.temperatures)
     peers = {kind: load(base) for kind, base in made.items()}
     encoded = {pid: tokenizer.for_model(t).encode(text) for pid, text in chosen.items()}
@@ -59,7 +58,7 @@ def sweep_plan(f: dict, given: set[str]) -> SweepPlan:
         check_fit(s, suite, encoded, base, t)
     # the prompt axis: each chosen prompt alone, or (with --batch) the batch of B cycling through them
     units = sweep_units(s, suite, chosen, batch_label)
-    fixed = sweep_fixed(f, s, t)
+    fixed = sweep_fixed(s, t)
     check_resume_settings(rows, {**fixed, "repeats": s.repeats, "warmup": s.warmup}, output)
     done = {results.sweep_key(r) for r in rows}
     keys, todo, labels = [], [], []
@@ -78,7 +77,7 @@ def sweep_plan(f: dict, given: set[str]) -> SweepPlan:
         size = f" batch {slots} queue {n}" if slots else f" batch {n}" if s.batches else ""
         labels.append(cell_label(cell, drafter, unit.label) + size)
     check_grid_resume(rows, keys, output)
-    if not f["output"] and not f["dry_run"]:
+    if not s.output.path and not s.dry_run:
         results_dir(create=True)  # every check has passed: the folder the user named can be made
     names = list(dict.fromkeys(p.name for p in planned))
     return SweepPlan(output, rows, len(planned), todo, labels, names, t.name, exports, s.batches, s.repeats)
@@ -95,11 +94,12 @@ def sweep_units(s: Settings, suite, chosen: dict[str, str], batch_label: str) ->
     ]
 
 
-def sweep_prompts(f: dict, given: set[str], suite) -> tuple[dict[str, str], str]:
+def sweep_prompts(s: Settings, suite) -> tuple[dict[str, str], str]:
     """(the chosen prompts, what a batch of them is called): --prompts of the suite, all of a
     --prompts-file by default; a batch cycles the whole suite unless --prompts chose."""
-    mixed = bool(f["batches"]) and "prompt_spec" not in given
-    spec = "all" if f.get("prompts_file") and "prompt_spec" not in given else f["prompt_spec"]
+    chose = "prompt_spec" in s.given
+    mixed = bool(s.batches) and not chose
+    spec = "all" if s.prompts.file and not chose else s.prompts.spec
     try:
         chosen = suite.texts() if mixed else suite.select(spec)
     except ValueError as e:
@@ -107,21 +107,22 @@ def sweep_prompts(f: dict, given: set[str], suite) -> tuple[dict[str, str], str]
     return chosen, "all" if mixed else spec
 
 
-def sweep_output(f: dict) -> tuple[str, dict[str, str | None], list[dict]]:
+def sweep_output(s: Settings) -> tuple[str, dict[str, str | None], list[dict]]:
     """(--output, the exports, the rows --resume finds there), checked: nothing is overwritten
     unless --force says so."""
-    if f["resume"] and not f["output"]:
+    o = s.output
+    if o.resume and not o.path:
         raise BadInput("--resume", "needs --output FILE.json, the file to resume")
-    if f["resume"] and f["force"]:
+    if o.resume and o.force:
         raise BadInput("--force", "starts --output over, --resume extends it: give one of them")
-    output = f["output"] or str(results_dir(create=False) / f"sweep-{stamp()}.json")
-    if Path(output).exists() and not (f["resume"] or f["force"]):
+    output = o.path or str(results_dir(create=False) / f"sweep-{stamp()}.json")
+    if Path(output).exists() and not (o.resume or o.force):
         raise BadInput("--output", f"{output} exists: --resume extends it, --force starts it over")
-    exports = check_exports(f, f["output"])
-    if not f["output"]:
+    exports = check_exports(o.export_paths, o.path)
+    if not o.path:
         check_save_path(Path(output), "--output")
     rows = []
-    if f["resume"] and Path(output).exists():
+    if o.resume and Path(output).exists():
         try:
             rows = export.read_json(output)
         except ExportError as e:
@@ -129,7 +130,7 @@ def sweep_output(f: dict) -> tuple[str, dict[str, str | None], list[dict]]:
     return output, exports, rows
 
 
-def sweep_fixed(f: dict, s: Settings, t) -> dict:
+def sweep_fixed(s: Settings, t) -> dict:
     """The settings every row of a sweep shares, which --resume must find the same."""
     import jax
 
@@ -139,7 +140,7 @@ def sweep_fixed(f: dict, s: Settings, t) -> dict:
     from specbench.model.nets.layouts import kernels_used
 
     loop = "host" if s.host_loop else "device"
-    fixed = {"dtype": f["dtype"], "top_k": s.top_k, "n_tokens": s.n_tokens, "seed": s.seed}
+    fixed = {"dtype": s.models.dtype, "top_k": s.top_k, "n_tokens": s.n_tokens, "seed": s.seed}
     fixed |= {"target": t.name, "loop": loop}
     fixed |= {"kernels": kernels_used(t.params), "verdict": kind_for(jax.default_backend())}
     fixed["sampler"] = sampler_for(jax.default_backend())
