@@ -313,7 +313,7 @@ def prepare_drafter(drafter: Drafter, draft, target: Model, prompts, n_tokens, K
     batch, _ = as_batch(prompts)
     if len(batch) > 1:
         raise DecodeError(f"drives one sequence; the dial has no batch (--batch {len(batch)})", "batch")
-    if warp.temperature != 0:
+    if not warp.greedy:
         raise DecodeError(
             "the dial proposes the target's greedy tokens: it runs at temperature 0", "temperature"
         )

@@ -201,10 +201,10 @@ def spec_loop(
 
 ar_start_jit = programs.jit(ar_start, static_argnames=decoding.AR_STATIC + ("hidden",))
 drafter_start_jit = programs.jit(drafter_start, static_argnames=("drafter", "max_len", "source"))
-ar_loop_jit = programs.jit(ar_loop, static_argnames=("config", "warp"), donate_argnames=("state",))
+ar_loop_jit = programs.jit(ar_loop, static_argnames=("config",), donate_argnames=("state",))
 spec_start_jit = functools.partial(decoding.spec_start_in_two, ar_start_jit, drafter_start_jit)
 spec_loop_jit = programs.jit(
     spec_loop,
-    static_argnames=("drafter", "target_config", "warp", "K", "verdict"),
+    static_argnames=("drafter", "target_config", "K", "verdict"),
     donate_argnames=("state",),
 )

@@ -222,7 +222,7 @@ def _chain_round(
     )
 
     # 3. accept / reject (at T = 0 on token ids: every verdict's greedy case)
-    if warp.temperature == 0:
+    if warp.greedy:
         n_accepted, emitted = greedy_verdict(drafts, argmax(logits), n_drafted)
     else:
         judge = verdict or verdict_of(drafter)  # warps the rows it reads (TargetRows)
@@ -260,7 +260,7 @@ def _k_drafts_round(
         target_params, state.target_cache, x, n - 1, target_config, drafter, dstate
     )
     logits, target_caches, dstates = jax.vmap(verify)(jnp.concatenate([pending, drafts], axis=1), dstates)
-    if warp.temperature == 0:  # every sequence is the same greedy one
+    if warp.greedy:  # every sequence is the same greedy one
         n_accepted, emitted = greedy_verdict(drafts[0], argmax(logits[0]), n_drafted[0])
         branch = jnp.int32(0)
     else:
@@ -286,7 +286,7 @@ def _tree_round(
     logits, target_cache, dstate = verify_step(
         target_params, state.target_cache, nodes, n - 1, target_config, drafter, dstate, tree
     )
-    if warp.temperature == 0:
+    if warp.greedy:
         n_accepted, emitted, last = greedy_tree_verdict(tree, nodes, argmax(logits))
     else:
         judge = verdict or verdict_of(drafter)
@@ -325,8 +325,8 @@ def compact_rows(rows, start, path):
     return lax.dynamic_update_slice_in_dim(rows, jnp.take(rows, start + path, axis=0), start, 0)
 
 
-AR_STATIC = ("config", "warp", "max_len")
-SPEC_STATIC = ("drafter", "target_config", "warp", "max_len", "K", "verdict")
+AR_STATIC = ("config", "max_len")
+SPEC_STATIC = ("drafter", "target_config", "max_len", "K", "verdict")
 start_jit = programs.jit(start, static_argnames=AR_STATIC + ("hidden",))
 drafter_start_jit = programs.jit(
     lambda params, prompt_buf, n_prompt, features, drafter, max_len, source: drafters.start(
@@ -334,10 +334,10 @@ drafter_start_jit = programs.jit(
     ),
     static_argnames=("drafter", "max_len", "source"),
 )
-ar_step_jit = programs.jit(ar_step, static_argnames=("config", "warp"), donate_argnames=("state",))
+ar_step_jit = programs.jit(ar_step, static_argnames=("config",), donate_argnames=("state",))
 spec_start_jit = functools.partial(spec_start_in_two, start_jit, drafter_start_jit)
 spec_round_jit = programs.jit(
     spec_round,
-    static_argnames=("drafter", "target_config", "warp", "K", "verdict"),
+    static_argnames=("drafter", "target_config", "K", "verdict"),
     donate_argnames=("state",),
 )

@@ -69,7 +69,7 @@ def dynamic_propose(drafter: Drafter, params, dstate, tokens, n, warp: Warp, n_v
         for f in range(frontier.shape[0]):
             u = frontier[f]
             logp = jnp.log(
-                jnp.maximum(probs(logits[u], warp) if warp.temperature else jax.nn.softmax(logits[u]), 1e-30)
+                jnp.maximum(probs(logits[u], warp) if not warp.greedy else jax.nn.softmax(logits[u]), 1e-30)
             )
             left = logp
             for j in range(top):  # the top most likely tokens, one pass each
@@ -156,7 +156,7 @@ def grow(tree: Tree, d: int, logits, nodes, p, key, warp: Warp, head_tokens=None
     replacement, each from what the earlier siblings left, and the node's p row is that
     distribution. Returns (nodes, p)."""
     as_token = (lambda c: c) if head_tokens is None else (lambda c: head_tokens[c])
-    greedy, V = warp.temperature == 0, p.shape[1]
+    greedy, V = warp.greedy, p.shape[1]
     for u in np.flatnonzero(tree.depths == d):
         kids = tree.children[u]
         if not kids:

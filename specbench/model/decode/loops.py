@@ -85,11 +85,11 @@ def spec_generate(
     )
 
 
-ar_loop_jit = programs.jit(ar_loop, static_argnames=("config", "warp"), donate_argnames=("state",))
+ar_loop_jit = programs.jit(ar_loop, static_argnames=("config",), donate_argnames=("state",))
 
 
 spec_loop_jit = programs.jit(
     spec_loop,
-    static_argnames=("drafter", "target_config", "warp", "K", "verdict"),
+    static_argnames=("drafter", "target_config", "K", "verdict"),
     donate_argnames=("state",),
 )

@@ -43,7 +43,7 @@ def _propose(draft_params, dstate, tokens, n, key, drafter, warp, K, n_vocab):
     return drafters.propose(drafter, draft_params, dstate, tokens, n, k_draft, warp, K, n_vocab)
 
 
-propose_jit = programs.jit(_propose, static_argnames=("drafter", "warp", "K", "n_vocab"))
+propose_jit = programs.jit(_propose, static_argnames=("drafter", "K", "n_vocab"))
 
 
 def spec_round(

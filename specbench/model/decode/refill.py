@@ -167,6 +167,6 @@ def serve_ar(params, queue: Queue, B, n_tokens, config, warp, max_len):
 
 serve_spec_jit = programs.jit(
     serve_spec,
-    static_argnames=("B", "n_tokens", "drafter", "target_config", "warp", "max_len", "K", "verdict"),
+    static_argnames=("B", "n_tokens", "drafter", "target_config", "max_len", "K", "verdict"),
 )
-serve_ar_jit = programs.jit(serve_ar, static_argnames=("B", "n_tokens", "config", "warp", "max_len"))
+serve_ar_jit = programs.jit(serve_ar, static_argnames=("B", "n_tokens", "config", "max_len"))

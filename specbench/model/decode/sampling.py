@@ -23,37 +23,21 @@ import jax.numpy as jnp
 from jax import lax
 
 from specbench import environment
-
-
-@dataclasses.dataclass(frozen=True)
-class Warp:
-    """How logits become a distribution. Hashable: static under jit."""
-
-    temperature: float = 0.0
-    top_k: int | None = None
-    top_p: float | None = None
-
-    def __post_init__(self):
-        if not self.temperature >= 0:
-            raise ValueError(f"temperature must be >= 0 (got {self.temperature})")
-        if self.top_k is not None and self.top_k < 1:
-            raise ValueError(f"top-k must be >= 1 (got {self.top_k})")
-        if self.top_p is not None and not 0 < self.top_p <= 1:
-            raise ValueError(f"top-p must be in (0, 1] (got {self.top_p})")
+from specbench.model.decode.warp import Warp  # noqa: F401  (Warp's home; sampling's callers import it here)
 
 
 def probs_by_definition(logits, warp: Warp):
     """What the warps mean, with full sorts: temperature, then top-k, then top-p (the nucleus of
     Holtzman et al. 2020: the most likely tokens whose mass before each is < top_p); ties at the
     cut are kept. probs() below is the same distribution, computed fast on the CPU."""
-    if warp.temperature == 0:
+    if warp.greedy:
         return jax.nn.one_hot(jnp.argmax(logits, axis=-1), logits.shape[-1], dtype=jnp.float32)
-    logits = logits.astype(jnp.float32) / warp.temperature
+    logits = logits.astype(jnp.float32) * (1.0 / warp.temperature)  # one division: the scale
     if warp.top_k is not None and warp.top_k < logits.shape[-1]:
         kth = jnp.sort(logits, axis=-1)[..., -warp.top_k, None]
         logits = jnp.where(logits < kth, -jnp.inf, logits)
     pr = jax.nn.softmax(logits, axis=-1)
-    if warp.top_p is not None and warp.top_p < 1:
+    if warp.nucleus:
         desc = -jnp.sort(-pr, axis=-1)
         threshold = jnp.min(
             jnp.where(jnp.cumsum(desc, -1) - desc < warp.top_p, desc, jnp.inf), -1, keepdims=True
@@ -79,9 +63,9 @@ def probs(logits, warp: Warp):
     the vocabulary (a full sort of 50,257 logits is slow on the CPU; docs/performance.md)."""
     logits = logits.astype(jnp.float32)
     n_vocab = logits.shape[-1]
-    if warp.temperature == 0:
+    if warp.greedy:
         return jax.nn.one_hot(argmax(logits), n_vocab, dtype=jnp.float32)
-    logits = logits / warp.temperature
+    logits = logits * (1.0 / warp.temperature)  # one division (temperature is traced): a product a token
     if warp.top_k is not None and warp.top_k < n_vocab:
         # keep every token at least as likely as the k-th (ties at the k-th are all kept). The
         # k-th is the min of top_k's values, not top_k(...)[..., -1:]: XLA rewrites that slice
@@ -89,7 +73,7 @@ def probs(logits, warp: Warp):
         kth = jnp.min(lax.top_k(logits, warp.top_k)[0], axis=-1, keepdims=True)
         logits = jnp.where(logits < kth, -jnp.inf, logits)
     pr = jax.nn.softmax(logits, axis=-1)
-    if warp.top_p is not None and warp.top_p < 1:
+    if warp.nucleus:
         pr = jnp.where(pr >= nucleus_threshold(pr, warp.top_p), pr, 0.0)
         pr = pr / jnp.sum(pr, axis=-1, keepdims=True)
     return pr
@@ -190,7 +174,7 @@ def draw(key, logits, warp: Warp):
     At temperature 0 the token is the argmax itself: what `sample` returns for a one-hot, without
     the CDF work.
     """
-    if warp.temperature == 0:
+    if warp.greedy:
         token = argmax(logits)
         return token, jax.nn.one_hot(token, logits.shape[-1], dtype=jnp.float32)
     pr = probs(logits, warp)
@@ -338,7 +322,7 @@ def greedy_verdict(draft_tokens, target_tokens, n_drafted=None):
 def p_width(warp: Warp, n_vocab: int) -> int:
     """Columns of the p a drafter returns: the vocabulary, or none at T = 0, where the verdict reads
     the draft tokens alone (sampling.greedy_verdict) and p would be one-hot rows never read."""
-    return 0 if warp.temperature == 0 else n_vocab
+    return 0 if warp.greedy else n_vocab
 
 
 def zero_after(p, n_drafted):
