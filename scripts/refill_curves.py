@@ -22,7 +22,7 @@ import time
 import numpy as np
 
 from specbench import prompts
-from specbench.cli import loading
+from specbench.cli.commands import loading
 from specbench.model import generate
 from specbench.model.checkpoints import tokenizer
 from specbench.model.decode import drafters

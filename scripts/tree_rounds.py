@@ -17,7 +17,7 @@ import sys
 import numpy as np
 
 from specbench import prompts
-from specbench.cli.loading import load_pair
+from specbench.cli.commands.loading import load_pair
 from specbench.model import generate
 from specbench.model.checkpoints import draft_vocab, tokenizer
 from specbench.model.decode import drafters

@@ -22,7 +22,7 @@ import sys
 import numpy as np
 
 from specbench import prompts
-from specbench.cli.loading import load_pair
+from specbench.cli.commands.loading import load_pair
 from specbench.measure import timing
 from specbench.measure.prepared import Prepared, RunConfig
 from specbench.model.checkpoints import draft_vocab, tokenizer

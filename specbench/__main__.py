@@ -7,7 +7,7 @@ thread before JAX (or any library) starts a thread, every later thread inherits 
 one thread waits for the signal with sigwait, says what was kept, and leaves with os._exit(130).
 Every file specbench writes is replaced atomically, so exiting at any instant loses only the
 unfinished row. The message is the note's that main() hands the command line (a sweep points it at
-the rows it kept: specbench.cli.console.interrupt_note).
+the rows it kept: specbench.cli.asked.console.interrupt_note).
 """
 
 import os

@@ -190,7 +190,7 @@ def budget_row(ar_residual: float, sd_residual: float, ratio: float) -> dict:
 
 
 def test_an_account_that_closes_says_nothing_and_one_that_does_not_names_its_gap():
-    from specbench.cli.render import budget_warning
+    from specbench.cli.views.render import budget_warning
     from specbench.results.budget import budget_gap, closes
 
     closing = budget_row(0.004, -0.003, 1.03)

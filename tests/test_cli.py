@@ -297,7 +297,7 @@ def test_run_refuses_an_unwritable_results_folder_before_any_work(env, monkeypat
 
 
 def test_no_folder_is_made_that_the_user_did_not_name(env, tmp_path, monkeypatch):
-    from specbench.cli import plan
+    from specbench.cli.commands import plan
 
     monkeypatch.delenv("SPECBENCH_RESULTS_DIR")
     monkeypatch.setenv("SPECBENCH_WEIGHTS_DIR", str(tmp_path / "nonexistent" / "weights"))
@@ -379,7 +379,7 @@ def test_one_repeat_prints_no_spread(env):
 
 
 def test_overhead_carries_its_uncertainty():
-    from specbench.cli.render import fmt_overhead
+    from specbench.cli.views.render import fmt_overhead
 
     text = fmt_overhead({"t_overhead_s": -0.0061, "t_overhead_err_s": 0.007})
     assert text == "-6.10 ± 7.00 ms"
@@ -401,7 +401,7 @@ def test_progress_is_printed_as_plain_lines_when_not_a_terminal(env):
 
 
 def test_plain_progress_lines_say_what_how_far_and_eta():
-    from specbench.cli.progress import progress
+    from specbench.cli.views.progress import progress
 
     buf = io.StringIO()
     with progress("train", 10, unit="step", interval=0, stream=buf) as bar:

@@ -247,7 +247,7 @@ def test_layerskip_reads_the_targets_own_weights(target):
 def test_the_command_lines_copies_of_the_model_layers_lists_are_the_lists():
     # the CLI keeps copies so that --help imports no JAX; a kind or method added to the model
     # layer and not to the copy fails here
-    from specbench.cli import params
+    from specbench.cli.asked import params
     from specbench.model.decode import verify
     from specbench.model.kernels import cpu
 

@@ -107,7 +107,7 @@ GOOD_ROW |= {"ar_mean_s": 0.2, "sd_mean_s": 0.1}
     ],
 )
 def test_a_damaged_report_is_refused_before_any_work(env, tmp_path, monkeypatch, sections, rows, fragment):
-    from specbench.cli import report
+    from specbench.cli.commands import report
 
     monkeypatch.setattr(report, "load_pair", lambda *a, **k: pytest.fail("the pair was loaded"))
     damaged_report(tmp_path / "rep", sections, rows)

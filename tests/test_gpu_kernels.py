@@ -204,7 +204,7 @@ def test_kernels_pallas_is_refused_off_a_gpu_and_auto_takes_it_where_it_runs(mon
 def test_the_roofline_times_each_kernel_alone_with_the_bytes_it_moves(model):
     from rich.console import Console
 
-    from specbench.cli import tables
+    from specbench.cli.views import tables
     from specbench.measure import roofline
     from specbench.model.nets.network import Model
 

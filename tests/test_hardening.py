@@ -468,7 +468,7 @@ def test_fuzzed_command_lines_end_cleanly_and_write_nothing(env, tmp_path, drawn
 
 
 def test_a_slower_speedup_carries_its_spread_through_the_inversion():
-    from specbench.cli.render import verdict
+    from specbench.cli.views.render import verdict
 
     assert verdict({"speedup": 0.85, "speedup_std": 0.04, "repeats": 5}) == "1.18 ± 0.06 times slower"
     assert verdict({"speedup": 1.6, "speedup_std": 0.1, "repeats": 5}) == "1.60 ± 0.10 times faster"

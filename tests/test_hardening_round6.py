@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from specbench import prompt_files
-from specbench.cli import distributed, processes
-from specbench.cli.console import BadInput
+from specbench.cli.asked.console import BadInput
+from specbench.cli.commands import distributed, processes
 from specbench.results import export
 
 from conftest import assert_one_line_error, invoke

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from specbench.cli import report
+from specbench.cli.commands import report
 from specbench.measure import bench
 from specbench.results import readings
 from specbench.results.sections import SECTIONS

@@ -6,10 +6,10 @@ import dataclasses
 import click
 import pytest
 
-from specbench.cli import plan, sweep_plan
-from specbench.cli.console import BadInput
+from specbench.cli.asked.console import BadInput
+from specbench.cli.asked.settings import Settings
+from specbench.cli.commands import plan, sweep_plan
 from specbench.cli.main import cli
-from specbench.cli.settings import Settings
 
 
 def parsed(command: str, *args: str) -> tuple[dict, set[str]]:
@@ -95,7 +95,9 @@ def test_a_tree_sets_K_without_touching_the_flags():
 def test_the_settings_carry_the_models_prompts_and_output_and_nothing_below_takes_the_flags():
     import inspect
 
-    from specbench.cli import checks, distributed, loading, paths, predict_view, processes, report, suites
+    from specbench.cli.asked import checks, paths, suites
+    from specbench.cli.commands import distributed, loading, processes, report
+    from specbench.cli.views import predict_view
 
     f, given = parsed(
         "run", "--target", "t", "--draft", "d", "--dtype", "bfloat16", "--mesh", "tp=1", "-t", "1"

@@ -15,21 +15,19 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from specbench.cli import (
-    distributed,
-    helptext,
-    peers_view,
-    plot_view,
-    predict_view,
-    render,
-    step_options,
-    sweep_view,
-    tables,
-    trace_view,
+from specbench.cli.asked import devices, helptext, step_options
+from specbench.cli.asked import options as opt
+from specbench.cli.asked.console import (
+    BadInput,
+    SpecbenchGroup,
+    bad_input,
+    given,
+    interrupt_note,
+    make_console,
 )
-from specbench.cli import options as opt
-from specbench.cli.console import BadInput, SpecbenchGroup, bad_input, given, interrupt_note, make_console
-from specbench.cli.progress import progress as progress_bar
+from specbench.cli.commands import distributed
+from specbench.cli.views import peers_view, plot_view, predict_view, render, sweep_view, tables, trace_view
+from specbench.cli.views.progress import progress as progress_bar
 from specbench.errors import SpecbenchError
 from specbench.results import export, theory
 
@@ -56,13 +54,13 @@ def cli():
     + opt.drafter
     + opt.peer
     + opt.exports
-    + distributed.options
+    + devices.processes_options
 )
 @opt.dry_run
 def run(**flags):
     """One configuration: autoregressive against speculative decoding, side by side."""
-    from specbench.cli import plan
-    from specbench.cli.settings import Settings, processes_of
+    from specbench.cli.asked.settings import Settings, processes_of
+    from specbench.cli.commands import plan
     from specbench.measure import bench
 
     s = Settings.of_run(flags, given())  # every setting checked, once
@@ -114,9 +112,9 @@ def run(**flags):
 def sweep(**flags):
     """A grid over drafters, K, temperature, top-p and prompts (or batch sizes); every finished row
     is saved at once."""
-    from specbench.cli import plan, sweep_plan
-    from specbench.cli.jobs import measure_into
-    from specbench.cli.settings import Settings
+    from specbench.cli.asked.settings import Settings
+    from specbench.cli.commands import plan, sweep_plan
+    from specbench.cli.commands.jobs import measure_into
     from specbench.results.schema import sweep_key
 
     p = sweep_plan.sweep_plan(Settings.of_sweep(flags, given()))
@@ -170,8 +168,8 @@ def sweep(**flags):
 def trace(**flags):
     """One generation shown round by round: accepted drafts, the rejected draft (struck
     through), and the resampled or bonus token."""
-    from specbench.cli import plan
-    from specbench.cli.settings import Settings
+    from specbench.cli.asked.settings import Settings
+    from specbench.cli.commands import plan
     from specbench.model import generate
     from specbench.model.checkpoints import tokenizer
 
@@ -245,8 +243,8 @@ def models_download(name):
 @opt.apply(opt.prompts_file + [opt.seed])
 def prompts_cmd(**flags):
     """The built-in prompt suite, by category; with --prompts-file, that file's prompts, checked."""
-    from specbench.cli.settings import PromptChoice
-    from specbench.cli.suites import suite_of
+    from specbench.cli.asked.settings import PromptChoice
+    from specbench.cli.asked.suites import suite_of
 
     choice = PromptChoice(
         file=flags["prompts_file"], **{k: flags[k] for k in ("per_category", "sample", "limit")}
@@ -271,13 +269,13 @@ def roofline_cmd(**flags):
     device loop saves. --kernels cpu,xla measures each model with specbench's CPU kernel and with
     XLA's products, side by side.
     """
-    from specbench.cli import plan
+    from specbench.cli.commands import plan
     from specbench.measure import roofline
     from specbench.model.nets.layouts import kernels_used
     from specbench.results.schema import ROOFLINE_COLUMNS
 
     kernels_name = lambda model: kernels_used(model.params)
-    from specbench.cli.settings import Roofline
+    from specbench.cli.asked.settings import Roofline
 
     runs, exports = plan.roofline_plan(Roofline.of_flags(flags))
     console = make_console(*exports.values())
@@ -311,8 +309,8 @@ def report(**flags):
     """The whole picture on this machine: a standard battery (roofline, prompt categories, K,
     temperature, drafters, batch size, exactness) measured with one pair, as a web page with its
     rows. Every row is saved as it finishes; Ctrl-C keeps them, and --resume completes the report."""
-    from specbench.cli.report_command import make_report
-    from specbench.cli.settings import Settings
+    from specbench.cli.asked.settings import Settings
+    from specbench.cli.commands.report_command import make_report
 
     make_report(Settings.of_report(flags, given()), flags["quick"])
 

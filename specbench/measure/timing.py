@@ -28,9 +28,9 @@ from specbench.model.nets.network import Model
 
 
 class CompileCounter:
-    """Counts the programs made inside a `with` block: XLA's compilations (jax.monitoring's
-    backend-compile events) and the programs read from the persistent cache instead (its hits;
-    measure/compile_cache.py). `count` is both."""
+    """Counts the programs made inside a `with` block (jax.monitoring's backend-compile events,
+    which JAX also sends for a program it reads from the persistent cache) and, of them, those
+    read from the cache (its hits; measure/compile_cache.py)."""
 
     _active: list[CompileCounter] = []
     _registered = False
@@ -49,9 +49,8 @@ class CompileCounter:
 
     @classmethod
     def _hits(cls, event: str, **_):
-        if event == "/jax/compilation_cache/cache_hits":
+        if event == "/jax/compilation_cache/cache_hits":  # its program is counted by _listener too
             for counter in cls._active:
-                counter.count += 1
                 counter.cached += 1
 
     def __enter__(self):

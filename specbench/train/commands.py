@@ -19,8 +19,8 @@ from pathlib import Path
 import click
 import numpy as np
 
-from specbench.cli.console import BadInput, SpecbenchGroup
-from specbench.cli.params import SEED_MAX, Count, Finite
+from specbench.cli.asked.console import BadInput, SpecbenchGroup
+from specbench.cli.asked.params import SEED_MAX, Count, Finite
 from specbench.model.checkpoints import tokenizer, weights
 from specbench.model.nets import network
 from specbench.model.nets.gpt2 import GPT2Config

@@ -202,7 +202,7 @@ def train(
     model's (lm_task) with another network's; `config` then only names the run.
     """
     require_optax()
-    from specbench.cli.progress import progress
+    from specbench.cli.views.progress import progress
 
     task = task or lm_task(config, tc, train_tokens, val_tokens, teacher, greedy)
     opt = make_optimizer(tc)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import click
 
-from specbench.cli.console import BadInput, interrupt_note
-from specbench.cli.params import SEED_MAX, Count, Finite
+from specbench.cli.asked.console import BadInput, interrupt_note
+from specbench.cli.asked.params import SEED_MAX, Count, Finite
 from specbench.model.checkpoints import tokenizer
 from specbench.train.loop import TrainConfig, train
 

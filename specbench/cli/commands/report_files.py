@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from specbench.cli.console import BadInput
+from specbench.cli.asked.console import BadInput
 from specbench.errors import ExportError
 from specbench.results import export
 from specbench.results.sections import BY_ID

@@ -6,11 +6,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from specbench.cli import grid
-from specbench.cli.console import BadInput
-from specbench.cli.jobs import Job
-from specbench.cli.loading import load_peers
-from specbench.cli.paths import (
+from specbench.cli.asked.console import BadInput
+from specbench.cli.asked.paths import (
     check_exports,
     check_grid_resume,
     check_resume_settings,
@@ -18,9 +15,12 @@ from specbench.cli.paths import (
     results_dir,
     stamp,
 )
-from specbench.cli.plan import check_fit, drafter_models
-from specbench.cli.settings import Cell, Settings
-from specbench.cli.suites import suite_of
+from specbench.cli.asked.settings import Cell, Settings
+from specbench.cli.asked.suites import suite_of
+from specbench.cli.commands import grid
+from specbench.cli.commands.jobs import Job
+from specbench.cli.commands.loading import load_peers
+from specbench.cli.commands.plan import check_fit, drafter_models
 from specbench.errors import ExportError
 from specbench.model.checkpoints import tokenizer
 from specbench.results import export

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from specbench.cli.console import BadInput, bad_input
-from specbench.cli.params import NGRAM_MAX, VERIFY_SHAPES, DynamicTree, tree_depth
+from specbench.cli.asked.console import BadInput, bad_input
+from specbench.cli.asked.params import NGRAM_MAX, VERIFY_SHAPES, DynamicTree, tree_depth
 from specbench.errors import DecodeError
 
 if TYPE_CHECKING:
-    from specbench.cli.settings import Settings
+    from specbench.cli.asked.settings import Settings
 
 # ---------------------------------------------------------------------------------------------
 # Drafters

@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from specbench import prompts
-from specbench.cli.render import plural
+from specbench.cli.views.render import plural
 from specbench.results import theory
 
 
@@ -131,7 +131,7 @@ def roofline_table(rows: list[dict], context: int, console: Console) -> None:
 
 def dry_run(console: Console, jobs: list, n_programs: int, seconds: float, writes) -> None:
     """What a command would do: its configurations, programs to compile, a rough time, its file."""
-    from specbench.cli.progress import fmt_duration
+    from specbench.cli.views.progress import fmt_duration
 
     sets = plural(n_programs, "program set")
     console.print(

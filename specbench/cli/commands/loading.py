@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from specbench.cli.console import BadInput, bad_input
+from specbench.cli.asked.console import BadInput, bad_input
 from specbench.errors import WeightsError
 
 

@@ -15,16 +15,16 @@ import json
 from pathlib import Path
 
 from specbench import prompts
-from specbench.cli import grid
-from specbench.cli.battery import TREE_SHAPE, Battery
-from specbench.cli.checks import check_batch, check_decodable
-from specbench.cli.grid import drafts_for
-from specbench.cli.jobs import Job, measure_into
-from specbench.cli.loading import default_head, drafting_model, load_pair, load_peers
-from specbench.cli.render import plural
-from specbench.cli.report_files import STATE_FILE, check_directory, save_state
-from specbench.cli.settings import Drafting, Method, Settings, checked
-from specbench.cli.suites import origin, suite_of
+from specbench.cli.asked.checks import check_batch, check_decodable
+from specbench.cli.asked.settings import Drafting, Method, Settings, checked
+from specbench.cli.asked.suites import origin, suite_of
+from specbench.cli.commands import grid
+from specbench.cli.commands.battery import TREE_SHAPE, Battery
+from specbench.cli.commands.grid import drafts_for
+from specbench.cli.commands.jobs import Job, measure_into
+from specbench.cli.commands.loading import default_head, drafting_model, load_pair, load_peers
+from specbench.cli.commands.report_files import STATE_FILE, check_directory, save_state
+from specbench.cli.views.render import plural
 from specbench.measure import load
 from specbench.model.checkpoints import tokenizer
 from specbench.model.decode.sampling import Warp

@@ -15,49 +15,13 @@ import socket
 import sys
 from typing import TYPE_CHECKING
 
-import click
-
-from specbench.cli import processes
-from specbench.cli.console import BadInput
-from specbench.cli.params import Count
+from specbench.cli.asked.console import BadInput
+from specbench.cli.commands import processes
 
 if TYPE_CHECKING:
-    from specbench.cli.settings import Processes, Settings
+    from specbench.cli.asked.settings import Processes, Settings
 
 FLAGS = "--coordinator/--processes/--process-id"
-
-mesh_option = click.option(  # run's, sweep's, trace's, report's and roofline's
-    "--mesh",
-    default=None,
-    metavar="tp=N",
-    help="Split the target over N devices (tensor parallel, JAX SPMD); the draft is replicated on them.",
-)
-
-draft_device_option = click.option(  # run's and sweep's
-    "--draft-device",
-    type=Count(min=0),
-    default=None,
-    metavar="N",
-    help="Put the draft model on device N alone (of its own, or one of --mesh's): each round is then "
-    "two programs, the drafts carried between the devices [default: with the target].",
-)
-
-options = [
-    click.option(
-        "--coordinator",
-        default=None,
-        metavar="HOST:PORT",
-        help="Process 0's address, for a run over several processes.",
-    ),
-    click.option("--processes", type=Count(min=1), default=None, help="How many processes the run spans."),
-    click.option(
-        "--process-id",
-        type=Count(min=0),
-        default=None,
-        help="This process's index, 0 .. --processes - 1.",
-    ),
-    processes.join_timeout_option,
-]
 
 
 def join(s: Settings, p: Processes) -> tuple[bool, Settings]:
@@ -97,7 +61,7 @@ def join(s: Settings, p: Processes) -> tuple[bool, Settings]:
             "--coordinator", f"cannot join the run at {p.coordinator}: {str(e).splitlines()[0][:160]}"
         ) from None
     print(processes.JOINED, file=sys.stderr, flush=True)
-    from specbench.cli.settings import Output
+    from specbench.cli.asked.settings import Output
 
     return leader, s if leader else dataclasses.replace(s, output=Output())  # process 0 alone writes
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import click
 from rich.table import Table
 
-from specbench.cli.console import BadInput, make_console
-from specbench.cli.params import K_MAX, Finite, ListParam
+from specbench.cli.asked.console import BadInput, make_console
+from specbench.cli.asked.params import K_MAX, Finite, ListParam
 from specbench.results import predict as pr
 
 FREE_DRAFTERS = ("lookup", "dial")  # they draft without a network: no draft step to time

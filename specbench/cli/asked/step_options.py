@@ -1,30 +1,13 @@
 """The options of the two commands that decode nothing: `theory`, the speedup formula as a
 calculator, and `roofline`, decode steps against their memory and compute roofs (the decoding
-commands' options: options.py); and --no-compile-cache, which every command that compiles takes."""
+commands' options: options.py)."""
 
 from __future__ import annotations
 
 import click
 
-from specbench.cli import distributed
-from specbench.cli.params import CONTEXT_MAX, ITERS_MAX, K_MAX, KERNELS, Count, Finite, ListParam
-
-
-def use_compile_cache(ctx, param, no_cache: bool) -> None:
-    """--no-compile-cache's callback, run as the flags are read, before any program compiles."""
-    from specbench.measure import compile_cache
-
-    compile_cache.configure(not no_cache)
-
-
-compile_cache_option = click.option(  # every command that compiles (measure/compile_cache.py)
-    "--no-compile-cache",
-    is_flag=True,
-    expose_value=False,
-    callback=use_compile_cache,
-    help="Compile every program anew: keep none in, and read none from, the user's cache folder "
-    "($XDG_CACHE_HOME/specbench/xla) [default: programs are kept there between runs].",
-)
+from specbench.cli.asked import devices
+from specbench.cli.asked.params import CONTEXT_MAX, ITERS_MAX, K_MAX, KERNELS, Count, Finite, ListParam
 
 theory_cmd = [
     click.option(
@@ -97,6 +80,6 @@ roofline = [
     click.option(
         "--iters", type=Count(1, ITERS_MAX), default=20, show_default=True, help="Steps per device loop."
     ),
-    distributed.mesh_option,
-    compile_cache_option,
+    devices.mesh_option,
+    devices.compile_cache_option,
 ]

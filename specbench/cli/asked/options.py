@@ -6,9 +6,15 @@ from __future__ import annotations
 import click
 
 from specbench import prompts
-from specbench.cli import distributed, paths
-from specbench.cli.helptext import ACCEPTANCE_HELP, DRAFT_VOCAB_HELP, DRAFTS_HELP, KERNELS_HELP, VERIFY_HELP
-from specbench.cli.params import (
+from specbench.cli.asked import devices, paths
+from specbench.cli.asked.helptext import (
+    ACCEPTANCE_HELP,
+    DRAFT_VOCAB_HELP,
+    DRAFTS_HELP,
+    KERNELS_HELP,
+    VERIFY_HELP,
+)
+from specbench.cli.asked.params import (
     BATCH_MAX,
     DRAFT_CONFIDENCE,
     DRAFTER_KINDS,
@@ -29,7 +35,6 @@ from specbench.cli.params import (
     TreeShape,
     peer_list,
 )
-from specbench.cli.step_options import compile_cache_option
 
 
 def apply(options):
@@ -44,7 +49,7 @@ def apply(options):
 
 
 model = [
-    compile_cache_option,
+    devices.compile_cache_option,
     click.option(
         "--draft",
         default=None,
@@ -57,7 +62,7 @@ model = [
         help="Random weights of the registry shapes of --draft and --target (timing only), offline.",
     ),
     click.option("--dtype", type=click.Choice(["float32", "bfloat16"]), default="float32", show_default=True),
-    distributed.mesh_option,
+    devices.mesh_option,
     click.option(
         "--kernels",
         type=click.Choice(KERNELS),
@@ -169,7 +174,7 @@ itl = click.option(  # run's and sweep's (generate.token_times)
     help="Also time each token's arrival: one generation a repeat driven from the host, a sync after every "
     "step or round, for the gaps between tokens (inter-token latency) at p50/p95/p99.",
 )
-placed = [itl, distributed.draft_device_option]  # run's and sweep's: how the timed run is driven
+placed = [itl, devices.draft_device_option]  # run's and sweep's: how the timed run is driven
 prompts_file = [  # run, sweep, trace and report (prompt_files.py)
     click.option(
         "--prompts-file",

@@ -9,9 +9,9 @@ import sys
 
 import click
 
-from specbench.cli import render, tables
-from specbench.cli.console import BadInput, interrupt_note, make_console
-from specbench.cli.progress import progress as progress_bar
+from specbench.cli.asked.console import BadInput, interrupt_note, make_console
+from specbench.cli.views import render, tables
+from specbench.cli.views.progress import progress as progress_bar
 from specbench.errors import SpecbenchError
 from specbench.results import export
 
@@ -32,7 +32,7 @@ def report_extra(dry_run: bool) -> tuple[list[str], str]:
 def already_complete(p, console) -> bool:
     """--resume of a report with nothing left to measure: complete (left as it is), or measured
     without its page (made again)."""
-    from specbench.cli import report as battery
+    from specbench.cli.commands import report as battery
 
     if not (p.resume and battery.left_to_measure(p) == 0):
         return False
@@ -49,8 +49,8 @@ def make_report(s, quick: bool) -> None:
     """The report command's work, from its options (settings.Settings.of_report) and whether the
     battery is the quick one (main.report)."""
     missing, extra = report_extra(s.dry_run)
-    from specbench.cli import plan as plans
-    from specbench.cli import report as battery
+    from specbench.cli.commands import plan as plans
+    from specbench.cli.commands import report as battery
 
     p = battery.report_plan(s, quick)
     console = make_console()

@@ -6,12 +6,20 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from specbench.cli import grid
-from specbench.cli.checks import check_batch, check_decodable, kinds_that
-from specbench.cli.console import BadInput, bad_input
-from specbench.cli.grid import Base
-from specbench.cli.jobs import Job
-from specbench.cli.loading import (
+from specbench.cli.asked.checks import check_batch, check_decodable, kinds_that
+from specbench.cli.asked.console import BadInput, bad_input
+from specbench.cli.asked.paths import (
+    check_exports,
+    check_save_path,
+    results_dir,
+    stamp,
+)
+from specbench.cli.asked.settings import Roofline, Settings
+from specbench.cli.asked.suites import origin, resolve_prompt, suite_of
+from specbench.cli.commands import grid
+from specbench.cli.commands.grid import Base
+from specbench.cli.commands.jobs import Job
+from specbench.cli.commands.loading import (
     check_backend,
     drafting_model,
     load_head,
@@ -21,14 +29,6 @@ from specbench.cli.loading import (
     on_mesh,
     random_model,
 )
-from specbench.cli.paths import (
-    check_exports,
-    check_save_path,
-    results_dir,
-    stamp,
-)
-from specbench.cli.settings import Roofline, Settings
-from specbench.cli.suites import origin, resolve_prompt, suite_of
 from specbench.errors import WeightsError
 from specbench.model.checkpoints import tokenizer
 from specbench.model.decode.sampling import Warp

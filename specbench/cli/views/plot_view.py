@@ -7,8 +7,8 @@ from pathlib import Path
 
 import click
 
-from specbench.cli.console import BadInput
-from specbench.cli.paths import check_new_file
+from specbench.cli.asked.console import BadInput
+from specbench.cli.asked.paths import check_new_file
 from specbench.errors import ExportError
 from specbench.results import export
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from specbench import prompt_files, prompts
-from specbench.cli.console import BadInput
+from specbench.cli.asked.console import BadInput
 from specbench.prompts import Suite
 
 if TYPE_CHECKING:
-    from specbench.cli.settings import PromptChoice
+    from specbench.cli.asked.settings import PromptChoice
 
 CHOOSERS = ("per_category", "sample", "limit")  # --prompts-file's own flags
 

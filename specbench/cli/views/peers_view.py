@@ -6,7 +6,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from specbench.cli.render import fmt_speedup, fmt_time
+from specbench.cli.views.render import fmt_speedup, fmt_time
 
 
 def peers_report(rows: list[dict], console: Console) -> None:

@@ -23,22 +23,13 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-import click
-
 if TYPE_CHECKING:
-    from specbench.cli.settings import Processes
+    from specbench.cli.asked.settings import Processes
 
 CHILD = "SPECBENCH_PROCESS_CHILD"  # set in the child: it joins the run itself
 JOINED = "specbench: joined the run"  # the child's line on standard error once jax.distributed is up
 GRACE_S = 2.0  # after a partner is lost: the child's own line, if any, has this long to come
 
-join_timeout_option = click.option(
-    "--join-timeout",
-    type=click.FloatRange(min=1, max=3600),
-    default=60.0,
-    show_default=True,
-    help="Seconds a process waits for the others to join the run before it gives up.",
-)
 
 # the first line of a failure: a Python traceback, or an error or fatal line of XLA's C++ log
 FAILURE = re.compile(

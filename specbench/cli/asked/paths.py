@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from specbench.cli.console import BadInput
+from specbench.cli.asked.console import BadInput
 from specbench.errors import ExportError
 from specbench.results import export
 
@@ -34,7 +34,9 @@ def results_dir(create: bool = True) -> Path:
         except OSError as e:
             raise BadInput("SPECBENCH_RESULTS_DIR", f"cannot create {named} ({e.strerror})") from None
         return Path(named)
-    checkout = Path(__file__).resolve().parents[2]
+    checkout = (
+        Path(__file__).resolve().parents[3]
+    )  # specbench/cli/asked/paths.py: the checkout holds specbench/
     if (checkout / "pyproject.toml").is_file() and (checkout / "results").is_dir():
         return checkout / "results"
     return Path.cwd()

@@ -8,11 +8,11 @@ import itertools
 from pathlib import Path
 from typing import NamedTuple
 
-from specbench.cli.console import BadInput
-from specbench.cli.jobs import Job
-from specbench.cli.params import DynamicTree, tree_label
-from specbench.cli.settings import Cell, Drafting, Method, Settings
-from specbench.cli.suites import category_of
+from specbench.cli.asked.console import BadInput
+from specbench.cli.asked.params import DynamicTree, tree_label
+from specbench.cli.asked.settings import Cell, Drafting, Method, Settings
+from specbench.cli.asked.suites import category_of
+from specbench.cli.commands.jobs import Job
 from specbench.measure.bench import RunConfig
 from specbench.model.decode.sampling import Warp
 

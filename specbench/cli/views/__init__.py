@@ -1,0 +1,1 @@
+"""What the commands print: the tables, the per-command views, progress. Imports asked only."""
