@@ -50,9 +50,9 @@ def replicated(model: Model, like: Model) -> Model:
     return dataclasses.replace(model, params=mesh.replicate(model.params, mesh.split_over(like.params)))
 
 
-def logits_equal_unsharded(gpt2_target: Model, llama_target: Model) -> None:
+def logits_equal_unsharded(*targets: Model) -> None:
     tokens = jnp.asarray([5, 9, 1, 44, 3, 3, 70, 12], jnp.int32)
-    for model in (gpt2_target, llama_target):
+    for model in targets:
         step = jax.jit(lambda p, c, t, config=model.config: network.step(p, c, t, 0, config))
         cache = network.init_cache(model.config, 32, jnp.float32)
         whole, _ = step(model.params, cache, tokens)
@@ -62,7 +62,7 @@ def logits_equal_unsharded(gpt2_target: Model, llama_target: Model) -> None:
             np.testing.assert_allclose(logits, whole, atol=1e-5)
             assert cache_out["k"].sharding.spec[1] == mesh.AXIS  # the cache split by head
             gap = float(jnp.max(jnp.abs(logits - whole)))
-            print(f"ok logits {type(model.config).__name__} tp={tp}: {gap:.1e}")
+            print(f"ok logits {type(model.config).__name__} {model.name} tp={tp}: {gap:.1e}")
 
 
 def sd_equals_ar_sharded(draft: Model, target: Model) -> None:
@@ -81,7 +81,7 @@ def sd_equals_ar_sharded(draft: Model, target: Model) -> None:
             assert 0 < stats.alpha < 1, (name, tp, stats.alpha)
         batch, _ = speculative(replicated(draft, split), split, [prompt, prompt[:5]], n, 3)
         np.testing.assert_array_equal(batch[0], ar)
-        print(f"ok SD = AR tp={tp} {type(target.config).__name__}")
+        print(f"ok SD = AR tp={tp} {type(target.config).__name__} {target.name}")
 
 
 def padded_heads(target: Model) -> None:
@@ -290,13 +290,19 @@ if __name__ == "__main__":
         GPT2Config(n_layer=2, n_head=4, n_embd=32, n_ctx=128, n_vocab=97), 3, "t", scale=5
     )
     llama_target = llama_model(dataclasses.replace(SMALL, n_kv_head=4), 0, "l", 8.0)
-    logits_equal_unsharded(gpt2_target, llama_target)
+    # Qwen3: norms over each head's queries and keys, a head_dim of its own (16, not 32 / 4)
+    qwen3 = dataclasses.replace(
+        SMALL, n_kv_head=4, qkv_bias=False, family="qwen3", qk_norm=True, explicit_head_dim=16
+    )
+    qwen3_target = llama_model(qwen3, 0, "q3", 8.0)
+    logits_equal_unsharded(gpt2_target, llama_target, qwen3_target)
     sd_equals_ar_sharded(noisy_copy(gpt2_target, 0.5, 4), gpt2_target)
     placed_draft(noisy_copy(gpt2_target, 0.5, 4), gpt2_target)
     llama_draft = Model(
         "ld", llama_target.config, jax.tree_util.tree_map(lambda a: a * 1.05, llama_target.params), "random"
     )
     sd_equals_ar_sharded(llama_draft, llama_target)
+    sd_equals_ar_sharded(noisy_copy(qwen3_target, 0.05, 4), qwen3_target)  # alpha 0.37 unsplit
     padded_heads(
         random_model(GPT2Config(n_layer=2, n_head=3, n_embd=24, n_ctx=128, n_vocab=97), 5, "p", scale=5)
     )

@@ -118,11 +118,13 @@ def test_refusals_of_round_six(env, args, flag, fragment):
 
 
 def test_a_folder_of_an_unsupported_model_type_is_refused_naming_it_and_the_target(env, tmp_path):
-    folder = tmp_path / "qwen3-like"
+    folder = tmp_path / "gemma3-like"
     folder.mkdir()
-    (folder / "config.json").write_text(json.dumps({"model_type": "qwen3", "hidden_size": 64}))
+    (folder / "config.json").write_text(json.dumps({"model_type": "gemma3", "hidden_size": 64}))
     result = invoke("run", "--target", folder, "--draft", folder, "--dry-run")
-    assert_one_line_error(result, "--target", "'qwen3'", "gpt2, t5, llama, qwen2", str(folder))
+    assert_one_line_error(
+        result, "--target", "'gemma3'", "gpt2, t5, llama, qwen2, qwen3, mistral", str(folder)
+    )
 
 
 def test_a_truncated_tokenizer_names_the_model_flags(env, tmp_path):

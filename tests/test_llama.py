@@ -47,10 +47,21 @@ HF_CASES = {
         dict(num_key_value_heads=4, rope_theta=10000.0, rope_scaling={"rope_type": "linear", "factor": 2.0}),
     ),
     "qwen2-biases-tied": ("Qwen2ForCausalLM", dict(num_key_value_heads=2, tie_word_embeddings=True)),
+    # Qwen3: q_norm and k_norm over each head, a head_dim that is not hidden / heads (64 / 4 = 16)
+    "qwen3-gqa-head-dim-tied": (
+        "Qwen3ForCausalLM",
+        dict(num_key_value_heads=2, head_dim=32, tie_word_embeddings=True, rope_theta=1e6),
+    ),
+    "qwen3-head-dim-untied": (
+        "Qwen3ForCausalLM",
+        dict(num_key_value_heads=4, head_dim=24, tie_word_embeddings=False),
+    ),
+    # Mistral without its sliding window: the record's recipe for a Llama-shaped model_type (docs/models.md)
+    "mistral-gqa-untied": ("MistralForCausalLM", dict(num_key_value_heads=2, sliding_window=None)),
 }
 
 
-def hf_model(kind: str, fields: dict, seed: int = 0, scale: float = 4.0):
+def hf_model(kind: str, fields: dict, seed: int = 0, scale: float = 4.0, vocab: int = 101):
     """A small random transformers model of this class, its norms and biases perturbed so that a
     mix-up of any tensor shows."""
     torch = pytest.importorskip("torch")
@@ -58,9 +69,11 @@ def hf_model(kind: str, fields: dict, seed: int = 0, scale: float = 4.0):
     config_class = {
         "LlamaForCausalLM": transformers.LlamaConfig,
         "Qwen2ForCausalLM": transformers.Qwen2Config,
+        "Qwen3ForCausalLM": transformers.Qwen3Config,
+        "MistralForCausalLM": transformers.MistralConfig,
     }
     config = config_class[kind](
-        vocab_size=101,
+        vocab_size=vocab,
         hidden_size=64,
         intermediate_size=96,
         num_hidden_layers=2,
@@ -109,12 +122,13 @@ def test_logits_equal_transformers_and_cached_equals_uncached(tmp_path, name):
     np.testing.assert_allclose(np.concatenate(out), ours, atol=1e-5)
 
 
-def test_greedy_decoding_equals_transformers_generate_and_the_cpu_kernel_agrees(tmp_path):
+@pytest.mark.parametrize("name", ["qwen2-biases-tied", "qwen3-gqa-head-dim-tied"])
+def test_greedy_decoding_equals_transformers_generate_and_the_cpu_kernel_agrees(tmp_path, name):
     import torch
 
     from specbench.model.generate import autoregressive
 
-    hf, path = saved(tmp_path, "qwen2-biases-tied", seed=4, scale=8.0)
+    hf, path = saved(tmp_path, name, seed=4, scale=8.0)
     model = weights.load_model(str(path), decoding=False)
     prompt = [5, 17, 2, 88, 40, 3]
     with torch.no_grad():
@@ -150,11 +164,16 @@ def test_what_specbench_does_not_compute_is_refused_by_name():
         ("use_sliding_window", True, "use_sliding_window"),
         ("hidden_act", "gelu", "hidden_act"),
         ("attention_bias", True, "attention_bias"),
-        ("head_dim", 32, "head_dim"),
-        ("model_type", "mistral", "mistral"),
+        ("model_type", "gemma", "gemma"),
     ):
         with pytest.raises(WeightsError, match=words):
             llama_layout.config_from_hf(base | {field: value})
+    mistral = base | {"model_type": "mistral", "sliding_window": 4096}  # Mistral v0.1's window
+    with pytest.raises(WeightsError, match="sliding_window"):
+        llama_layout.config_from_hf(mistral)
+    assert llama_layout.config_from_hf(mistral | {"sliding_window": None}).family == "mistral"
+    own = llama_layout.config_from_hf(base | {"head_dim": 32})  # 576 / 9 heads is 64: honoured
+    assert own.head_dim == 32 and own.attn_width == 9 * 32
     del base["hidden_size"]
     with pytest.raises(WeightsError, match="hidden_size"):
         llama_layout.config_from_hf(base)
@@ -179,12 +198,21 @@ def test_the_registry_holds_the_family_at_its_published_sizes():
         "tinyllama-1.1b": 1_100_048_384,
         "llama-3.2-1b": 1_235_814_400,
         "llama-3.2-3b": 3_212_749_824,
+        # the Qwen3 cards' "0.6B (0.44B non-embedding)" and so on count the tied head once; their
+        # safetensors hold a copy of it (751,632,384 for 0.6B, 2,031,739,904 for 1.7B)
+        "qwen3-0.6b": 596_049_920,
+        "qwen3-1.7b": 1_720_574_976,
+        "qwen3-4b": 4_022_468_096,
+        "qwen3-8b": 8_190_735_360,
+        "llama-3.1-8b": 8_030_261_248,
+        "mistral-7b-v0.3": 7_248_023_552,
     }
     for name, count in published.items():
         assert weights.REGISTRY[name].config.n_params == count, name
-    small = dataclasses.replace(weights.REGISTRY["qwen2.5-0.5b"].config, n_layer=1, n_vocab=50)
-    counted = sum(x.size for x in jax.tree_util.tree_leaves(llama.init_params(small)))
-    assert counted == small.n_params  # the formula counts what init_params makes
+    for name in ("qwen2.5-0.5b", "qwen3-0.6b"):
+        small = dataclasses.replace(weights.REGISTRY[name].config, n_layer=1, n_vocab=50)
+        counted = sum(x.size for x in jax.tree_util.tree_leaves(llama.init_params(small)))
+        assert counted == small.n_params, name  # the formula counts what init_params makes
 
 
 # ---------------------------------------------------------------------------------------------
@@ -488,3 +516,27 @@ def test_a_report_plans_every_section_for_a_family_pair_and_the_draft_vocabulary
     assert_one_line_error(own, "--draft-vocab", "own tokenizer")
     random = invoke("run", *pair, "--draft-vocab", "64", "--dry-run")  # GPT-2's ids, folded: ranked
     assert random.exit_code == 0, random.output
+
+
+def test_a_qwen3_pair_saved_by_transformers_runs_through_specbench_run_with_sd_equal_to_ar(tmp_path):
+    """A Qwen3 target and its draft (the same shape, its weights noisy: drafts accepted and
+    rejected), each saved by transformers with one tokenizer.json, decode through the command line."""
+    import torch
+
+    from conftest import invoke
+
+    for noise, name in ((0.0, "target"), (0.1, "draft")):  # the draft: the target with noise on every weight
+        model = hf_model(*HF_CASES["qwen3-gqa-head-dim-tied"], seed=0, scale=6.0, vocab=320)
+        with torch.no_grad():
+            torch.manual_seed(1)
+            for p in model.parameters():
+                p.add_(noise * p.std() * torch.randn_like(p))
+        model.save_pretrained(str(tmp_path / name))
+        (tmp_path / name / "tokenizer.json").write_text(tiny_tokenizer_json(320))  # byte-level: >= 256
+    out = tmp_path / "row.json"
+    pair = ("--target", tmp_path / "target", "--draft", tmp_path / "draft")
+    result = invoke("run", *pair, "-n", "16", "--repeats", "1", "--no-save", "--export-json", out)
+    assert result.exit_code == 0, result.output
+    (row,) = json.loads(out.read_text())
+    assert row["architecture"] == "qwen3" and row["identical"] is True
+    assert 0 < row["alpha"] < 1, row["alpha"]  # drafts both accepted and rejected (0.1 of noise)

@@ -28,9 +28,9 @@ def test_four_host_devices_run_the_sharded_target_exactly():
     done = subprocess.run([sys.executable, str(worker)], env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     oks = [line for line in done.stdout.splitlines() if line.startswith("ok")]
-    # logits, SD = AR: 2 nets x 2 meshes; 3 placed drafts; padded heads; T5; collectives; chi-square;
-    # run; roofline
-    assert len(oks) == 4 + 4 + 3 + 1 + 1 + 1 + 1 + 1 + 1, done.stdout
+    # logits, SD = AR: 3 nets (GPT-2, Llama, Qwen3) x 2 meshes; 3 placed drafts; padded heads; T5;
+    # collectives; chi-square; run; roofline
+    assert len(oks) == 6 + 6 + 3 + 1 + 1 + 1 + 1 + 1 + 1, done.stdout
 
 
 @pytest.mark.slow

@@ -192,7 +192,7 @@ def default_head(target):
 
     if not eagle_files.is_head_dir(weights.weights_dir() / f"{target.name}-eagle"):
         return None
-    return load_head({}, target)
+    return load_head(None, target)
 
 
 def drafting_model(kind: str, draft, head):

@@ -32,7 +32,14 @@ from specbench.errors import WeightsError
 from specbench.model.checkpoints import hf_layout
 from specbench.model.nets.llama import LlamaConfig, RopeScaling
 
-FAMILIES = ("llama", "qwen2")  # HF model_type values this layout reads
+ARCHITECTURES = {  # HF model_type -> its class: the values this layout reads (Mistral without its window)
+    "llama": "LlamaForCausalLM",
+    "qwen2": "Qwen2ForCausalLM",
+    "qwen3": "Qwen3ForCausalLM",
+    "mistral": "MistralForCausalLM",
+}
+FAMILIES = tuple(ARCHITECTURES)
+QK_NORM = ("self_attn.q_norm", "self_attn.k_norm")  # Qwen3's, one gain of head_dim each
 IGNORED = re.compile(r"^model\.layers\.\d+\.self_attn\.rotary_emb\.inv_freq$")  # older checkpoints' buffer
 
 
@@ -66,14 +73,15 @@ def rope_of(d: dict) -> tuple[float, RopeScaling | None]:
 
 
 def config_from_hf(d: dict) -> LlamaConfig:
-    """LlamaConfig from a Llama or Qwen2 config.json; WeightsError naming a missing field or one
-    specbench does not compute."""
+    """LlamaConfig from a Llama, Qwen2 or Qwen3 config.json; WeightsError naming a missing field or
+    one specbench does not compute."""
     family = d.get("model_type")
     refused = {
         "hidden_act": d.get("hidden_act", "silu") != "silu",
         "attention_bias": bool(d.get("attention_bias")),
         "mlp_bias": bool(d.get("mlp_bias")),
         "use_sliding_window": bool(d.get("use_sliding_window")),
+        "sliding_window": family == "mistral" and d.get("sliding_window") is not None,
     }
     if family not in FAMILIES:
         raise WeightsError(f"model_type {family!r}: this layout reads {', '.join(FAMILIES)}")
@@ -82,12 +90,13 @@ def config_from_hf(d: dict) -> LlamaConfig:
         raise WeightsError(f"config.json sets {field}={d[field]!r}, which specbench's Llama does not compute")
     try:
         theta, scaling = rope_of(d)
-        heads = int(d["num_attention_heads"])
+        heads, width = int(d["num_attention_heads"]), int(d["hidden_size"])
+        head_dim = int(d["head_dim"]) if d.get("head_dim") is not None else None
         config = LlamaConfig(
             n_layer=int(d["num_hidden_layers"]),
             n_head=heads,
             n_kv_head=int(d.get("num_key_value_heads") or heads),
-            n_embd=int(d["hidden_size"]),
+            n_embd=width,
             n_inner=int(d["intermediate_size"]),
             n_vocab=int(d["vocab_size"]),
             n_ctx=int(d.get("max_position_embeddings", 2048)),
@@ -97,13 +106,13 @@ def config_from_hf(d: dict) -> LlamaConfig:
             qkv_bias=family == "qwen2",
             tied=bool(d.get("tie_word_embeddings", False)),
             family=family,
+            qk_norm=family == "qwen3",
+            explicit_head_dim=head_dim if head_dim not in (None, width // heads) else None,
         )
     except KeyError as e:
         raise WeightsError(f"config.json has no {e.args[0]!r}, which a {family} config needs") from None
     except ValueError as e:
         raise WeightsError(f"config.json: {e}") from None
-    if d.get("head_dim") not in (None, config.head_dim):
-        raise WeightsError(f"config.json's head_dim {d['head_dim']} is not hidden_size / num_attention_heads")
     return config
 
 
@@ -119,9 +128,8 @@ def config_to_hf(config: LlamaConfig) -> dict:
                 "high_freq_factor": s.high_freq_factor,
                 "original_max_position_embeddings": s.original_context,
             }
-    arch = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM"}[config.family]
     return {
-        "architectures": [arch],
+        "architectures": [ARCHITECTURES[config.family]],
         "model_type": config.family,
         "num_hidden_layers": config.n_layer,
         "num_attention_heads": config.n_head,
@@ -135,7 +143,8 @@ def config_to_hf(config: LlamaConfig) -> dict:
         "rms_norm_eps": config.rms_norm_eps,
         "tie_word_embeddings": config.tied,
         "hidden_act": "silu",
-    }
+        "head_dim": config.head_dim,
+    } | ({} if config.qkv_bias else {"attention_bias": False})  # Qwen2's biases are its model_type's
 
 
 def expected_shapes(config: LlamaConfig) -> dict[str, tuple[int, ...]]:
@@ -153,6 +162,8 @@ def expected_shapes(config: LlamaConfig) -> dict[str, tuple[int, ...]]:
             if config.qkv_bias:
                 shapes[f"{b}.self_attn.{name}_proj.bias"] = (n,)
         shapes[f"{b}.self_attn.o_proj.weight"] = (e, q)
+        if config.qk_norm:
+            shapes |= {f"{b}.{name}.weight": (config.head_dim,) for name in QK_NORM}
         shapes |= {f"{b}.mlp.gate_proj.weight": (inner, e), f"{b}.mlp.up_proj.weight": (inner, e)}
         shapes[f"{b}.mlp.down_proj.weight"] = (e, inner)
     return shapes
@@ -173,6 +184,8 @@ def params_from_hf(tensors: dict[str, np.ndarray], config: LlamaConfig, dtype=jn
     c_attn = {"weight": each(lambda b: fused(b, qkv).T)}
     if config.qkv_bias:
         c_attn["bias"] = each(lambda b: fused(b, qkv, "bias"))
+    gain = lambda name: {"weight": each(lambda b: f32(f"{b}.{name}.weight"))}
+    norms = {name.split(".")[1]: gain(name) for name in QK_NORM} if config.qk_norm else {}
     params = {
         "wte": jnp.asarray(f32("model.embed_tokens.weight"), dtype),
         "blocks": {
@@ -180,6 +193,7 @@ def params_from_hf(tensors: dict[str, np.ndarray], config: LlamaConfig, dtype=jn
             "attn": {
                 "c_attn": c_attn,
                 "c_proj": {"weight": each(lambda b: f32(f"{b}.self_attn.o_proj.weight").T)},
+                **norms,
             },
             "ln_2": {"weight": each(lambda b: f32(f"{b}.post_attention_layernorm.weight"))},
             "mlp": {
@@ -212,6 +226,8 @@ def params_to_hf(params: dict, config: LlamaConfig, np_dtype=np.float32) -> dict
             if config.qkv_bias:
                 out[f"{b}.self_attn.{name}.bias"] = as_np(c_attn["bias"][i][lo:hi])
         out[f"{b}.self_attn.o_proj.weight"] = as_np(blocks["attn"]["c_proj"]["weight"][i].T)
+        for name in QK_NORM if config.qk_norm else ():
+            out[f"{b}.{name}.weight"] = as_np(blocks["attn"][name.split(".")[1]]["weight"][i])
         gate, up = np.split(np.asarray(blocks["mlp"]["c_fc"]["weight"][i]), 2, axis=1)
         out[f"{b}.mlp.gate_proj.weight"], out[f"{b}.mlp.up_proj.weight"] = as_np(gate.T), as_np(up.T)
         out[f"{b}.mlp.down_proj.weight"] = as_np(blocks["mlp"]["c_proj"]["weight"][i].T)

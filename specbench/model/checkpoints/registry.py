@@ -43,8 +43,23 @@ def _t5(layers, heads, d_model, d_ff, flan: bool):
     )
 
 
-def _llama(layers, heads, kv, width, inner, vocab, ctx, theta, eps, tied=True, family="llama", scaling=None):
-    """A Llama-family checkpoint's published shape (its config.json): Qwen2 brings q/k/v biases."""
+def _llama(
+    layers,
+    heads,
+    kv,
+    width,
+    inner,
+    vocab,
+    ctx,
+    theta,
+    eps,
+    tied=True,
+    family="llama",
+    scaling=None,
+    head_dim=None,
+):
+    """A Llama-family checkpoint's published shape (its config.json): Qwen2 brings q/k/v biases,
+    Qwen3 its norms over queries and keys and a head_dim of its own."""
     return LlamaConfig(
         n_layer=layers,
         n_head=heads,
@@ -59,12 +74,16 @@ def _llama(layers, heads, kv, width, inner, vocab, ctx, theta, eps, tied=True, f
         qkv_bias=family == "qwen2",
         tied=tied,
         family=family,
+        qk_norm=family == "qwen3",
+        explicit_head_dim=head_dim,
     )
 
 
 LLAMA3_ROPE = RopeScaling("llama3", 32.0, 1.0, 4.0, 8192)  # Llama 3.2's rope_scaling
 QWEN = dict(vocab=151936, ctx=32768, theta=1e6, eps=1e-6, family="qwen2")
+QWEN3 = dict(vocab=151936, ctx=40960, theta=1e6, eps=1e-6, family="qwen3", head_dim=128)
 SMOL = dict(vocab=49152, ctx=8192, eps=1e-5)
+LLAMA31_ROPE = RopeScaling("llama3", 8.0, 1.0, 4.0, 8192)  # Llama 3.1's rope_scaling
 LLAMA_FAMILY = [
     ModelSpec(
         "smollm2-135m",
@@ -92,6 +111,23 @@ LLAMA_FAMILY = [
         "Qwen2.5 7B",
         _llama(28, 28, 4, 3584, 18944, **(QWEN | dict(vocab=152064)), tied=False),
         "Qwen/Qwen2.5-7B",
+    ),
+    ModelSpec("qwen3-0.6b", "Qwen3 0.6B", _llama(28, 16, 8, 1024, 3072, **QWEN3), "Qwen/Qwen3-0.6B"),
+    ModelSpec("qwen3-1.7b", "Qwen3 1.7B", _llama(28, 16, 8, 2048, 6144, **QWEN3), "Qwen/Qwen3-1.7B"),
+    ModelSpec("qwen3-4b", "Qwen3 4B", _llama(36, 32, 8, 2560, 9728, **QWEN3), "Qwen/Qwen3-4B"),
+    ModelSpec("qwen3-8b", "Qwen3 8B", _llama(36, 32, 8, 4096, 12288, **QWEN3, tied=False), "Qwen/Qwen3-8B"),
+    ModelSpec(
+        "llama-3.1-8b",
+        "Llama 3.1 8B (gated)",
+        _llama(32, 32, 8, 4096, 14336, 128256, 131072, 5e5, 1e-5, tied=False, scaling=LLAMA31_ROPE),
+        "meta-llama/Llama-3.1-8B",
+        gated=True,
+    ),
+    ModelSpec(
+        "mistral-7b-v0.3",
+        "Mistral 7B v0.3",
+        _llama(32, 32, 8, 4096, 14336, 32768, 32768, 1e6, 1e-5, tied=False, family="mistral"),
+        "mistralai/Mistral-7B-v0.3",
     ),
     ModelSpec(
         "tinyllama-1.1b",

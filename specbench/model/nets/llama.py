@@ -12,6 +12,9 @@ Beside GPT-2 a block differs in four places (Touvron et al. 2023, "LLaMA"; Ainsl
     SwiGLU              down(silu(gate(x)) * up(x)) (Shazeer 2020), no bias
 
 Qwen2 adds a bias to the q/k/v product; an untied model has its own output head (`lm_head`).
+Qwen3 has no bias but an RMSNorm over each head's queries and keys, before the rotation
+(`q_norm`, `k_norm`: one gain of head_dim a layer), and a head_dim of its own that need not be
+n_embd / n_head (Qwen3-0.6B: 1,024 wide, 16 query heads of 128).
 
 The weights are stored as gpt2.py's, so that one layout code (layouts.py) and the CPU kernel serve
 both: every block matrix in HF's Conv1D orientation [n_in, n_out], stacked over layers, q/k/v
@@ -71,17 +74,19 @@ class LlamaConfig:
     qkv_bias: bool = False
     tied: bool = True
     family: str = "llama"
+    qk_norm: bool = False  # Qwen3: RMSNorm over each head's queries and keys before the rotation
+    explicit_head_dim: int | None = None  # config.json's head_dim where it is not n_embd / n_head
 
     def __post_init__(self):
-        if self.n_embd % self.n_head or self.n_head % self.n_kv_head:
+        if self.n_head % self.n_kv_head or (self.explicit_head_dim is None and self.n_embd % self.n_head):
             raise ValueError(
                 f"n_kv_head={self.n_kv_head} must divide n_head={self.n_head}, which must divide "
-                f"n_embd={self.n_embd}"
+                f"n_embd={self.n_embd} unless head_dim is given"
             )
 
     @property
     def head_dim(self) -> int:
-        return self.n_embd // self.n_head
+        return self.explicit_head_dim or self.n_embd // self.n_head
 
     @property
     def heads(self) -> int:
@@ -90,22 +95,24 @@ class LlamaConfig:
 
     @property
     def attn_width(self) -> int:
-        """Numbers of a token's queries: n_embd."""
-        return self.n_embd
+        """Numbers of a token's queries: n_head x head_dim (n_embd unless head_dim is its own)."""
+        return self.n_head * self.head_dim
 
     @property
     def layer_matrix_params(self) -> int:
-        """Numbers in one block's matrices: q and o (n_embd² each), k and v (n_embd x n_kv_head hd
-        each), and SwiGLU's gate, up and down (n_embd x n_inner each)."""
+        """Numbers in one block's matrices: q and o (n_embd x n_head hd each), k and v (n_embd x
+        n_kv_head hd each), and SwiGLU's gate, up and down (n_embd x n_inner each)."""
         e = self.n_embd
-        return 2 * e * e + 2 * e * self.n_kv_head * self.head_dim + 3 * e * self.n_inner
+        return 2 * e * self.attn_width + 2 * e * self.n_kv_head * self.head_dim + 3 * e * self.n_inner
 
     @property
     def n_params(self) -> int:
-        """Parameter count: embedding, per layer the q/k/v/o products (q/k/v biases for Qwen2), the
-        three SwiGLU matrices and two norms, the final norm, and an untied head."""
+        """Parameter count: embedding, per layer the q/k/v/o products (q/k/v biases for Qwen2, the
+        q and k norms' gains for Qwen3), the three SwiGLU matrices and two norms, the final norm,
+        and an untied head."""
         e, kv = self.n_embd, self.n_kv_head * self.head_dim
-        per_layer = self.layer_matrix_params + (e + 2 * kv if self.qkv_bias else 0) + 2 * e
+        per_layer = self.layer_matrix_params + (self.attn_width + 2 * kv if self.qkv_bias else 0) + 2 * e
+        per_layer += 2 * self.head_dim if self.qk_norm else 0
         return self.n_vocab * e * (1 if self.tied else 2) + self.n_layer * per_layer + e
 
 
@@ -191,8 +198,13 @@ def attend(x, p, k_cache, v_cache, pos, positions, config: LlamaConfig, tree, la
     H, KV = config.n_head, config.n_kv_head
     qkv = linear(x, p["c_attn"], layout, layer)  # [n_seq, (H + 2 KV) hd]
     q, k, v = ungroup(qkv, fused_parts(config)["attn", "c_attn"], groups)
-    q = rotate(q.reshape(n_seq, H, hd), positions, config)
-    k = rotate(k.reshape(n_seq, KV, hd), positions, config).astype(k_cache.dtype)
+    q, k = q.reshape(n_seq, H, hd), k.reshape(n_seq, KV, hd)
+    if config.qk_norm:  # Qwen3: each head's queries and keys normed over hd, then rotated
+        gain = lambda name: p[name]["weight"] if layer is None else p[name]["weight"][layer]
+        q = rms_norm(q, gain("q_norm"), config.rms_norm_eps)
+        k = rms_norm(k, gain("k_norm"), config.rms_norm_eps)
+    q = rotate(q, positions, config)
+    k = rotate(k, positions, config).astype(k_cache.dtype)
     v = v.reshape(n_seq, KV, hd).astype(v_cache.dtype)
     g = H // KV
     out = attention.cached_attention(
@@ -307,14 +319,18 @@ def init_params(config: LlamaConfig, seed: int = 0, dtype=jnp.float32) -> dict:
     normal = lambda *shape: jnp.asarray(0.02 * rng.standard_normal(shape, np.float32), dtype)
     ones = lambda *s: jnp.ones(s, dtype)
     c_attn = {"weight": normal(L, e, qkv)} | ({"bias": jnp.zeros((L, qkv), dtype)} if config.qkv_bias else {})
-    params = {
+    params = {  # drawn in this order: a seed's weights stay what they were before Qwen3's norms
         "wte": normal(config.n_vocab, e),
         "blocks": {
             "ln_1": {"weight": ones(L, e)},
-            "attn": {"c_attn": c_attn, "c_proj": {"weight": normal(L, e, e)}},
+            "attn": {"c_attn": c_attn, "c_proj": {"weight": normal(L, config.attn_width, e)}},
             "ln_2": {"weight": ones(L, e)},
             "mlp": {"c_fc": {"weight": normal(L, e, 2 * inner)}, "c_proj": {"weight": normal(L, inner, e)}},
         },
         "ln_f": {"weight": ones(e)},
     }
+    if config.qk_norm:  # Qwen3's gains over each head's queries and keys
+        params["blocks"]["attn"] |= {
+            name: {"weight": ones(L, config.head_dim)} for name in ("q_norm", "k_norm")
+        }
     return params if config.tied else params | {"lm_head": normal(config.n_vocab, e)}
