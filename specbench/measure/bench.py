@@ -15,7 +15,7 @@ import time
 import jax
 import numpy as np
 
-from specbench.measure import collectives, load, timing
+from specbench.measure import card, collectives, load, timing
 from specbench.measure.peers import PeerResult
 from specbench.measure.prepared import Prepared, RunConfig
 from specbench.model.decode import placed, sampling, verify
@@ -137,6 +137,8 @@ def run_benchmark(config: RunConfig, prompts: list[list[int]], on_progress=None)
             for _ in range(max(c.warmup, 1)):
                 prep.peer_generate(p, "ar"), prep.peer_generate(p, "sd")
         progress(c.warmup, total, "warm-up done")
+        on_card = jax.default_backend() == "gpu"
+        card_before = card.read() if on_card else None  # the GPU's clocks as the timing starts
         for i in range(c.repeats):
             for method, names in PARTS.items():
                 t0 = time.perf_counter()
@@ -158,7 +160,9 @@ def run_benchmark(config: RunConfig, prompts: list[list[int]], on_progress=None)
             progress(c.warmup + i + 1, total, "timing AR, SD and the parts")
         arrivals = token_arrivals(prep) if c.itl else None
         progress(total, total, "done")
-    machine = load.others(before, load.snapshot(helpers))
+    machine = load.others(before, load.snapshot(helpers)) | card.record(
+        card_before, card.read() if on_card else None
+    )
     result = benchmark_result(prep, walls, outputs, steps, peer_out, machine, compile_s, compiles.count)
     return dataclasses.replace(result, token_times=arrivals, n_cached=compiles.cached)
 

@@ -95,6 +95,7 @@ def result_row(
         "programs_cached": res.n_cached,
         "other_load": res.load.get("other_load"),
         "under_load": res.load.get("under_load"),
+        **{k: v for k, v in res.load.items() if k.startswith("card_")},  # a GPU's clocks (measure/card.py)
         "identical": (res.ar_tokens == res.sd_tokens) if c.warp.temperature == 0 else None,
         "prompt": prompt,
         "ar_token_ids": res.ar_tokens,

@@ -145,6 +145,15 @@ FIELDS = [
     # how busy the machine was while the row was measured (load.py): other processes, in cores
     F("other_load", fmt=".2f"),
     F("under_load", bool),
+    # a GPU card's state at the start and the end of the timed repeats (measure/card.py): clocks, power,
+    # temperature and the reasons its clocks were held
+    *(
+        F(f"card_{what}_{end}", float)
+        for end in ("before", "after")
+        for what in ("sm_mhz", "mem_mhz", "power_w", "temperature_c")
+    ),
+    F("card_reasons_before", list, csv=False),
+    F("card_reasons_after", list, csv=False),
     F("report_job", str),  # `specbench report`: the battery's name of the job
     F("identical", bool, table=20, header="T=0 same"),
     # how much SD's text repeats itself (repetition.py): α on a loop overstates a draft's worth

@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from specbench.measure import card
 from specbench.results import repetition
 
 
@@ -327,17 +328,16 @@ def run_report(row: dict, res, console: Console) -> None:
     for line in budget_lines(row):
         console.print(line)
     console.print(request_line(row))
-    warning = budget_warning(row)
-    if warning:
-        console.print(warning)
+    for warning in (budget_warning(row), card.warning(row)):  # an account that does not close; a GPU slowed
+        if warning:
+            console.print(warning if warning.startswith("[") else f"[yellow]{warning}[/yellow]")
     console.print(
         f"[bold]speculative[/bold] ran [bold]{verdict(row)}[/bold] than autoregressive · "
         f"compile (excluded): {res.compile_s:.1f} s, {res.n_compiles} programs"
         + (f", {res.n_cached} of them from the compile cache" if res.n_cached else "")
     )
-    loop = repetition.warning(row)
-    if loop:
-        console.print(f"[yellow]{loop}[/yellow]")
+    if repetition.warning(row):
+        console.print(f"[yellow]{repetition.warning(row)}[/yellow]")
     first = (lambda x: x[0]) if B > 1 else (lambda x: x)
     which = f" (sequence 1 of {B}: {row['batch_prompt_ids'][0]})" if B > 1 else ""
     console.print(Text.assemble(("prompt" + which + " ", "dim"), first(row["prompt"])))
