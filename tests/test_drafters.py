@@ -252,8 +252,10 @@ def test_the_command_lines_copies_of_the_model_layers_lists_are_the_lists():
     from specbench.model.kernels import cpu
 
     assert params.DRAFTER_KINDS == tuple(drafters.KINDS)
-    assert params.VERIFY_METHODS == verify.METHODS == drafters.VERIFY_METHODS
-    assert params.VERIFY_SHAPES == verify.SHAPES == drafters.VERIFY_SHAPES
+    from specbench.model.decode import drafter
+
+    assert params.VERIFY_METHODS == verify.METHODS == drafter.VERIFY_METHODS
+    assert params.VERIFY_SHAPES == verify.SHAPES == drafter.VERIFY_SHAPES
     assert params.KERNELS == cpu.CHOICES
 
 

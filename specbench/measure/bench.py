@@ -126,17 +126,7 @@ def run_benchmark(config: RunConfig, prompts: list[list[int]], on_progress=None)
             _, (_, warm_stats) = prep.generate("ar"), prep.generate("sd")
         compile_s = time.perf_counter() - t0
         rounds = max(1, warm_stats.rounds_run)  # the same every repeat: same prompts, seed and models
-        progress(c.warmup, total, "compiling the step timers")
-        for method, names in PARTS.items():  # the timers' compiles, excluded too
-            for name in names:
-                part_seconds(prep, name, rounds)
-        for name in timers:
-            step_seconds(prep, name)
-        for p in c.peers:  # the peers' warm-up, excluded too; each call returns once its process is idle
-            progress(c.warmup, total, f"warm-up of {p.name}")
-            for _ in range(max(c.warmup, 1)):
-                prep.peer_generate(p, "ar"), prep.peer_generate(p, "sd")
-        progress(c.warmup, total, "warm-up done")
+        warm_up_timers(prep, timers, rounds, lambda what: progress(c.warmup, total, what))
         on_card = jax.default_backend() == "gpu"
         card_before = card.read() if on_card else None  # the GPU's clocks as the timing starts
         for i in range(c.repeats):
@@ -165,6 +155,22 @@ def run_benchmark(config: RunConfig, prompts: list[list[int]], on_progress=None)
     )
     result = benchmark_result(prep, walls, outputs, steps, peer_out, machine, compile_s, compiles.count)
     return dataclasses.replace(result, token_times=arrivals, n_cached=compiles.cached)
+
+
+def warm_up_timers(prep: Prepared, timers: tuple, rounds: int, say) -> None:
+    """The step timers' and the peers' first calls, which compile (and warm a peer's process up):
+    run_benchmark's, excluded from every time like its own warm-up. say(what) reports the work."""
+    say("compiling the step timers")
+    for method, names in PARTS.items():
+        for name in names:
+            part_seconds(prep, name, rounds)
+    for name in timers:
+        step_seconds(prep, name)
+    for p in prep.config.peers:  # each call returns once its process is idle
+        say(f"warm-up of {p.name}")
+        for _ in range(max(prep.config.warmup, 1)):
+            prep.peer_generate(p, "ar"), prep.peer_generate(p, "sd")
+    say("warm-up done")
 
 
 def token_arrivals(prep: Prepared) -> dict[str, list[list[float]]]:

@@ -23,6 +23,7 @@ from jax.sharding import PartitionSpec as P
 
 from specbench.measure.timing import seconds_per_iter
 from specbench.model.nets import mesh, network
+from specbench.model.nets.families import family_of
 from specbench.model.nets.network import Model
 
 
@@ -30,14 +31,14 @@ def all_reduces(config) -> int:
     """All-reduces one split step pays, one after each row-split product (mesh.LOGICAL): two a
     decoder layer (the attention's output projection, the feed-forward's second product); a T5
     decoder block's three (its cross-attention's output projection too)."""
-    if network.encoder_decoder(config):
+    if family_of(config).encoder_decoder:
         return 3 * config.n_decoder_layer
     return 2 * config.n_layer
 
 
 def width(config) -> int:
     """Numbers a token's all-reduce carries: the residual stream's width."""
-    return config.d_model if network.encoder_decoder(config) else config.n_embd
+    return config.d_model if family_of(config).encoder_decoder else config.n_embd
 
 
 @functools.partial(jax.jit, static_argnames=("on", "count"))

@@ -38,9 +38,9 @@ import numpy as np
 from specbench.errors import SpecbenchError
 from specbench.measure import peer_worker
 from specbench.measure.load import process_cpu_seconds
-from specbench.model.checkpoints import hf_layout, llama_layout
+from specbench.model.checkpoints import formats, hf_layout
 from specbench.model.nets import layouts, network, reference
-from specbench.model.nets.llama import LlamaConfig
+from specbench.model.nets.families import family_of
 from specbench.model.nets.network import Model
 
 NAMES = ("transformers", "numpy", "warfield")
@@ -181,10 +181,7 @@ def hf_directory(model: Model, scratch: str) -> str:
     draft) a copy saved in the HF layout under `scratch`."""
     if model.source != "random" and hf_layout.is_model_dir(Path(model.source)):
         return model.source
-    if isinstance(model.config, LlamaConfig):
-        llama_layout.save(scratch, layouts.as_loaded(model.params), model.config)
-    else:
-        hf_layout.save(scratch, model.params, model.config)
+    formats.format_of(model.config).save(scratch, layouts.as_loaded(model.params), model.config)
     return scratch
 
 
@@ -245,7 +242,7 @@ def make_peers(
     drafting = draft_model(drafter, draft, target)
     dynamic = drafter.confidence is not None
     dtype = str(network.dtype_of(target.params, target.config))
-    t5 = network.encoder_decoder(target.config)
+    t5 = family_of(target.config).encoder_decoder
     specs, scratch = {}, {}
     for name in names:
         if name == "warfield" or t5:

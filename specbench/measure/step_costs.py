@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from specbench.measure.timing import SOURCE_TOKENS
 from specbench.model.nets import mesh, network
+from specbench.model.nets.families import family_of
 from specbench.model.nets.layouts import param_bytes, resident_bytes
 from specbench.model.nets.network import Model
 
@@ -20,7 +21,7 @@ def step_bytes(model: Model, max_len: int) -> int:
     c, ways = model.config, split_ways(model)
     itemsize = network.dtype_of(model.params, c).itemsize
     weights = mesh.per_device_bytes if ways > 1 else param_bytes  # on a mesh, one device's shards
-    if network.encoder_decoder(c):
+    if family_of(c).encoder_decoder:
         head = model.params.get("lm_head", model.params["shared"])  # an untied head, else the embedding
         cache = 2 * c.n_decoder_layer * (max_len + SOURCE_TOKENS) * c.inner * itemsize
         return weights(model.params["decoder"]) + head.size * itemsize + cache // ways
@@ -44,7 +45,7 @@ def step_flops(model: Model, n_tokens: int, max_len: int) -> float:
     # on a mesh, one device's share: its columns or rows of every block matrix, its heads'
     # attention; the head is replicated, every device computes it whole
     c, split = model.config, split_ways(model)
-    if network.encoder_decoder(c):
+    if family_of(c).encoder_decoder:
         matrices = 6 * c.d_model * c.inner + (3 if c.gated else 2) * c.d_model * c.d_ff
         attention = 2 * (max_len + SOURCE_TOKENS) * c.inner
         per_token = c.n_decoder_layer * (matrices + attention) // split + c.n_vocab * c.d_model

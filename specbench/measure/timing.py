@@ -23,6 +23,7 @@ from specbench.model.decode import drafters, loops, placed
 from specbench.model.decode.sampling import Warp, argmax
 from specbench.model.kernels import programs
 from specbench.model.nets import eagle, network
+from specbench.model.nets.families import family_of
 from specbench.model.nets.layouts import batch_layout
 from specbench.model.nets.network import Model
 
@@ -223,7 +224,7 @@ def draft_seconds(prep: Prepared, iters: int = 20, repeats: int = 5, warm: bool 
     n = jnp.full(buf.shape[:-1], max_len // 2, jnp.int32)  # a search over half the buffer: mid-generation
     reference = tokens[0] if tokens.ndim == 2 else tokens  # the dial's, as any tokens serve a timer
     params = drafter.spec.weights(drafter, None, c.target, reference)
-    source = network.encoder_decoder(c.target.config)  # lookup then searches the source too
+    source = family_of(c.target.config).encoder_decoder  # lookup then searches the source too
     start = lambda b, n_b: drafters.start(drafter, params, b, n_b, max_len, source=source)
     dstate = jax.vmap(start)(buf, x.n_prompts) if buf.ndim == 2 else start(buf, x.n_prompts)
     loop = lambda t: _propose_loop(params, dstate, t, n, iters, drafter, c.K, c.target.config.n_vocab)

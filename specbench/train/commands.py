@@ -23,6 +23,7 @@ from specbench.cli.asked.console import BadInput, SpecbenchGroup
 from specbench.cli.asked.params import SEED_MAX, Count, Finite
 from specbench.model.checkpoints import tokenizer, weights
 from specbench.model.nets import network
+from specbench.model.nets.families import family_of
 from specbench.model.nets.gpt2 import GPT2Config
 from specbench.train.data import compress, greedy_continuations, load_tokens, prepare
 from specbench.train.loop import TrainConfig, require_optax, save_model
@@ -221,7 +222,7 @@ def train_t5(flags: dict, teacher=None):
         raise BadInput(
             "--data", f"{data} holds no {seq2seq.TOKENIZER_FILE}: make it with t5-prepare --out {data}"
         )
-    if teacher is not None and not network.encoder_decoder(teacher.config):
+    if teacher is not None and not family_of(teacher.config).encoder_decoder:
         raise BadInput("--teacher", f"{teacher.name} is a GPT-2 model: a T5 draft learns from a T5 target")
     if flags["d_model"] % flags["n_head"]:
         raise BadInput("--n-head", f"{flags['n_head']} heads do not divide --d-model {flags['d_model']}")

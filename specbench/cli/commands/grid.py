@@ -15,6 +15,7 @@ from specbench.cli.asked.suites import category_of
 from specbench.cli.commands.jobs import Job
 from specbench.measure.bench import RunConfig
 from specbench.model.decode.sampling import Warp
+from specbench.model.nets.families import family_of
 
 
 def drafts_for(kind: str, target) -> bool:
@@ -22,20 +23,18 @@ def drafts_for(kind: str, target) -> bool:
     layer-skip (the target's first layers) nor a kind that reads the target's features (EAGLE)
     (docs/encoder-decoders.md)."""
     from specbench.model.decode import drafters
-    from specbench.model.nets import network
 
     spec = drafters.KINDS[kind]
-    return not network.encoder_decoder(target.config) or not ("draft_layers" in spec.flags or spec.features)
+    return not family_of(target.config).encoder_decoder or not ("draft_layers" in spec.flags or spec.features)
 
 
 def drafter_of(kind: str, draft, target, drafting: Drafting):
     """(Drafter, its name): what drafts, before the verify method and the draft count."""
     from specbench.model.decode import drafters
-    from specbench.model.nets import network
 
     spec = drafters.KINDS[kind]
     conf = drafting.draft_confidence if drafting.dynamic_K and spec.network else None
-    if network.encoder_decoder(target.config):  # what a T5 does not do yet (docs/encoder-decoders.md)
+    if family_of(target.config).encoder_decoder:  # what a T5 does not do yet (docs/encoder-decoders.md)
         if not drafts_for(kind, target):
             raise BadInput(
                 "--drafter", f"{target.name} is a T5: it drafts with a model, lookup or the dial so far"
@@ -50,8 +49,8 @@ def drafter_of(kind: str, draft, target, drafting: Drafting):
     name = spec.label(drafter, draft.name if draft is not None else None, target.name)
     if not spec.network:  # lookup and the dial: no head to restrict, no tree
         return drafter, name
-    network = draft if spec.draft_model or spec.features else target
-    drafter = dataclasses.replace(drafter, vocab=draft_vocabulary(drafting.draft_vocab, network))
+    drafting_net = draft if spec.draft_model or spec.features else target
+    drafter = dataclasses.replace(drafter, vocab=draft_vocabulary(drafting.draft_vocab, drafting_net))
     if drafting.tree:
         from specbench.model.decode.tree import Dynamic, Tree
 

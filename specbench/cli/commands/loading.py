@@ -10,6 +10,7 @@ import click
 
 from specbench.cli.asked.console import BadInput, bad_input
 from specbench.errors import WeightsError
+from specbench.model.nets.families import family_of
 
 
 def check_backend() -> None:
@@ -31,7 +32,6 @@ def load_model(
 
     from specbench.errors import SpecbenchError
     from specbench.model.checkpoints import weights
-    from specbench.model.nets import network
 
     check_backend()
     cache = {} if cache is None else cache
@@ -45,7 +45,7 @@ def load_model(
             )
         except WeightsError as e:
             raise bad_input(e, flag) from None
-        if network.encoder_decoder(model.config) and kernels not in ("auto", "xla"):
+        if family_of(model.config).encoder_decoder and kernels not in ("auto", "xla"):
             raise BadInput(
                 "--kernels", f"{model.name} is a T5: its steps run on XLA's products (auto or xla)"
             )
@@ -148,7 +148,7 @@ def load_head(named: str | None, target):
     from specbench.model.checkpoints import eagle_files, weights
     from specbench.model.nets import network
 
-    if network.encoder_decoder(target.config):
+    if family_of(target.config).encoder_decoder:
         raise BadInput(
             "--drafter", f"{target.name} is a T5: it drafts with a model, lookup or the dial so far"
         )

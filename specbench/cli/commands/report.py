@@ -28,6 +28,7 @@ from specbench.cli.views.render import plural
 from specbench.measure import load
 from specbench.model.checkpoints import tokenizer
 from specbench.model.decode.sampling import Warp
+from specbench.model.nets.families import family_of
 from specbench.results.sections import BY_ID, SECTIONS
 
 # what a report made before a setting existed was measured with
@@ -130,14 +131,13 @@ class Jobs:
 def report_plan(s: Settings, quick: bool) -> ReportPlan:
     """Every check before anything is written: the directory, --resume's settings, the pair,
     that the largest batch fits. `s`: report's options (Settings.of_report); `quick`: the battery."""
-    from specbench.model.nets import network
 
     m, o = s.models, s.output
     directory, suite = Path(o.path), suite_of(s.prompts)
     battery, settings = Battery(quick, suite), report_settings(s, quick, suite)
     done = check_directory(directory, settings, o.resume, o.force)
     d, t = load_pair(m.draft, m.target, m.dtype, kernels=m.kernels, random=m.random_init, mesh=m.mesh)
-    chains_only = network.encoder_decoder(t.config)  # a T5 verifies chains so far: no trees section
+    chains_only = family_of(t.config).encoder_decoder  # a T5 verifies chains so far: no trees section
     head = None if m.mesh else default_head(t)  # the target's EAGLE head (not on a mesh yet): eagle joins
     drafting = Drafting(draft_vocab=s.drafting.draft_vocab)
     encoded = {pid: tokenizer.for_model(t).encode(text) for pid, text in suite.texts().items()}
@@ -305,7 +305,7 @@ def page_info(plan: ReportPlan, sections: dict) -> dict:
         },
         "left_out": (  # a section the pair cannot run, and why (page.render says so in its place)
             {"trees": f"{plan.target.name} is a T5, which verifies chains so far: no trees were measured."}
-            if network.encoder_decoder(plan.target.config)
+            if family_of(plan.target.config).encoder_decoder
             else {}
         ),
     }

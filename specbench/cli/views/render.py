@@ -45,7 +45,7 @@ def kernel_lines(models, choice: str = "auto", mesh: str | None = None) -> list[
     import jax
 
     from specbench.model.kernels import cpu
-    from specbench.model.nets import layouts, network
+    from specbench.model.nets import families, layouts
 
     if choice == "xla" or jax.default_backend() != "cpu":
         return []
@@ -53,7 +53,7 @@ def kernel_lines(models, choice: str = "auto", mesh: str | None = None) -> list[
         return [f"--mesh {mesh}: the models run XLA's products, which split over the mesh's devices"]
     lines = []
     for m in models:
-        if m is not None and network.encoder_decoder(m.config):
+        if m is not None and families.family_of(m.config).encoder_decoder:
             lines.append(f"{m.name}: XLA's matrix products (specbench's kernels serve GPT-2s)")
         elif m is not None and layouts.kernels_used(m.params) == "xla":
             dtype = m.params["wte"].dtype

@@ -11,7 +11,7 @@ def trace_text(plan, tokens, st, decode, console: Console) -> None:
     resampled or bonus token; without colour (a pipe, a file) the roles are marked in the text. An
     encoder-decoder's prompt is its source, shown on a line of its own above what the decoder wrote
     (the seed's example: a source sentence, then the rounds)."""
-    from specbench.model.nets import network
+    from specbench.model.nets.families import family_of
 
     piece = lambda i: decode([i])
     plain = not console.is_terminal or console.no_color
@@ -25,7 +25,7 @@ def trace_text(plan, tokens, st, decode, console: Console) -> None:
         "first": "magenta",
         "round": "dim blue",
     }
-    source = network.encoder_decoder(plan.target.config)
+    source = family_of(plan.target.config).encoder_decoder
     out = Text("output: ", style="bold") if source else Text(plan.prompt, style="dim")
     out.append(piece(tokens[0]), style=style["first"])  # the prefill's draw from the target (T5: its first)
     left = plan.n_tokens - 1

@@ -15,7 +15,9 @@ import numpy as np
 from specbench import files
 from specbench.errors import WeightsError
 from specbench.model.checkpoints import llama_layout
+from specbench.model.nets import families
 from specbench.model.nets.eagle import init_params
+from specbench.model.nets.families import family_of
 from specbench.model.nets.gpt2 import GPT2Config
 from specbench.model.nets.llama import LlamaConfig
 
@@ -44,7 +46,7 @@ def save(
     }
     save_file(flat, str(out / WEIGHTS_FILE))
     files.share(out / WEIGHTS_FILE)  # safetensors writes 0600
-    if isinstance(config, LlamaConfig):
+    if family_of(config) is families.LLAMA:  # its block is a Llama block: its config.json says how
         shape = {"llama": llama_layout.config_to_hf(config)}
     else:
         fields = ("n_head", "n_embd", "n_ctx", "n_vocab", "layer_norm_epsilon")

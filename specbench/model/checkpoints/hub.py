@@ -22,7 +22,7 @@ from specbench.model.checkpoints.weights import (
     resolve,
     weights_dir,
 )
-from specbench.model.nets.gpt2 import GPT2Config
+from specbench.model.nets.families import family_of
 
 
 def download(name: str, endpoint: str | None = None, progress: bool = True) -> Path:
@@ -84,7 +84,7 @@ def fetch_all(spec: ModelSpec, fetch, staging: Path) -> list[str]:
     whole or as an index and its shards), then loaded to check every key and shape; their names."""
     from huggingface_hub.utils import EntryNotFoundError
 
-    own_tokenizer = not isinstance(spec.config, GPT2Config)  # GPT-2's is vendored
+    own_tokenizer = not family_of(spec.config).bundled_tokenizer  # GPT-2's is vendored
     files = [CONFIG_FILE, *([JSON_FILE] if own_tokenizer else [])]
     for filename in files:
         fetch(filename)

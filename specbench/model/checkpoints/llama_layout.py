@@ -30,15 +30,16 @@ import numpy as np
 
 from specbench.errors import WeightsError
 from specbench.model.checkpoints import hf_layout
+from specbench.model.nets.families import LLAMA
 from specbench.model.nets.llama import LlamaConfig, RopeScaling
 
-ARCHITECTURES = {  # HF model_type -> its class: the values this layout reads (Mistral without its window)
+FAMILIES = tuple(LLAMA.names)  # HF model_type values this layout reads: the record's (nets/families.py)
+ARCHITECTURES = {  # each one's transformers class, which `save` writes into config.json
     "llama": "LlamaForCausalLM",
     "qwen2": "Qwen2ForCausalLM",
     "qwen3": "Qwen3ForCausalLM",
-    "mistral": "MistralForCausalLM",
+    "mistral": "MistralForCausalLM",  # without its sliding window
 }
-FAMILIES = tuple(ARCHITECTURES)
 QK_NORM = ("self_attn.q_norm", "self_attn.k_norm")  # Qwen3's, one gain of head_dim each
 IGNORED = re.compile(r"^model\.layers\.\d+\.self_attn\.rotary_emb\.inv_freq$")  # older checkpoints' buffer
 

@@ -14,13 +14,13 @@ import jax
 import jax.numpy as jnp
 
 from specbench.errors import SpecbenchError, WeightsError
-from specbench.model.checkpoints import eagle_files, hf_layout, llama_layout, t5_layout
+from specbench.model.checkpoints import eagle_files, formats, hf_layout, llama_layout, t5_layout
 from specbench.model.checkpoints.hf_layout import is_model_dir
 from specbench.model.checkpoints.registry import ALIASES, REGISTRY, ModelSpec
 from specbench.model.kernels import cpu
 from specbench.model.nets import network
+from specbench.model.nets.families import family_of
 from specbench.model.nets.layouts import for_decoding
-from specbench.model.nets.llama import LlamaConfig
 from specbench.model.nets.network import Model
 
 
@@ -99,31 +99,21 @@ def for_decoding_model(model: Model, kernels_choice: str = "auto") -> Model:
     stay as loaded (XLA's products). The fused Pallas kernels serve GPT-2's blocks only."""
     if network.encoder_decoder(model.config):
         return model
-    llama = isinstance(model.config, LlamaConfig)
-    if llama and kernels_choice == "pallas":
+    pallas = family_of(model.config).pallas
+    if not pallas and kernels_choice == "pallas":
         raise SpecbenchError(
             f"the fused Pallas kernels serve GPT-2's blocks only; {model.name} is a "
             f"{network.display_name(model.config)}: use auto, cpu or xla",
             "kernels",
         )
     kernel = cpu.choose(model.params, model.config.n_head, kernels_choice)
-    kernel = "xla" if llama and kernel == "pallas" else kernel
+    kernel = "xla" if not pallas and kernel == "pallas" else kernel
     return dataclasses.replace(model, params=for_decoding(model.params, kernel))
 
 
 def read_dir(directory: Path, dtype=jnp.float32):
-    """(config, params) of a checkpoint folder, in whichever layout it is: T5's, the Llama
-    family's (config.json's model_type says), else GPT-2's."""
-    for layout in (t5_layout, llama_layout):
-        if layout.is_dir_of(directory):
-            return layout.load_dir(directory, dtype)
-    family = hf_layout.model_type(directory)
-    if family not in (None, "gpt2"):
-        supported = ", ".join(("gpt2", "t5", *llama_layout.FAMILIES))
-        raise WeightsError(
-            f"{directory}: model_type {family!r} is not one specbench reads (it reads {supported})"
-        )
-    return hf_layout.load_dir(directory, dtype)
+    """(config, params) of a checkpoint folder, in the format its config.json names (formats.py)."""
+    return formats.read_dir(directory, dtype)
 
 
 def _load(name: str, dtype) -> Model:

@@ -5,8 +5,6 @@ draft's own confidence)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import jax
 import jax.numpy as jnp
 from jax import lax
@@ -14,12 +12,10 @@ from jax import lax
 from specbench.errors import DecodeError
 from specbench.model.decode import sampling
 from specbench.model.decode.draft_states import EagleState, NetworkState
+from specbench.model.decode.drafter import Drafter
 from specbench.model.decode.sampling import Warp, draw
 from specbench.model.nets import eagle, layouts, network
 from specbench.model.nets.network import Model
-
-if TYPE_CHECKING:
-    from specbench.model.decode.drafters import Drafter
 
 
 def model_weights(drafter: Drafter, draft: Model | None, target: Model, reference=None):

@@ -5,22 +5,18 @@ tree_propose; verify.tree_verdict and traversal_verdict judge what it returns.""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
 from specbench.model.decode import sampling
+from specbench.model.decode.drafter import Drafter
 from specbench.model.decode.sampling import Warp, probs, sample
 from specbench.model.decode.sampling import argmax as first_argmax
 from specbench.model.decode.tree import Dynamic, Tree
 from specbench.model.decode.tree import shape_of as tree_shape_of
 from specbench.model.nets import eagle, layouts, network
-
-if TYPE_CHECKING:
-    from specbench.model.decode.drafters import Drafter
 
 
 def tree_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: Warp, n_vocab: int):

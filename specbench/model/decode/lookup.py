@@ -5,8 +5,6 @@ Below, the two drafters made of them (drafters.KINDS)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import jax
 import jax.numpy as jnp
 from jax import lax
@@ -14,10 +12,8 @@ from jax import lax
 from specbench.errors import DecodeError
 from specbench.model.decode import sampling
 from specbench.model.decode.draft_states import NoState, SourceState
+from specbench.model.decode.drafter import Drafter
 from specbench.model.decode.sampling import Warp
-
-if TYPE_CHECKING:
-    from specbench.model.decode.drafters import Drafter
 
 
 def with_source(source, n_source, tokens, n):

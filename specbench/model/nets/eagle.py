@@ -29,13 +29,14 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from specbench.model.nets import layouts, network, products
+from specbench.model.nets import layouts, products
+from specbench.model.nets.families import family_of
 
 
 def family(config):
     """The module of the head's block, its target's family (gpt2.py or llama.py): its blocks,
     final norm, position embedding and the target weights it reads."""
-    return network.DECODERS[type(config)]
+    return family_of(config).module
 
 
 def config_for(target):

@@ -68,6 +68,11 @@ class GPT2Config:
         """Numbers of a token's queries (and of its keys, of its values): n_embd, and the padding's."""
         return self.heads * self.head_dim
 
+    width = property(
+        lambda self: self.n_embd, doc="The residual stream's width (every config's: families.py)."
+    )
+    kv_width = attn_width  # numbers of a key (and of a value) cached per token and layer
+
     @property
     def layer_matrix_params(self) -> int:
         """Numbers in one block's matrices: q/k/v and the output projection (4 n_embd², more with

@@ -99,6 +99,16 @@ class LlamaConfig:
         return self.n_head * self.head_dim
 
     @property
+    def width(self) -> int:
+        """The residual stream's width (every config has one: families.py)."""
+        return self.n_embd
+
+    @property
+    def kv_width(self) -> int:
+        """Numbers of a key (and of a value) cached per token and layer: the n_kv_head heads' (GQA)."""
+        return self.n_kv_head * self.head_dim
+
+    @property
     def layer_matrix_params(self) -> int:
         """Numbers in one block's matrices: q and o (n_embd x n_head hd each), k and v (n_embd x
         n_kv_head hd each), and SwiGLU's gate, up and down (n_embd x n_inner each)."""

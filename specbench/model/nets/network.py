@@ -1,6 +1,6 @@
 """The one step interface decoding reads: GPT-2 (gpt2.py) and the Llama family (llama.py), both
 decoder-only, and T5 (encoder-decoder, t5.py) behind the same functions, chosen by the config's
-type.
+architecture (families.py).
 
 A decoder-only model reads the prompt as the start of its own sequence. An encoder-decoder reads
 it as the source: the encoder runs once, its cross-attention keys and values go into the cache
@@ -16,16 +16,12 @@ import dataclasses
 import jax.numpy as jnp
 from jax.sharding import Mesh
 
-from specbench.model.nets import gpt2, llama, mesh, t5
+from specbench.model.nets import mesh, t5
+from specbench.model.nets.families import family_of
 from specbench.model.nets.gpt2 import GPT2Config
 from specbench.model.nets.layouts import as_loaded
 from specbench.model.nets.llama import LlamaConfig
 from specbench.model.nets.t5 import T5Config
-
-DECODERS = {GPT2Config: gpt2, LlamaConfig: llama}
-"""The decoder-only networks' modules, by config type: each has step, init_cache, init_params."""
-FORWARDS = {GPT2Config: gpt2.gpt2, LlamaConfig: llama.llama}
-"""Each decoder-only network's uncached forward (the tests' oracle)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,29 +36,26 @@ class Model:
 
 
 def architecture(config) -> str:
-    """What a row records of the model: "gpt2", "t5", or a Llama-family checkpoint's HF model_type
-    ("llama", "qwen2")."""
-    if isinstance(config, LlamaConfig):
-        return config.family
-    return "t5" if encoder_decoder(config) else "gpt2"
+    """What a row records of the model: its HF model_type ("gpt2", "t5", "llama", "qwen3", ...)."""
+    return family_of(config).model_type(config)
 
 
 def display_name(config) -> str:
-    """The architecture as prose names it: GPT-2, T5, Llama or Qwen2."""
-    return {"gpt2": "GPT-2", "t5": "T5", "llama": "Llama", "qwen2": "Qwen2"}[architecture(config)]
+    """The architecture as prose names it: GPT-2, T5, Llama, Qwen2, Qwen3, Mistral."""
+    return family_of(config).display_name(config)
 
 
 def encoder_decoder(config) -> bool:
     """Whether the model reads its prompt as a source (T5) rather than as its own start (GPT-2)."""
-    return isinstance(config, T5Config)
+    return family_of(config).encoder_decoder
 
 
 def shape(config) -> str:
     """A model's shape as the tables print it: GPT-2's layers x width ("6x256"), T5's encoder +
     decoder blocks x width ("4+4x256")."""
     if encoder_decoder(config):
-        return f"{config.n_layer}+{config.n_decoder_layer}x{config.d_model}"
-    return f"{config.n_layer}x{config.n_embd}"
+        return f"{config.n_layer}+{config.n_decoder_layer}x{config.width}"
+    return f"{config.n_layer}x{config.width}"
 
 
 def cache_elements(config, max_len: int) -> int:
@@ -77,7 +70,7 @@ def cache_elements(config, max_len: int) -> int:
 def kv_width(config) -> int:
     """Numbers of a key (and of a value) a decoder caches per token and layer: GPT-2's n_embd, a
     Llama's n_kv_head * head_dim (grouped-query attention), a padded GPT-2's attn_width."""
-    return config.n_kv_head * config.head_dim if isinstance(config, LlamaConfig) else config.attn_width
+    return config.kv_width
 
 
 def dtype_of(params, config):
@@ -101,7 +94,7 @@ def start_cache(params, prompt_buf, n_prompt, config, max_len: int):
 
 def init_cache(config, max_len: int, dtype):
     """A decoder-only model's empty cache for sequences of up to max_len tokens."""
-    return DECODERS[type(config)].init_cache(config, max_len, dtype)
+    return family_of(config).module.init_cache(config, max_len, dtype)
 
 
 def shard(model: Model, on: Mesh) -> Model:
@@ -113,7 +106,7 @@ def shard(model: Model, on: Mesh) -> Model:
     if encoder_decoder(config):  # its products unfused, its heads unpadded
         mesh.check_divides(config, on.shape[mesh.AXIS])
         return dataclasses.replace(model, params=mesh.place(as_loaded(model.params), on))
-    module = DECODERS[type(config)]
+    module = family_of(config).module
     arrays, config = module.pad_heads(as_loaded(model.params), config, on.shape[mesh.AXIS])
     params = mesh.shard_target(arrays, config, on, module.fused_parts(config))
     return dataclasses.replace(model, config=config, params=params)
@@ -121,7 +114,7 @@ def shard(model: Model, on: Mesh) -> Model:
 
 def init_params(config, seed: int = 0, dtype=None) -> dict:
     """Random weights of a decoder-only config's shape (its module's initialisation): timing only."""
-    return DECODERS[type(config)].init_params(config, seed, dtype or jnp.float32)
+    return family_of(config).module.init_params(config, seed, dtype or jnp.float32)
 
 
 def decoder_prompt(prompt_buf, config):
@@ -141,13 +134,13 @@ def last_logits(params, prompt, continuation, config):
     if encoder_decoder(config):
         decoder = jnp.concatenate([jnp.full(1, config.decoder_start, jnp.int32), continuation])
         return t5.t5(params, prompt, decoder, config)[-1]
-    return FORWARDS[type(config)](params, jnp.concatenate([prompt, continuation]), config)[-1]
+    return family_of(config).forward(params, jnp.concatenate([prompt, continuation]), config)[-1]
 
 
 def step(params, cache, tokens, pos, config, logits_at=None, tree=None, hidden=False):
-    """gpt2.step, llama.step or t5.step, by the config's type. T5 has no token trees or features (yet)."""
-    if type(config) in DECODERS:
-        module = DECODERS[type(config)]
+    """gpt2.step, llama.step or t5.step, by the config's family. T5 has no token trees or features (yet)."""
+    if not family_of(config).encoder_decoder:
+        module = family_of(config).module
         return module.step(params, cache, tokens, pos, config, logits_at=logits_at, tree=tree, hidden=hidden)
     if tree is not None or hidden:
         raise ValueError("specbench's T5 verifies chains: no token trees or EAGLE features")

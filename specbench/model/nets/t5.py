@@ -56,6 +56,11 @@ class T5Config:
     decoder_start: int = 0  # the token the decoder starts from (T5's pad)
 
     @property
+    def width(self) -> int:
+        """The residual stream's width (every config has one: families.py): d_model."""
+        return self.d_model
+
+    @property
     def inner(self) -> int:
         return self.n_head * self.d_kv
 

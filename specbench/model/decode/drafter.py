@@ -1,0 +1,107 @@
+"""A drafter as a value: what drafts a round and how the target judges it (`Drafter`). Its kinds,
+their records and what each does are decode/drafters.py's registry (KINDS), which it reads as it is
+checked; the modules that run a kind (draft_chains, draft_trees, lookup) import it from here."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from specbench.model.decode.tree import Tree
+from specbench.model.decode.verify import METHODS as VERIFY_METHODS
+from specbench.model.decode.verify import SHAPES as VERIFY_SHAPES
+from specbench.model.nets.gpt2 import GPT2Config
+
+
+@dataclasses.dataclass(frozen=True)
+class Drafter:
+    """What drafts a round and how the target judges it, hashable so it is static under jit.
+    `config` is the network the drafter runs: the draft model's, or for layerskip the target's
+    with n_layer = L (its cache depth). `verify` names the rule (verify.py), `drafts` the
+    sequences proposed per round, `acceptance` the dial's setting."""
+
+    kind: str = "model"
+    config: GPT2Config | None = None
+    ngram: int = 3
+    confidence: float | None = None  # dynamic K: stop drafting below this top probability
+    verify: str = "token"
+    drafts: int = 1
+    # the dial's a: a weight of the program (lookup.dial_weights), not part of its shape, so every
+    # setting of the dial shares one compiled program; equal drafters may differ in it
+    acceptance: float | None = dataclasses.field(default=None, compare=False)
+    vocab: int | None = None  # a network drafter's head covers only this many tokens (FR-Spec)
+    tree: Tree | None = None  # a token tree of drafts (tree.py), verified in one step; K is its depth
+
+    @property
+    def shape(self) -> str:
+        """What a round proposes: a chain of drafts, a token tree, or k draft sequences (drafts);
+        verify.SHAPES says which methods judge each."""
+        return "tree" if self.tree is not None else "drafts" if self.drafts > 1 else "chain"
+
+    def reach(self, K: int) -> int:
+        """Cache slots a round writes past the pending token: K, or for a tree the most of its
+        nodes and the rows its drafting step writes (a dynamic tree's candidates), but the root."""
+        return K if self.tree is None else max(self.tree.size, self.tree.draft_rows) - 1
+
+    @property
+    def reach_setting(self) -> str:
+        """The setting that sets reach: "K", or "tree" (sizing.validate blames it)."""
+        return "K" if self.tree is None else "tree"
+
+    @property
+    def at_start(self) -> Drafter:
+        """What its start reads (drafters.start): the same drafter without its rounds' settings (K
+        aside, the verify method, the draft count, the tree, dynamic K), so that one compiled start
+        serves all of them."""
+        return dataclasses.replace(self, verify="token", drafts=1, tree=None, confidence=None)
+
+    @property
+    def head_words(self) -> str:
+        """How much of the vocabulary a network drafter's head covers, where not all of it."""
+        return f", head over the {self.vocab:,} most frequent tokens" if self.vocab else ""
+
+    @property
+    def spec(self):
+        """What this kind of drafter needs and can do (its KINDS record, drafters.py)."""
+        from specbench.model.decode.drafters import KINDS
+
+        return KINDS[self.kind]
+
+    def __post_init__(self):
+        from specbench.model.decode.drafters import KINDS, kinds_that
+
+        if self.kind not in KINDS:
+            raise ValueError(f"drafter must be one of {', '.join(KINDS)} (got {self.kind!r})")
+        if self.spec.network and self.config is None:
+            raise ValueError(f"the {self.kind} drafter needs a network config")
+        if self.ngram < 1:
+            raise ValueError(f"ngram must be >= 1 (got {self.ngram})")
+        if self.confidence is not None and not 0 < self.confidence < 1:
+            raise ValueError(f"draft confidence must be in (0, 1) (got {self.confidence})")
+        if self.verify not in VERIFY_METHODS:
+            raise ValueError(f"verify must be one of {', '.join(VERIFY_METHODS)} (got {self.verify!r})")
+        if self.drafts < 1 or (self.drafts > 1 and not self.spec.network):
+            raise ValueError(
+                f"drafts must be 1 for the {self.kind} drafter, >= 1 for a network (got {self.drafts})"
+            )
+        if self.shape not in VERIFY_SHAPES[self.verify]:
+            raise ValueError(
+                f"{self.verify} verification judges {' or '.join(VERIFY_SHAPES[self.verify])}, "
+                f"not {self.shape} (token judges every shape)"
+            )
+        if self.spec.acceptance != (self.acceptance is not None):
+            raise ValueError("the dial drafter, and it alone, takes an acceptance")
+        if self.acceptance is not None and not 0 <= self.acceptance <= 1:
+            raise ValueError(f"acceptance must be in [0, 1] (got {self.acceptance})")
+        if self.vocab is not None and (not self.spec.network or self.vocab < 1):
+            raise ValueError(f"a draft vocabulary is >= 1 tokens of a network drafter (got {self.vocab})")
+        if self.tree is not None:
+            if not self.spec.trees:
+                raise ValueError(
+                    f"the {self.kind} drafter proposes no trees ({', '.join(kinds_that('trees'))} do)"
+                )
+            if self.drafts > 1 or self.confidence is not None:
+                raise ValueError("a tree is one proposal of its own shape: no k drafts or dynamic K")
+        if self.verify == "traversal" and self.tree is not None and self.tree.dynamic:
+            raise ValueError("traversal judges a fixed tree: a dynamic one is judged from its root")
+        if self.verify == "gbv" and self.confidence is not None:
+            raise ValueError("gbv ranks k whole sequences: no dynamic K")
