@@ -400,17 +400,29 @@ def test_the_family_s_limits_on_the_command_line_are_one_line_each(tiny_names, t
     assert listed.exit_code == 0 and "qwen2.5-0.5b" in listed.output and "494.0M" in listed.output
 
 
+QWEN3_SMALL = dataclasses.replace(
+    SMALL, qkv_bias=False, family="qwen3", qk_norm=True, explicit_head_dim=16
+)  # norms over each head's queries and keys, a head_dim that is not 32 / 4
+
+
 @pytest.mark.slow
-def test_transformers_peer_decodes_the_family_s_random_weights_as_specbench_at_t0(llama_pair):
-    """The peer loads random Llama-family weights saved in HF's layout (llama_layout.save) with
-    AutoModelForCausalLM, and its generate and assisted generation give specbench's tokens."""
+@pytest.mark.parametrize("family", ["qwen2", "qwen3"])
+def test_transformers_peer_decodes_the_family_s_random_weights_as_specbench_at_t0(llama_pair, family):
+    """The peer loads random Llama-family weights saved in HF's layout (formats.py: llama_layout)
+    with AutoModelForCausalLM, and its generate and assisted generation give specbench's tokens:
+    Qwen2's (biases) and Qwen3's (q/k norms, its own head_dim)."""
     pytest.importorskip("transformers")
     from specbench.measure import peers
     from specbench.model.decode import drafters
     from specbench.model.decode.sampling import Warp
     from specbench.model.generate import autoregressive
 
+    from exactness import noisy_copy
+
     draft, target = llama_pair
+    if family == "qwen3":
+        target = llama_model(QWEN3_SMALL, 0, "qwen3-target", scale=8.0)
+        draft = noisy_copy(target, 0.05, 4)
     (hf,) = peers.make_peers(
         ["transformers"], drafters.model_drafter(draft.config), draft, target, 1, on_gpu=False
     )
