@@ -89,6 +89,19 @@ def test_a_refill_that_reuses_the_finished_request_s_random_stream_is_caught(mod
     assert not np.array_equal(np.asarray(broken.tokens), want)
 
 
+def test_each_request_s_span_of_rounds_is_recorded_and_a_refill_begins_where_a_slot_freed(models):
+    draft, target = models
+    out = served(draft, target, PROMPTS, Warp())
+    spans, rounds = np.asarray(out.spans), int(out.rounds)
+    began, ended = spans[:, 0], spans[:, 1]
+    assert (began[:B] == 0).all() and (ended > began).all() and ended.max() == rounds
+    freed = set(ended.tolist())
+    assert all(b in freed for b in began[B:]), (began, ended)  # a refill takes a slot as it frees
+    # each slot serves one request at a time: at any round at most B requests are in their span
+    busy = [int(((began < r) & (r <= ended)).sum()) for r in range(1, rounds + 1)]
+    assert max(busy) <= B and min(busy) >= 1
+
+
 def test_generate_serves_a_queue_and_counts_the_slots_use(models):
     draft, target = models
     tokens, stats = generate.serve(draft, target, PROMPTS, N, K, Warp(), 0, slots=4)

@@ -67,6 +67,33 @@ def test_vllm_s_per_request_block_follows_its_definitions_on_a_hand_worked_round
     assert record["speculative_decoding"]["num_spec_steps"] == 3
 
 
+def test_a_refilled_queue_s_requests_are_timed_by_the_rounds_they_spanned():
+    """Q = 3 requests on 2 slots, 10 batched rounds: requests 0 and 1 begin at round 0, request 2
+    when request 0 ends at round 4; each is timed as its rounds' share of the repeat's wall time."""
+    res = fake_result(B=2)
+    res.queue = 3
+    spans = np.array([[0, 4], [0, 10], [4, 9]])
+    res.stats = SimpleNamespace(
+        accepted_hist=np.array([1, 0, 0, 0, 2]),
+        accepted_hist_per_seq=np.array([[1, 0, 0, 0, 2], [0, 3, 0, 0, 0], [0, 0, 3, 0, 0]]),
+        n_seqs=3, request_spans=spans, batch_rounds=10, n_slots=2,
+    )  # fmt: skip
+    res.ar_stats = SimpleNamespace(
+        request_spans=np.array([[0, 10], [0, 10], [10, 20]]), batch_rounds=20, n_slots=2
+    )
+    recs = requests.records(res, ["a", "b", "c"])
+    assert len(recs) == 9 and all(r[k] is not None for r in recs for k in r if k.endswith("_s"))
+    first, third = recs[0], recs[2]  # repeat 0: SD's wall 0.20 s over 10 rounds, its start 0.07 s
+    assert first["sd_queued_s"] == 0 and first["sd_ttft_s"] == pytest.approx(0.07)
+    assert first["sd_e2e_s"] == pytest.approx(0.08)  # 4 rounds of 0.02 s
+    assert third["sd_queued_s"] == pytest.approx(0.08) and third["sd_e2e_s"] == pytest.approx(0.18)
+    assert third["sd_ttft_s"] == pytest.approx(0.08 + 0.07 / 2)  # queued, then a slot's share of a start
+    assert third["sd_tpot_s"] == pytest.approx((0.18 - 0.115) / 10)
+    assert recs[1]["sd_e2e_s"] == pytest.approx(0.20)  # the last to finish ends with the wall time
+    got = requests.percentiles(recs)
+    assert got["sd_queued_p50_s"] == pytest.approx(0.0) and got["ar_queued_p99_s"] > 0
+
+
 def test_a_batch_s_sequences_share_their_repeat_s_times_and_keep_their_own_blocks():
     recs = requests.records(fake_result(B=2), ["a", "b"])
     assert len(recs) == 6 and [r["prompt_id"] for r in recs[:2]] == ["a", "b"]

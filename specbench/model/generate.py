@@ -263,10 +263,15 @@ def serve(draft, target: Model, prompts, n_tokens: int, K: int, warp: Warp, seed
 
 
 def _served(out, slots: int) -> dict:
-    """What a refilled run's DecodeStats add: the slots, the rounds they ran, their idle share, and
-    its starts in batched starts' worth (each request's prefill a slot's share of one)."""
+    """What a refilled run's DecodeStats add: the slots, the rounds they ran, their idle share, its
+    starts in batched starts' worth (each request's prefill a slot's share of one), and each
+    request's first and last round (request_spans)."""
     return dict(
-        batch_rounds=int(out.rounds), idle_slots=int(out.idle), n_slots=slots, starts=int(out.starts) / slots
+        batch_rounds=int(out.rounds),
+        idle_slots=int(out.idle),
+        n_slots=slots,
+        starts=int(out.starts) / slots,
+        request_spans=np.asarray(out.spans),
     )
 
 

@@ -12,7 +12,15 @@ What is measured and what is derived (docs/metrics.md, "Per request"):
 
 The sequences of a batch start and end together, so they share their repeat's times; their
 speculative blocks are their own. The requests of a refilled queue (refill.py) start and end apart
-inside one program, which times none of them alone: theirs are left empty. NumPy only.
+inside one program, which syncs with the host only at its end; each is timed by the rounds it
+spanned (refill.Served.spans: admitted after round b, done at round e), all of the queue waiting
+from its start as a closed queue's requests do:
+  unit    the repeat's wall time / the batched rounds the slots ran (a round's share, its
+          refills' prefills spread over the rounds)
+  queued  b x unit, the time before its prefill
+  TTFT    queued + its prefill: the measured start (the first fill's), or a slot's share of it
+  E2E     e x unit
+NumPy only.
 """
 
 from __future__ import annotations
@@ -20,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 PERCENTILES = (50, 95, 99)
-METRICS = ("ttft", "tpot", "e2e")
+METRICS = ("ttft", "tpot", "e2e", "queued")  # queued: a refilled queue's requests only
 
 
 def records(res, prompt_ids: list[str]) -> list[dict]:
@@ -28,20 +36,25 @@ def records(res, prompt_ids: list[str]) -> list[dict]:
     sequence b), AR's and SD's times side by side, and the sequence's speculative block."""
     c, st = res.config, res.stats
     B, N = st.n_seqs if hasattr(st, "n_seqs") else res.batch, c.n_tokens
-    queued = getattr(res, "queue", None)  # a refilled queue: its requests start and end apart, untimed
+    queued = getattr(res, "queue", None)  # a refilled queue: its requests start and end apart
     starts = {m: res.part_samples.get(f"{m}_start") or [] for m in ("ar", "sd")}
     walls = {"ar": res.ar_times_s, "sd": res.sd_times_s}
+    served = {"ar": getattr(res, "ar_stats", None), "sd": st}
     hists = st.accepted_hist_per_seq if B > 1 else np.asarray(st.accepted_hist)[None, :]
     out = []
     for repeat in range(len(res.sd_times_s)):
         for b in range(B):
             record = {"repeat": repeat, "sequence": b, "prompt_id": prompt_ids[b]}
             for m in ("ar", "sd"):
-                e2e = float("nan") if queued else walls[m][repeat]
-                ttft = min(starts[m][repeat], e2e) if repeat < len(starts[m]) and not queued else float("nan")
+                start = starts[m][repeat] if repeat < len(starts[m]) else None
+                if queued:
+                    record |= queued_times(m, served[m], b, walls[m][repeat], start, N)
+                    continue
+                e2e = walls[m][repeat]
+                ttft = min(start, e2e) if start is not None else None
                 record |= {
                     f"{m}_ttft_s": ttft,
-                    f"{m}_tpot_s": (e2e - ttft) / max(1, N - 1),
+                    f"{m}_tpot_s": None if ttft is None else (e2e - ttft) / max(1, N - 1),
                     f"{m}_e2e_s": e2e,
                 }
             arrivals = getattr(res, "token_times", None)
@@ -51,6 +64,21 @@ def records(res, prompt_ids: list[str]) -> list[dict]:
             record["speculative_decoding"] = vllm_block(np.asarray(hists[b]), c.K)
             out.append(record)
     return out
+
+
+def queued_times(m: str, stats, request: int, wall: float, start: float | None, N: int) -> dict:
+    """A refilled queue's request `request`, timed by the rounds it spanned (the module's note):
+    {m}_queued_s, {m}_ttft_s, {m}_tpot_s, {m}_e2e_s; None where the run left no spans."""
+    spans = getattr(stats, "request_spans", None)
+    if spans is None or not stats.batch_rounds:
+        return {f"{m}_{x}_s": None for x in ("queued", "ttft", "tpot", "e2e")}
+    began, ended = (int(v) for v in spans[request])
+    unit = wall / stats.batch_rounds
+    prefill = 0.0 if start is None else (start if began == 0 else start / (stats.n_slots or 1))
+    e2e = ended * unit
+    ttft = min(began * unit + prefill, e2e)
+    tpot = (e2e - ttft) / max(1, N - 1)
+    return {f"{m}_queued_s": began * unit, f"{m}_ttft_s": ttft, f"{m}_tpot_s": tpot, f"{m}_e2e_s": e2e}
 
 
 def speculative_block(hist: np.ndarray, K: int) -> dict:
@@ -99,7 +127,7 @@ def percentiles(recs: list[dict]) -> dict:
     out = {}
     for m in ("ar", "sd"):
         for metric in METRICS:
-            values = np.asarray([r[f"{m}_{metric}_s"] for r in recs], float)
+            values = np.asarray([r.get(f"{m}_{metric}_s") for r in recs], float)
             values = values[np.isfinite(values)]
             for p in PERCENTILES:
                 out[f"{m}_{metric}_p{p}_s"] = float(np.percentile(values, p)) if values.size else None
@@ -119,7 +147,8 @@ def reading(rows: list[dict]) -> str:
     recs = pooled(rows)
     if not recs:
         return "These rows hold no per-request records (written before specbench recorded them)."
-    ms = lambda m, x, p: float(np.percentile([r[f"{m}_{x}_s"] for r in recs], p)) * 1e3
+    got = lambda m, x: [r[f"{m}_{x}_s"] for r in recs if r.get(f"{m}_{x}_s") is not None]
+    ms = lambda m, x, p: float(np.percentile(got(m, x) or [float("nan")], p)) * 1e3
     tpot = {(m, p): ms(m, "tpot", p) for m in ("ar", "sd") for p in (50, 95)}
     ttft = {m: ms(m, "ttft", 50) for m in ("ar", "sd")}
     at_or_below = "at or below" if tpot["sd", 95] <= tpot["ar", 95] else "above"

@@ -84,11 +84,12 @@ FIELDS = [
     F("ar_tokens_per_s", md=10, table=8, header="AR tok/s", fmt=".1f"),
     *[F(f"sd_{s}") for s in ("mean_s", "std_s", "min_s", "max_s", "median_s")],
     F("sd_tokens_per_s", md=11, table=9, header="SD tok/s", fmt=".1f"),
-    # per request (requests.py): p50, p95, p99 of TTFT, TPOT, E2E and (--itl) the gaps between tokens
+    # per request (requests.py): p50, p95, p99 of TTFT, TPOT, E2E, (--itl) the gaps between tokens,
+    # and (a refilled queue) the time before each request's prefill
     *[
         F(f"{m}_{x}_p{p}_s", fmt="ms")
         for m in ("ar", "sd")
-        for x in ("ttft", "tpot", "e2e", "itl")
+        for x in ("ttft", "tpot", "e2e", "itl", "queued")
         for p in (50, 95, 99)
     ],
     F("speedup", md=12, table=10, header="speedup", plot=True),

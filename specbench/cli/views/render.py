@@ -263,11 +263,8 @@ def request_line(row: dict) -> str:
         f" (p95 {ms(f'ar_{x}_p95_s')} / {ms(f'sd_{x}_p95_s')})"
     )
     n = len(row.get("requests") or [])
-    if row.get("queue"):
-        return (
-            f"per request: the {row['queue']} requests of a refilled queue start and end apart, untimed alone"
-        )
-    shown = (("ttft", "TTFT"), ("tpot", "TPOT"), ("e2e", "E2E"))
+    shown = (("queued", "queued"),) if row.get("queue") else ()  # a refilled queue's: by its rounds
+    shown += (("ttft", "TTFT"), ("tpot", "TPOT"), ("e2e", "E2E"))
     shown += (("itl", "gaps between tokens"),) if row.get("ar_itl_p50_s") is not None else ()
     return f"per request ({plural(n, 'request')}), p50: " + " · ".join(part(x, name) for x, name in shown)
 

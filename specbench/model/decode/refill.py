@@ -45,6 +45,7 @@ class Served(NamedTuple):
     rounds: jax.Array  # [] int32: batched rounds (AR: steps) the slots ran
     idle: jax.Array  # [] int32: (slot, round) pairs in which a slot held no unfinished request
     starts: jax.Array  # [] int32: requests started (the whole queue): the first fill's, then the refills'
+    spans: jax.Array  # [Q, 2] int32: each request's first round (its prefill ran before it) and last
 
 
 def serve(start, start_one, step, queue: Queue, B: int, n_tokens: int, config, counted: bool) -> Served:
@@ -66,10 +67,11 @@ def serve(start, start_one, step, queue: Queue, B: int, n_tokens: int, config, c
         else None
     )
     filled = jnp.int32(min(B, Q))  # requests started: the next to start, and the count
-    carry = (slots, request, filled, out, per_request, jnp.int32(0), jnp.int32(0), filled)
+    spans = jnp.zeros((Q, 2), jnp.int32)  # the first fill's requests begin at round 0
+    carry = (slots, request, filled, out, per_request, spans, jnp.int32(0), jnp.int32(0), filled)
 
     def body(carry):
-        slots, request, nxt, out, per_request, rounds, idle, n_starts = carry
+        slots, request, nxt, out, per_request, spans, rounds, idle, n_starts = carry
         mine = jnp.maximum(request, 0)
         active = (request >= 0) & (slots.n < ends[mine])
         new = step(slots)
@@ -89,14 +91,17 @@ def serve(start, start_one, step, queue: Queue, B: int, n_tokens: int, config, c
             return lax.fori_loop(0, B, one, s)
 
         slots = lax.cond(jnp.any(take), refill, lambda s: s, slots)
+        # a finished request's last round is this one (rounds + 1 done); a refill begins the next
+        spans = spans.at[jnp.where(done, request, Q), 1].set(rounds + 1, mode="drop")
+        spans = spans.at[jnp.where(take, nxt + order, Q), 0].set(rounds + 1, mode="drop")
         request = jnp.where(take, nxt + order, jnp.where(done, -1, request))
         counted_ = (rounds + 1, idle + jnp.sum(~active), n_starts + jnp.sum(take))
-        return slots, request, nxt + jnp.sum(take), out, per_request, *counted_
+        return slots, request, nxt + jnp.sum(take), out, per_request, spans, *counted_
 
-    slots, request, nxt, out, per_request, rounds, idle, n_starts = lax.while_loop(
+    slots, request, nxt, out, per_request, spans, rounds, idle, n_starts = lax.while_loop(
         lambda c: jnp.any(c[1] >= 0), body, carry
     )
-    return Served(out, per_request, rounds, idle, n_starts)
+    return Served(out, per_request, rounds, idle, n_starts, spans)
 
 
 def store(slots, done, request, starts, out, per_request, n_tokens: int):

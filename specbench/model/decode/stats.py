@@ -31,6 +31,7 @@ class DecodeStats:
     accepted_hist_per_seq: np.ndarray | None = None  # [B, K+1]: accepted_hist of each sequence of a batch
     n_slots: int | None = None  # slots a refilled queue ran on (refill.py); None: one slot a sequence
     starts: float = 1.0  # batched starts' worth: a refilled queue's requests / its slots
+    request_spans: np.ndarray | None = None  # [Q, 2]: a refilled request's first and last batched round
 
     @classmethod
     def autoregressive(cls, n_tokens: int, n_seqs: int = 1) -> DecodeStats:
