@@ -14,9 +14,10 @@ import pytest
 
 from specbench.errors import WeightsError
 from specbench.model.checkpoints import llama_layout, weights
-from specbench.model.nets import llama, network
-from specbench.model.nets.llama import LlamaConfig, RopeScaling
+from specbench.model.nets import llama, network, rotary
+from specbench.model.nets.llama import LlamaConfig
 from specbench.model.nets.network import Model
+from specbench.model.nets.rotary import RopeScaling
 
 from conftest import tiny_tokenizer_json
 
@@ -297,7 +298,7 @@ def test_speculative_sampling_follows_the_llama_target_and_a_broken_verdict_fail
 def test_rope_scaling_changes_only_the_rates_it_should():
     plain = LlamaConfig(n_layer=1, n_head=1, n_kv_head=1, n_embd=64, n_inner=8, n_vocab=8, rope_theta=5e5)
     scaled = dataclasses.replace(plain, rope_scaling=RopeScaling("llama3", 32.0, 1.0, 4.0, 8192))
-    base, llama3 = llama.inv_frequencies(plain), llama.inv_frequencies(scaled)
+    base, llama3 = rotary.inv_frequencies(plain), rotary.inv_frequencies(scaled)
     wavelength = 2 * np.pi / base
     short, long = wavelength < 8192 / 4, wavelength > 8192
     np.testing.assert_array_equal(llama3[short], base[short])  # high frequencies kept

@@ -33,6 +33,8 @@ def drafter_settings(drafter) -> dict:
             "acceptance": None,
             "draft_vocab": None,
             "tree_nodes": None,
+            "eagle_format": None,
+            "eagle_taps": None,
         }
     return {
         "drafter": drafter.kind,
@@ -45,6 +47,8 @@ def drafter_settings(drafter) -> dict:
         "acceptance": drafter.acceptance,
         "draft_vocab": drafter.vocab,
         "tree_nodes": drafter.tree.size if drafter.tree is not None else None,
+        "eagle_format": drafter.head_format,
+        "eagle_taps": ",".join(map(str, drafter.reads)) if isinstance(drafter.reads, tuple) else None,
     }
 
 

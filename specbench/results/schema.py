@@ -55,6 +55,8 @@ FIELDS = [
     F("draft_confidence", float, key=True),
     F("draft_vocab", int, key=True),  # tokens the draft's head covers; empty: all (draft_vocab.py)
     F("tree_nodes", int),  # a token tree's nodes (--tree; its depth is K)
+    F("eagle_format", str, key=True),  # an EAGLE head's format: eagle (specbench's) or eagle3 (published)
+    F("eagle_taps", str),  # the target layers whose inputs an EAGLE-3 head reads: "2,16,29"
     # how the round drafts and is judged (their table places tie with K's: shown where they vary)
     F("verify", str, md=7, table=5, header="verify", key=True, old="token"),  # token or block (verify.py)
     F("drafts", int, md=7, table=5, header="drafts", key=True, old=1),  # draft sequences per round

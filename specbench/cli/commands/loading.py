@@ -145,8 +145,8 @@ def on_mesh(draft, target, text: str | None):
 def load_head(named: str | None, target):
     """The EAGLE head that --eagle-head names, as a Model (eagle_files.load), for this target: by default
     the folder <target's name>-eagle in gpt2_weights/ (the bundled tiny-target-eagle)."""
-    from specbench.model.checkpoints import eagle_files, weights
-    from specbench.model.nets import network
+    from specbench.model.checkpoints import eagle3_files, eagle_files, weights
+    from specbench.model.nets import eagle, network
 
     if family_of(target.config).encoder_decoder:
         raise BadInput(
@@ -163,19 +163,20 @@ def load_head(named: str | None, target):
         raise BadInput("--eagle-head", f"{path} does not exist: name an EAGLE head's folder")
     if not eagle_files.is_head_dir(path):
         raise BadInput(
-            "--eagle-head", f"{path} is not an EAGLE head (its config.json names {eagle_files.MARKER})"
+            "--eagle-head",
+            f"{path} is not an EAGLE head (its config.json names {eagle_files.MARKER}, "
+            f"{eagle3_files.ARCHITECTURE} or speculators_model_type eagle3)",
         )
     try:
         config, params, trained_on = eagle_files.load(path, target.params["wte"].dtype)
     except WeightsError as e:
         raise BadInput("--eagle-head", str(e)) from None
-    same_family = network.architecture(config) == network.architecture(target.config)
-    if not same_family or config.n_embd != target.config.n_embd or config.n_vocab != target.config.n_vocab:
+    wrong = eagle.mismatch(config, target.config)
+    if wrong:
         raise BadInput(
             "--eagle-head",
-            f"{path} is a {network.display_name(config)} block reading features of width {config.n_embd} "
-            f"(trained on {trained_on or 'another target'}); {target.name} is a "
-            f"{network.display_name(target.config)} whose are {target.config.n_embd} wide",
+            f"{path} {wrong} ({target.name}, a {network.display_name(target.config)}; "
+            f"the head was trained on {trained_on or 'another target'})",
         )
     if trained_on and trained_on != target.name:
         click.echo(
@@ -183,6 +184,7 @@ def load_head(named: str | None, target):
             "expect few of its drafts accepted",
             err=True,
         )
+    config = eagle.drafting_config(config, target.config)  # an EAGLE-3 head's taps: the target's
     return weights.Model(path.name, config, params, str(path))
 
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from specbench import files
 from specbench.errors import WeightsError
-from specbench.model.checkpoints import llama_layout
+from specbench.model.checkpoints import eagle3_files, llama_layout
 from specbench.model.nets import families
 from specbench.model.nets.eagle import init_params
 from specbench.model.nets.families import family_of
@@ -26,11 +26,10 @@ WEIGHTS_FILE = "model.safetensors"
 
 
 def is_head_dir(directory: Path) -> bool:
-    """Whether `directory` holds an EAGLE head (its config.json says MARKER)."""
-    try:
-        return json.loads((Path(directory) / "config.json").read_text()).get("architecture") == MARKER
-    except (OSError, ValueError, AttributeError):
-        return False
+    """Whether `directory` holds an EAGLE head: specbench's (its config.json says MARKER) or a
+    published EAGLE-3 head (eagle3_files.py)."""
+    meta = eagle3_files.read_meta(directory)
+    return meta.get("architecture") == MARKER or eagle3_files.layout_of(meta) is not None
 
 
 def save(
@@ -59,12 +58,18 @@ def save(
 
 
 def load(directory: Path, dtype=jnp.float32) -> tuple[GPT2Config | LlamaConfig, dict, str]:
-    """(config, params, the target it was trained on) of a head folder; WeightsError naming the
-    file and the key when something is missing or misshapen."""
+    """(config, params, the target it was trained on) of a head folder (an EAGLE-3 one's:
+    eagle3_files.load); WeightsError naming the file and the key when something is missing or
+    misshapen."""
     from safetensors import SafetensorError
     from safetensors.numpy import load_file
 
     directory = Path(directory)
+    if eagle3_files.layout_of(eagle3_files.read_meta(directory)):
+        try:
+            return eagle3_files.load(directory, dtype)
+        except WeightsError as e:
+            raise WeightsError(f"{directory} is not a readable EAGLE-3 head ({e})", "draft") from None
     try:
         meta = json.loads((directory / "config.json").read_text())
         if "llama" in meta:  # a Llama-family head's block

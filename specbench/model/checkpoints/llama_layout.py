@@ -31,7 +31,8 @@ import numpy as np
 from specbench.errors import WeightsError
 from specbench.model.checkpoints import hf_layout
 from specbench.model.nets.families import LLAMA
-from specbench.model.nets.llama import LlamaConfig, RopeScaling
+from specbench.model.nets.llama import LlamaConfig
+from specbench.model.nets.rotary import RopeScaling
 
 FAMILIES = tuple(LLAMA.names)  # HF model_type values this layout reads: the record's (nets/families.py)
 ARCHITECTURES = {  # each one's transformers class, which `save` writes into config.json

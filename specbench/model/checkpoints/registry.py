@@ -7,7 +7,8 @@ from __future__ import annotations
 import dataclasses
 
 from specbench.model.nets.gpt2 import GPT2Config
-from specbench.model.nets.llama import LlamaConfig, RopeScaling
+from specbench.model.nets.llama import LlamaConfig
+from specbench.model.nets.rotary import RopeScaling
 from specbench.model.nets.t5 import T5Config
 
 

@@ -18,7 +18,7 @@ from specbench.model.checkpoints import eagle_files, formats, hf_layout, llama_l
 from specbench.model.checkpoints.hf_layout import is_model_dir
 from specbench.model.checkpoints.registry import ALIASES, REGISTRY, ModelSpec
 from specbench.model.kernels import cpu
-from specbench.model.nets import network
+from specbench.model.nets import eagle, network
 from specbench.model.nets.families import family_of
 from specbench.model.nets.layouts import for_decoding
 from specbench.model.nets.network import Model
@@ -199,13 +199,13 @@ def head_row(d: Path) -> dict:
     return {
         "name": d.name,
         "aliases": "",
-        "kind": "EAGLE head (--drafter eagle)",
+        "kind": f"{eagle.format_of(config).title} (--drafter eagle)",
         "present": True,
         "n_params": n_params,
         "description": f"drafts for {trained_on or 'a target'} from its features",
         "path": str(d),
         "layers_x_width": f"1x{config.n_embd}",
-        "architecture": "eagle",
+        "architecture": eagle.format_of(config).name,
     }
 
 

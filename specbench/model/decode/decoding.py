@@ -119,11 +119,8 @@ def spec_start(
 ) -> SpecState:
     """start(), then the drafter reads the prompt too (a network drafter re-reads its last token
     in round 1; an EAGLE head reads the prefill's features)."""
-    features = None
-    if drafter.spec.features:
-        s, features = start(target_params, prompt_buf, n_prompt, key, target_config, warp, max_len, True)
-    else:
-        s = start(target_params, prompt_buf, n_prompt, key, target_config, warp, max_len)
+    out = start(target_params, prompt_buf, n_prompt, key, target_config, warp, max_len, drafter.reads)
+    s, features = out if drafter.reads else (out, None)
     source = network.encoder_decoder(target_config)
     dstate = drafters.start(drafter, draft_params, prompt_buf, n_prompt, max_len, features, source)
     return SpecState(s.tokens, s.n, s.key, s.target_cache, dstate, no_counts(K))
@@ -143,7 +140,7 @@ def spec_start_in_two(
     own (Drafter.at_start), which every K, verify method, draft count and tree of that drafter
     shares. `target_start` and `drafter_start` are one sequence's programs or a batch's."""
     drafter, config, max_len = kw["drafter"], kw["target_config"], kw["max_len"]
-    hidden = drafter.spec.features
+    hidden = drafter.reads
     out = target_start(
         target_params,
         prompt_buf,
@@ -237,7 +234,7 @@ def verify_step(target_params, cache, tokens, pos, target_config, drafter, dstat
         logits, cache = network.step(target_params, cache, tokens, pos, target_config, tree=tree)
         return logits, cache, dstate
     logits, cache, features = network.step(
-        target_params, cache, tokens, pos, target_config, tree=tree, hidden=True
+        target_params, cache, tokens, pos, target_config, tree=tree, hidden=drafter.reads
     )
     return logits, cache, drafters.observe(drafter, dstate, features, pos)
 

@@ -37,12 +37,14 @@ def target_weights(drafter: Drafter, draft: Model | None, target: Model, referen
 
 
 def eagle_weights(drafter: Drafter, draft: Model | None, target: Model, reference=None):
-    """An EAGLE head (`draft`) joined to the target's embeddings, final norm and head (eagle.attach)."""
-    if draft is None or draft.config.n_embd != target.config.n_embd:
-        raise DecodeError(
-            f"the eagle drafter needs a head of the target's width {target.config.n_embd}", "draft"
-        )
-    return eagle.attach(draft.params, target.params, target.config)
+    """An EAGLE head (`draft`) joined to the target's embeddings, final norm and head, or an
+    EAGLE-3 head to what it reads of the target (eagle.attach)."""
+    if draft is None:
+        raise DecodeError("the eagle drafter needs a head", "draft")
+    wrong = eagle.mismatch(draft.config, target.config)
+    if wrong:
+        raise DecodeError(f"the head {draft.name} {wrong}", "draft")
+    return eagle.attach(draft.params, target.params, eagle.drafting_config(draft.config, target.config))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -51,13 +53,13 @@ def eagle_weights(drafter: Drafter, draft: Model | None, target: Model, referenc
 
 def eagle_start(drafter: Drafter, params, prompt_buf, n_prompt, max_len: int, features=None, source=False):
     """The head's state after the prompt: its cache over the prompt's rows, each reading the
-    target's feature of the row before (eagle.shifted), and those features in a [max_len, n_embd]
+    target's feature of the row before (eagle.shifted), and those features in a [max_len, width]
     buffer (rows past the prompt are padding's, rewritten before they are read)."""
     cache = network.init_cache(drafter.config, max_len, params["wte"].dtype)
     _, _, cache = eagle.step(
         params, cache, eagle.shifted(features), prompt_buf, 0, drafter.config, logits_at=0
     )
-    feats = jnp.zeros((max_len, drafter.config.n_embd), features.dtype)
+    feats = jnp.zeros((max_len, features.shape[-1]), features.dtype)  # an EAGLE-3 head's: its taps
     return EagleState(cache, lax.dynamic_update_slice_in_dim(feats, features, 0, 0))
 
 

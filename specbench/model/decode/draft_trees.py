@@ -46,7 +46,8 @@ def dynamic_propose(drafter: Drafter, params, dstate, tokens, n, warp: Warp, n_v
     if net:  # the head's window, as eagle_tree_propose reads it
         s, window, before, row = eagle.window(dstate.feats, tokens, n, spec.depth + 1)
         _, _, cache = eagle.step(params, dstate.cache, before, window, s, drafter.config, logits_at=row)
-        reads = jnp.zeros((C, drafter.config.n_embd), before.dtype).at[0].set(before[row])
+        root = eagle.combine(params, before[row], drafter.config)  # f_{n-2} as the head reads it
+        reads = jnp.zeros((C, drafter.config.n_embd), before.dtype).at[0].set(root)
     start = 1
     for _ in range(spec.depth):  # each level expands the frontier of the one before
         if net:
@@ -133,7 +134,8 @@ def eagle_tree_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: W
     s, window, before, row = eagle.window(dstate.feats, tokens, n, tree.depth + 1)
     _, _, cache = eagle.step(params, dstate.cache, before, window, s, config, logits_at=row)
     nodes = jnp.zeros(tree.size, jnp.int32).at[0].set(tokens[n - 1])
-    reads = jnp.zeros((tree.size, config.n_embd), before.dtype).at[0].set(before[row])  # f_{n-2}
+    root = eagle.combine(params, before[row], config)  # f_{n-2}, as the head's rows read it
+    reads = jnp.zeros((tree.size, config.n_embd), before.dtype).at[0].set(root)
     p = jnp.zeros((tree.size, sampling.p_width(warp, n_vocab)), jnp.float32)
     keys = jax.random.split(key, max(tree.depth, 1))
     for d in range(tree.depth):

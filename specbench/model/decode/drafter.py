@@ -55,6 +55,25 @@ class Drafter:
         return dataclasses.replace(self, verify="token", drafts=1, tree=None, confidence=None)
 
     @property
+    def reads(self):
+        """What the target's steps hand this drafter (network.step's `hidden`): nothing (False),
+        an EAGLE head's features (True) or an EAGLE-3 head's taps (eagle.reads)."""
+        if not self.spec.features:
+            return False
+        from specbench.model.nets import eagle
+
+        return eagle.reads(self.config)
+
+    @property
+    def head_format(self) -> str | None:
+        """An EAGLE head's format as rows record it ("eagle", "eagle3"), else None."""
+        if not self.spec.features:
+            return None
+        from specbench.model.nets import eagle
+
+        return eagle.format_of(self.config).name
+
+    @property
     def head_words(self) -> str:
         """How much of the vocabulary a network drafter's head covers, where not all of it."""
         return f", head over the {self.vocab:,} most frequent tokens" if self.vocab else ""

@@ -76,8 +76,9 @@ def default_layers(target_config: GPT2Config) -> int:
     return max(1, target_config.n_layer // 3)
 
 
-def eagle_drafter(target_config: GPT2Config, confidence: float | None = None) -> Drafter:
-    return Drafter("eagle", eagle.config_for(target_config), confidence=confidence)
+def eagle_drafter(target_config: GPT2Config, confidence: float | None = None, head=None) -> Drafter:
+    """An EAGLE head's drafter: `head` is the head's config (None: an EAGLE-1 block of the target's)."""
+    return Drafter("eagle", eagle.drafting_config(head, target_config), confidence=confidence)
 
 
 def lookup_drafter(ngram: int = 3) -> Drafter:
@@ -233,8 +234,8 @@ KINDS: dict[str, Kind] = {
             "eagle",
             "EAGLE head",
             draft_chains.eagle_weights,
-            lambda d, name: f"{name}: one block over the target's features{d.head_words}",
-            lambda s, draft, target: eagle_drafter(target, s.confidence),
+            lambda d, name: f"{name}: {eagle.words(d.config)}{d.head_words}",
+            lambda s, draft, target: eagle_drafter(target, s.confidence, draft),
             lambda d, draft, target: draft,
             draft_chains.eagle_start,
             draft_chains.eagle_propose,

@@ -18,18 +18,22 @@ and the head are the target's, joined in by `attach`. `python -m specbench.train
 GPT-2 target's head with EAGLE's two losses: a smooth-L1 regression of h_j onto f_j and the
 cross-entropy of its tokens against the target's distribution.
 
-On disk a head is a folder (checkpoints/eagle_files.py).
+On disk a head is a folder (checkpoints/eagle_files.py). An EAGLE-3 head (eagle3.py) is read
+from its published checkpoints; each head's `Format` (FORMATS, by its config's type) says which
+step, weights and features it has, and the functions below ask it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from typing import NamedTuple
 
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from specbench.model.nets import layouts, products
+from specbench.model.nets import eagle3, families, layouts, products
 from specbench.model.nets.families import family_of
 
 
@@ -54,7 +58,7 @@ def init_params(config, seed: int = 0) -> dict:
     return {"fc": {"weight": jnp.asarray(fc, jnp.float32), "bias": jnp.zeros(e)}, "blocks": block}
 
 
-def attach(head_params: dict, target_params, config) -> layouts.Weights:
+def block_attach(head_params: dict, target_params, config) -> layouts.Weights:
     """The weights a head drafts with: its own fc and block, and what it reads of the target
     (family(config).head_keys: the embeddings, the final norm, an untied head), in the layout the
     target's are in (layouts.py: the CPU kernel's packed copies of the block and of the output
@@ -71,7 +75,7 @@ def embed(params, feats_in, tokens, positions, config):
     return x @ params["fc"]["weight"] + params["fc"]["bias"] + where
 
 
-def step(params, cache, feats_in, tokens, pos, config, logits_at=None, tree=None):
+def block_step(params, cache, feats_in, tokens, pos, config, logits_at=None, tree=None):
     """The head over `tokens` [n_seq] at positions pos.., row j reading feats_in[j], the feature
     of the token before it (f_{j-1}, or a predicted one). Reads and writes its one-layer `cache`
     (network.init_cache(config, ...)); with `tree` the rows are a token tree's nodes, as in a
@@ -106,6 +110,10 @@ def forward(params, feats, tokens, config):
     """predict, then the target's norm and head: (logits [n_seq, V] float32, h). The tests' oracle
     for the cached step: it multiplies the weights as loaded, with XLA."""
     params = layouts.as_loaded(params)
+    if format_of(config) is EAGLE3:  # its step over an empty cache
+        empty = family(config).empty_cache(config, 0, feats.dtype)
+        logits, h, _ = eagle3.step(params, empty, shifted(feats), tokens, 0, config)
+        return logits, h
     h = predict(params, feats, tokens, config)
     return products.head(params, family(config).final_norm(params, h, config)), h
 
@@ -118,3 +126,97 @@ def window(feats, tokens, n, rows: int):
     s = jnp.maximum(n - rows, 0)
     before = lax.dynamic_slice_in_dim(shifted(feats), s, rows)  # f_{s-1} .. f_{s+rows-2}
     return s, lax.dynamic_slice(tokens, (s,), (rows,)), before, n - 1 - s
+
+
+def block_mismatch(config, target) -> str | None:
+    """Why an EAGLE-1-style head (a block of its target's family) cannot draft for a target."""
+    if family_of(config) is not family_of(target) or config.n_embd != target.n_embd:
+        return f"is a block reading features of width {config.n_embd}; the target's width is {target.n_embd}"
+    if config.n_vocab != target.n_vocab:
+        return f"has a vocabulary of {config.n_vocab:,}; the target's has {target.n_vocab:,}"
+    return None
+
+
+class Format(NamedTuple):
+    """A head's format, defined once: its name as rows record it, and what differs between formats."""
+
+    name: str  # a row's eagle_format
+    title: str
+    step: Callable  # step(params, cache, feats_in, tokens, pos, config, logits_at, tree)
+    attach: Callable  # attach(head params, target params, config) -> the Weights it drafts with
+    combine: Callable  # combine(params, feats, config): target features as its rows read them
+    reads: Callable  # reads(config): the target's `hidden`: True, or the layers it taps
+    joined: Callable  # joined(head config, target config): the config it drafts with
+    mismatch: Callable  # mismatch(head config, target config): why it cannot draft for it, or None
+
+
+EAGLE = Format(
+    "eagle",
+    "EAGLE head",
+    block_step,
+    block_attach,
+    lambda params, feats, config: feats,
+    lambda config: True,
+    lambda head, target: config_for(target),
+    block_mismatch,
+)
+EAGLE3 = Format(
+    "eagle3",
+    "EAGLE-3 head",
+    eagle3.step,
+    eagle3.attach,
+    eagle3.combine,
+    lambda config: config.taps,
+    eagle3.for_target,
+    eagle3.mismatch,
+)
+FORMATS = (EAGLE, EAGLE3)
+
+
+def format_of(config) -> Format:
+    """The format of a head whose config this is: a block of its target's family (EAGLE), or an
+    Eagle3Config (EAGLE3)."""
+    return EAGLE3 if families.is_eagle3_head(config) else EAGLE
+
+
+def step(params, cache, feats_in, tokens, pos, config, logits_at=None, tree=None):
+    """The head's cached step (its format's: block_step, eagle3.step): (logits, h, new cache)."""
+    return format_of(config).step(params, cache, feats_in, tokens, pos, config, logits_at, tree)
+
+
+def attach(head_params: dict, target_params, config) -> layouts.Weights:
+    """The weights a head drafts with, joined to its target's (its format's attach)."""
+    return format_of(config).attach(head_params, target_params, config)
+
+
+def combine(params, feats, config):
+    """Target features [.., width] as the head's rows read them: as they are, or an EAGLE-3
+    head's fc over its taps."""
+    return format_of(config).combine(params, feats, config)
+
+
+def reads(config):
+    """What the target's steps hand this head (network.step's `hidden`): its last block's output
+    (True), or an EAGLE-3 head's taps."""
+    return format_of(config).reads(config)
+
+
+def drafting_config(head, target):
+    """The config a head drafts with for this target (the target's with one layer; an EAGLE-3
+    head's own, its taps set), from the head's own config, or None for the target's EAGLE-1 block."""
+    return config_for(target) if head is None else format_of(head).joined(head, target)
+
+
+def mismatch(head, target) -> str | None:
+    """Why a head of this config (its own, as loaded) cannot draft for a target of that one, or None."""
+    return format_of(head).mismatch(head, target)
+
+
+def words(config) -> str:
+    """What a header says of a head of this config."""
+    if format_of(config) is EAGLE:
+        return "one block over the target's features"
+    vocab = f", over {config.draft_vocab:,} draft tokens" if config.draft_vocab else ""
+    return (
+        f"EAGLE-3, one block over the inputs of the target's layers {', '.join(map(str, config.taps))}{vocab}"
+    )

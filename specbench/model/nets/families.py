@@ -10,6 +10,7 @@ import dataclasses
 from typing import Protocol
 
 from specbench.model.nets import gpt2, llama, t5
+from specbench.model.nets.eagle3 import Eagle3Config
 from specbench.model.nets.gpt2 import GPT2Config
 from specbench.model.nets.llama import LlamaConfig
 from specbench.model.nets.t5 import T5Config
@@ -85,3 +86,9 @@ def family_of(config) -> Family:
 def model_types() -> tuple[str, ...]:
     """Every HF model_type specbench reads, GPT-2's first."""
     return tuple(name for family in FAMILIES for name in family.names)
+
+
+def is_eagle3_head(config) -> bool:
+    """Whether a head's config is a published EAGLE-3 head's (nets/eagle3.py), not a block of its
+    target's family (eagle.py asks, to pick the head's format)."""
+    return isinstance(config, Eagle3Config)

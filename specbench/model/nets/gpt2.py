@@ -208,10 +208,10 @@ def step(params, cache, tokens, pos, config: GPT2Config, logits_at=None, tree=No
     """Run `tokens` [n_seq] at positions pos.. through the model, reading and writing `cache`.
 
     Returns (logits [n_seq, n_vocab] in float32, new cache), and with `hidden` also the last
-    block's output before the final norm, [n_seq, n_embd] (every row): the features an EAGLE head
-    reads (eagle.py), from the same pass. With `logits_at` (an index, may be
-    traced) only that row's logits are computed, [1, n_vocab]: the output head is the largest
-    matmul of a small GPT-2, and a padded prefill needs only its last real row. The step runs the
+    block's output before the final norm, [n_seq, n_embd] (every row; with hidden a tuple of
+    layers, their inputs: products.run_layers): the features an EAGLE head reads (eagle.py), from
+    the same pass. With `logits_at` (an index, may be traced) only that row's logits are computed,
+    [1, n_vocab]: a padded prefill needs only its last real row. The step runs the
     first cache-depth blocks: a cache of L < n_layer layers makes it a layer-skip draft over the
     same weights (LayerSkip, Elhoushi et al. 2024), with the final norm and head as usual.
 
@@ -220,35 +220,35 @@ def step(params, cache, tokens, pos, config: GPT2Config, logits_at=None, tree=No
     their keys and values are written at pos.. in node order, and the accepted path is moved to
     consecutive positions afterwards.
 
-    In the Pallas layout a step of up to pallas.ROWS tokens runs its blocks through the fused
-    kernels (pallas_layers.blocks); the embedding, the cache write, the final norm and the head stay
-    as here.
+    In the Pallas layout a step of up to pallas.ROWS tokens without taps runs its blocks through
+    the fused kernels (pallas_layers.blocks); the rest of the step stays as here.
     """
     n_seq = tokens.shape[0]
     offsets = jnp.arange(n_seq) if tree is None else jnp.asarray(tree.depths)
     positions = jnp.minimum(pos + offsets, config.n_ctx - 1)  # pads past n_ctx are junk
     x = params["wte"][tokens] + params["wpe"][positions]  # [n_seq, n_embd]
-    if as_weights(params).layout is Layout.PALLAS and pallas.fits(n_seq, cache["v"].shape[1]):
+    taps = products.taps_of(hidden)
+    if as_weights(params).layout is Layout.PALLAS and pallas.fits(n_seq, cache["v"].shape[1]) and not taps:
         sees = np.tril(np.ones((n_seq, n_seq), bool)) if tree is None else tree.ancestors
         eps = config.layer_norm_epsilon
         x, (k_new, v_new) = pallas_layers.blocks(params, x, cache, pos, sees, config.n_head, eps, gelu)
     else:
-        x, (k_new, v_new) = blocks(params, x, cache, pos, config, tree)
+        x, (k_new, v_new), *tapped = blocks(params, x, cache, pos, config, tree, taps)
     # the scan only reads the cache; every layer's new entries [L, n_seq, n_head, hd] are written
     # in one update here (inside the scan, a batch's per-sequence write copied the whole cache)
     k, v = write_cache(cache["k"], cache["v"], jnp.transpose(k_new, (0, 2, 3, 1)), v_new, pos)
     cache = mesh.constrain_cache({"k": k, "v": v}, params)
-    features = x
+    features = tapped[0] if taps else x
     if logits_at is not None:
         x = lax.dynamic_slice_in_dim(x, logits_at, 1)  # [1, n_embd]
     logits = head(params, layer_norm(x, **params["ln_f"], eps=config.layer_norm_epsilon))
     return (logits, cache, features) if hidden else (logits, cache)
 
 
-def blocks(params, x, cache, pos, config: GPT2Config, tree=None):
+def blocks(params, x, cache, pos, config: GPT2Config, tree=None, taps=None):
     """The transformer blocks over x [n_seq, n_embd] at positions pos.. (a token tree's nodes
     with `tree`): as many as the cache has layers. Returns (x, (k, v)), the new keys and values
-    [L, n_seq, n_head, hd] of every layer."""
+    [L, n_seq, n_head, hd] of every layer, and with `taps` those layers' inputs (run_layers)."""
 
     w = as_weights(params)
     kernel = w.layout is Layout.KERNEL  # the kernel reads every layer's stacked matrices in place
@@ -262,7 +262,7 @@ def blocks(params, x, cache, pos, config: GPT2Config, tree=None):
         x, k, v = block(x, p, k_cache, v_cache, pos, config, tree, w.layout, i if kernel else None, g)
         return x, (k, v)
 
-    return lax.scan(layer, x, jnp.arange(cache["k"].shape[0]))
+    return products.run_layers(layer, x, cache["k"].shape[0], taps)
 
 
 def final_norm(params, x, config: GPT2Config):

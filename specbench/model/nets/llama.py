@@ -41,19 +41,7 @@ from jax import lax
 from specbench.model.nets import attention, mesh, products
 from specbench.model.nets.layouts import Layout, as_weights, to_layout
 from specbench.model.nets.products import head, layer_params, linear, write_cache
-
-
-@dataclasses.dataclass(frozen=True)
-class RopeScaling:
-    """HF's `rope_scaling` of the kinds these checkpoints use: "linear" (positions / factor) or
-    "llama3" (Llama 3.1/3.2: long wavelengths slowed by `factor`, short ones kept, those between
-    blended)."""
-
-    kind: str
-    factor: float
-    low_freq_factor: float = 1.0
-    high_freq_factor: float = 4.0
-    original_context: int = 8192
+from specbench.model.nets.rotary import RopeScaling, rotate
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,36 +124,6 @@ def rms_norm(x, weight, eps: float):
     return (x32 * lax.rsqrt(jnp.mean(x32 * x32, axis=-1, keepdims=True) + eps)).astype(x.dtype) * weight
 
 
-def inv_frequencies(config: LlamaConfig) -> np.ndarray:
-    """The rotary angles' rates theta^(-2i/hd), i < hd/2 [hd/2], with the config's scaling: a
-    constant of the program. Llama 3's: wavelengths above original_context / low_freq_factor
-    slowed by `factor`, below original_context / high_freq_factor kept, and blended between."""
-    hd = config.head_dim
-    inv = 1.0 / config.rope_theta ** (np.arange(0, hd, 2, dtype=np.float32) / hd)
-    s = config.rope_scaling
-    if s is None:
-        return inv.astype(np.float32)
-    if s.kind == "linear":
-        return (inv / s.factor).astype(np.float32)
-    wavelength = 2 * math.pi / inv
-    low, high = s.original_context / s.low_freq_factor, s.original_context / s.high_freq_factor
-    slowed = np.where(wavelength > low, inv / s.factor, inv)
-    smooth = (s.original_context / wavelength - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor)
-    between = (wavelength >= high) & (wavelength <= low)
-    return np.where(between, (1 - smooth) * slowed / s.factor + smooth * slowed, slowed).astype(np.float32)
-
-
-def rotate(x, positions, config: LlamaConfig):
-    """Rotary position embedding of x [n_seq, heads, hd] at positions [n_seq]: feature pairs
-    (i, i + hd/2) rotated by position * rate_i (HF's rotate_half pairing)."""
-    angles = positions.astype(jnp.float32)[:, None] * jnp.asarray(inv_frequencies(config))[None]
-    cos = jnp.cos(jnp.concatenate([angles, angles], -1))[:, None].astype(x.dtype)  # [n_seq, 1, hd]
-    sin = jnp.sin(jnp.concatenate([angles, angles], -1))[:, None].astype(x.dtype)
-    half = x.shape[-1] // 2
-    turned = jnp.concatenate([-x[..., half:], x[..., :half]], -1)
-    return x * cos + turned * sin
-
-
 def grouped(a, groups: int, axis: int):
     """Each of a's key/value heads (on `axis`) repeated for the `groups` query heads that share it
     (GQA): query head h reads key/value head h // groups."""
@@ -201,9 +159,12 @@ def ungroup(fused, parts: tuple[int, ...], groups: int) -> list:
     return [piece.reshape(n_seq, -1) for piece in jnp.split(per, cuts, axis=-1)]
 
 
-def attend(x, p, k_cache, v_cache, pos, positions, config: LlamaConfig, tree, layout, layer, groups=1):
-    """Grouped-query attention of x [n_seq, n_embd]; returns its output and this step's rotated keys
-    and values [n_seq, n_kv_head, hd] as the cache stores them."""
+def attend(
+    x, p, k_cache, v_cache, pos, positions, config: LlamaConfig, tree, layout, layer, groups=1, first=0
+):
+    """Grouped-query attention of x [n_seq, n_in] (n_embd; an EAGLE-3 head's 2 n_embd); returns its
+    output and this step's rotated keys and values [n_seq, n_kv_head, hd] as the cache stores them.
+    `first`: attention.cached_attention's."""
     n_seq, hd = x.shape[0], config.head_dim
     H, KV = config.n_head, config.n_kv_head
     qkv = linear(x, p["c_attn"], layout, layer)  # [n_seq, (H + 2 KV) hd]
@@ -218,7 +179,14 @@ def attend(x, p, k_cache, v_cache, pos, positions, config: LlamaConfig, tree, la
     v = v.reshape(n_seq, KV, hd).astype(v_cache.dtype)
     g = H // KV
     out = attention.cached_attention(
-        q, grouped(k, g, 1), grouped(v, g, 1), grouped(k_cache, g, 0), grouped(v_cache, g, 1), pos, tree
+        q,
+        grouped(k, g, 1),
+        grouped(v, g, 1),
+        grouped(k_cache, g, 0),
+        grouped(v_cache, g, 1),
+        pos,
+        tree,
+        first,
     )
     return linear(out.reshape(n_seq, H * hd), p["c_proj"], layout, layer), k, v
 
@@ -238,13 +206,17 @@ def block(x, p, k_cache, v_cache, pos, positions, config: LlamaConfig, tree, lay
         layer,
         groups,
     )
-    x = x + a
+    return swiglu(x + a, p, config, layout, layer, groups), k, v
+
+
+def swiglu(x, p, config: LlamaConfig, layout, layer, groups=1):
+    """A block's second half: x + SwiGLU(rms_norm(x)), with ln_2's gain."""
     gate_up = linear(rms_norm(x, p["ln_2"]["weight"], config.rms_norm_eps), p["mlp"]["c_fc"], layout, layer)
     gate, up = ungroup(gate_up, fused_parts(config)["mlp", "c_fc"], groups)  # [n_seq, n_inner] each
-    return x + linear(jax.nn.silu(gate) * up, p["mlp"]["c_proj"], layout, layer), k, v
+    return x + linear(jax.nn.silu(gate) * up, p["mlp"]["c_proj"], layout, layer)
 
 
-def blocks(params, x, cache, pos, config: LlamaConfig, tree=None):
+def blocks(params, x, cache, pos, config: LlamaConfig, tree=None, taps=None):
     """The blocks over x [n_seq, n_embd] at positions pos.. (a token tree's nodes at pos + their
     depth), reading the cache entries before pos: as many blocks as the cache has layers. Returns
     (x, (k, v)), the new keys and values [L, n_seq, KV, hd]. gpt2.blocks' signature, so that an
@@ -262,7 +234,7 @@ def blocks(params, x, cache, pos, config: LlamaConfig, tree=None):
         )
         return x, (k, v)
 
-    return lax.scan(layer, x, jnp.arange(cache["k"].shape[0]))
+    return products.run_layers(layer, x, cache["k"].shape[0], taps)
 
 
 def final_norm(params, x, config: LlamaConfig):
@@ -284,15 +256,16 @@ def head_keys(config: LlamaConfig) -> tuple[str, ...]:
 def step(params, cache, tokens, pos, config: LlamaConfig, logits_at=None, tree=None, hidden=False):
     """gpt2.step for this family: `tokens` [n_seq] at positions pos.. (a token tree's nodes at pos +
     their depth), reading and writing `cache`. Returns (logits [n_seq, n_vocab] float32, or [1,
-    n_vocab] at row `logits_at`, new cache), with `hidden` also the last block's output before the
-    final norm. A cache of L < n_layer layers runs the first L blocks (a layer-skip draft)."""
+    n_vocab] at row `logits_at`, new cache), with `hidden` also the features (gpt2.step). A cache
+    of L < n_layer layers runs the first L blocks (a layer-skip draft)."""
     if as_weights(params).layout is Layout.PALLAS:
         raise ValueError("the fused Pallas kernels serve GPT-2's blocks only")
     x = params["wte"][tokens]  # [n_seq, n_embd]
-    x, (k_new, v_new) = blocks(params, x, cache, pos, config, tree)
+    taps = products.taps_of(hidden)
+    x, (k_new, v_new), *tapped = blocks(params, x, cache, pos, config, tree, taps)
     k, v = write_cache(cache["k"], cache["v"], jnp.transpose(k_new, (0, 2, 3, 1)), v_new, pos)
     cache = mesh.constrain_cache({"k": k, "v": v}, params)
-    features = x
+    features = tapped[0] if taps else x
     if logits_at is not None:
         x = lax.dynamic_slice_in_dim(x, logits_at, 1)
     logits = head(params, final_norm(params, x, config))

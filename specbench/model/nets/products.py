@@ -62,6 +62,30 @@ def empty_cache(n_layer: int, heads: int, head_dim: int, max_len: int, dtype=jnp
     return {"k": k, "v": jnp.zeros((n_layer, max_len, heads, head_dim), dtype)}
 
 
+def run_layers(layer, x, n_layers: int, taps=None):
+    """lax.scan of layer(x, i) -> (x, ys) over the layers: (x, ys). With `taps` (static layer
+    indices) also the residual stream at the input of each of those layers, concatenated
+    [n_seq, len(taps) * width]: the features an EAGLE-3 head reads (nets/eagle3.py)."""
+    if not taps:
+        return lax.scan(layer, x, jnp.arange(n_layers))
+    at = jnp.asarray(taps)
+
+    def tapped(carry, i):
+        x, kept = carry
+        kept = jnp.where((at == i)[:, None, None], x[None], kept)
+        x, ys = layer(x, i)
+        return (x, kept), ys
+
+    (x, kept), ys = lax.scan(tapped, (x, jnp.zeros((len(taps), *x.shape), x.dtype)), jnp.arange(n_layers))
+    return x, ys, jnp.concatenate(list(kept), axis=-1)
+
+
+def taps_of(hidden):
+    """The layers a step's `hidden` asks the inputs of (a tuple: an EAGLE-3 head's taps), or None
+    (False: no features; True: the last block's output, an EAGLE head's)."""
+    return hidden if isinstance(hidden, tuple) else None
+
+
 def check_cache_length(max_len: int, n_ctx: int) -> None:
     """ValueError unless a cache of max_len fits the model's context: 1..n_ctx."""
     if not 0 < max_len <= n_ctx:

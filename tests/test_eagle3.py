@@ -1,0 +1,345 @@
+"""EAGLE-3 heads read from their published layouts (nets/eagle3.py, checkpoints/eagle3_files.py):
+the target's taps against transformers, the head's forward against a NumPy reference written from
+vLLM's definition, SD = AR at T = 0 for chains, trees and dynamic trees, a chi-square per role at
+T = 1 with a control that fails, and the command line over folders these tests write as a
+stranger would."""
+
+import dataclasses
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from specbench.model import generate
+from specbench.model.checkpoints import eagle3_files, eagle_files, weights
+from specbench.model.decode import decoding, drafters
+from specbench.model.decode.sampling import Warp
+from specbench.model.decode.tree import Dynamic, Tree
+from specbench.model.generate import autoregressive, speculative
+from specbench.model.nets import eagle, eagle3, gpt2, llama
+from specbench.model.nets.eagle3 import Eagle3Config
+from specbench.model.nets.llama import LlamaConfig
+from specbench.model.nets.network import Model
+
+from conftest import assert_one_line_error, invoke, make_small_target, random_model
+from exactness import P_THRESHOLD, SMALL_T, role_p_values, round_samples, with_kernel
+
+QWEN3 = LlamaConfig(
+    n_layer=8, n_head=4, n_kv_head=2, n_embd=32, n_inner=48, n_vocab=97, n_ctx=128,
+    family="qwen3", qk_norm=True, explicit_head_dim=16, tied=False,
+)  # fmt: skip
+
+
+def head_config(target, draft_vocab: int = 0, **kw) -> Eagle3Config:
+    """An EAGLE-3 head's config for a target: a Llama block as wide as `width`, joined (its taps)."""
+    width = kw.pop("width", target.width)
+    block = dict(n_layer=1, n_head=4, n_kv_head=2, n_embd=width, n_inner=2 * width, n_vocab=target.n_vocab)
+    config = Eagle3Config(**block, n_ctx=128, draft_vocab=draft_vocab, **kw)
+    return eagle3.for_target(config, target)
+
+
+def random_head(config: Eagle3Config, seed: int, scale: float = 4.0, embedding: bool = True) -> Model:
+    """Random weights in the published layout, the matrices scaled up and the gains perturbed."""
+    rng = np.random.default_rng(seed + 50)
+    params = eagle3.init_params(config, seed, embedding=embedding)
+
+    def perturb(path, x):
+        if getattr(path[-1], "key", "") == "d2t":
+            return x
+        return x * scale if x.ndim >= 2 else x + jnp.asarray(0.1 * rng.normal(size=x.shape), x.dtype)
+
+    return Model("eagle3-head", config, jax.tree_util.tree_map_with_path(perturb, params), "random")
+
+
+def qwen3_target(seed: int = 0) -> Model:
+    from test_llama import llama_model
+
+    return llama_model(QWEN3, seed, "qwen3-target", scale=8.0)
+
+
+@pytest.fixture(scope="module")
+def target():
+    return qwen3_target()
+
+
+@pytest.fixture(scope="module")
+def head(target):
+    return random_head(head_config(target.config, draft_vocab=60), 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# The target's taps, and the head against vLLM's definition
+
+
+def test_the_targets_taps_are_its_layers_inputs_as_transformers_gives_them(tmp_path):
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    hf_config = transformers.Qwen3Config(
+        vocab_size=101, hidden_size=64, intermediate_size=96, num_hidden_layers=7, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=32, max_position_embeddings=128, rms_norm_eps=1e-5,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = transformers.Qwen3ForCausalLM(hf_config).eval()
+    model.save_pretrained(str(tmp_path / "q3"))
+    config, params = weights.read_dir(tmp_path / "q3")
+    taps = eagle3.default_taps(config.n_layer)
+    assert taps == (2, 3, 4)
+    tokens = np.random.default_rng(1).integers(0, 101, 12)
+    with torch.no_grad():
+        hidden = model(torch.tensor(tokens)[None], output_hidden_states=True).hidden_states
+    expected = np.concatenate(
+        [hidden[i][0].numpy() for i in taps], axis=-1
+    )  # hidden_states[i]: layer i's input
+    cache = llama.init_cache(config, 32)
+    _, cache, first = llama.step(params, cache, jnp.asarray(tokens[:7]), 0, config, hidden=taps)
+    _, _, rest = llama.step(params, cache, jnp.asarray(tokens[7:]), jnp.int32(7), config, hidden=taps)
+    np.testing.assert_allclose(np.concatenate([first, rest]), expected, atol=1e-4)
+    _, _, last = gpt2.step(*make_gpt2_case(), hidden=(0, 1))  # GPT-2's blocks tap the same way
+    assert last.shape == (3, 2 * SMALL_T.n_embd)
+
+
+def make_gpt2_case():
+    target = make_small_target()
+    return target.params, gpt2.init_cache(SMALL_T, 8), jnp.asarray([1, 2, 3]), 0, SMALL_T
+
+
+def rms(x, gain, eps):
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * gain
+
+
+def rotate(x, positions, theta: float):
+    """HF's rotate_half rotary embedding of x [n, heads, hd] at positions [n]."""
+    hd = x.shape[-1]
+    angles = positions[:, None] * (1.0 / theta ** (np.arange(0, hd, 2) / hd))[None]
+    cos, sin = (
+        np.cos(np.concatenate([angles] * 2, -1))[:, None],
+        np.sin(np.concatenate([angles] * 2, -1))[:, None],
+    )
+    return x * cos + np.concatenate([-x[..., hd // 2 :], x[..., : hd // 2]], -1) * sin
+
+
+def vllm_eagle3(t: dict, config: Eagle3Config, taps, tokens):
+    """vLLM's Eagle3LlamaForCausalLM over one sequence, from the published tensors: row j reads
+    the target's taps of position j and the token after it, at position j (llama_eagle3.py: fc,
+    then midlayer's input_layernorm(embeds) | hidden_norm(hidden) into q/k/v, the residual the
+    fc output, post_attention_layernorm and the MLP, norm, lm_head). Returns the logits over the
+    draft vocabulary [n, V']."""
+    eps, _H, hd = config.rms_norm_eps, config.n_embd, config.head_dim
+    b = "midlayer"
+    g = taps @ t["fc.weight"].T
+    e = rms(t["embed_tokens.weight"][tokens], t[f"{b}.input_layernorm.weight"], eps)
+    x = np.concatenate([e, rms(g, t[f"{b}.hidden_norm.weight"], eps)], -1)
+    n, pos = len(tokens), np.arange(len(tokens), dtype=np.float64)
+    q = rotate((x @ t[f"{b}.self_attn.q_proj.weight"].T).reshape(n, -1, hd), pos, config.rope_theta)
+    k = rotate((x @ t[f"{b}.self_attn.k_proj.weight"].T).reshape(n, -1, hd), pos, config.rope_theta)
+    v = (x @ t[f"{b}.self_attn.v_proj.weight"].T).reshape(n, -1, hd)
+    group = q.shape[1] // k.shape[1]
+    k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
+    scores = np.einsum("qhd,khd->hqk", q, k) / np.sqrt(hd) + np.triu(np.full((n, n), -np.inf), 1)
+    w = np.exp(scores - scores.max(-1, keepdims=True))
+    attn = np.einsum("hqk,khd->qhd", w / w.sum(-1, keepdims=True), v).reshape(n, -1)
+    r = g + attn @ t[f"{b}.self_attn.o_proj.weight"].T
+    m = rms(r, t[f"{b}.post_attention_layernorm.weight"], eps)
+    gate, up = m @ t[f"{b}.mlp.gate_proj.weight"].T, m @ t[f"{b}.mlp.up_proj.weight"].T
+    r = r + (gate / (1 + np.exp(-gate)) * up) @ t[f"{b}.mlp.down_proj.weight"].T
+    return rms(r, t["norm.weight"], eps) @ t["lm_head.weight"].T
+
+
+def test_the_heads_first_draft_is_vllms_and_its_logits_equal_a_numpy_reference(tmp_path, target, head):
+    from safetensors.numpy import load_file
+
+    eagle3_files.save(tmp_path / "h", head.params, head.config)
+    tensors = {
+        k: v.astype(np.float64) for k, v in load_file(str(tmp_path / "h" / "model.safetensors")).items()
+    }
+    config, params, _ = eagle_files.load(tmp_path / "h")
+    config = eagle.drafting_config(config, target.config)
+    prompt = [5, 17, 2, 88, 40, 3, 5, 17, 60, 1]
+    first = int(autoregressive(target, prompt, 1)[0][-1])  # the target's token after the prompt
+    tokens = np.asarray(prompt + [first])
+    _, _, taps = llama.step(
+        target.params, llama.init_cache(QWEN3, 16), jnp.asarray(tokens), 0, QWEN3, hidden=config.taps
+    )
+    reference = vllm_eagle3(tensors, config, np.asarray(taps, np.float64)[:-1], tokens[1:])
+    attached = eagle.attach(params, target.params, config)
+    ours, _ = eagle.forward(attached, taps, jnp.asarray(tokens), config)  # row j + 1 is vLLM's row j
+    np.testing.assert_allclose(np.asarray(ours)[1:], reference, atol=1e-4, rtol=1e-4)
+    drafter = drafters.eagle_drafter(QWEN3, head=config)
+    draft_params = generate.draft_params_for(drafter, Model("h", config, params, "random"), target)
+    buf = jnp.asarray(prompt + [0] * 6, jnp.int32)
+    state = decoding.spec_start(
+        draft_params,
+        target.params,
+        buf,
+        jnp.int32(len(prompt)),
+        jax.random.PRNGKey(0),
+        drafter,
+        QWEN3,
+        Warp(0.0),
+        64,
+        3,
+    )
+    assert int(state.tokens[len(prompt)]) == first
+    _, drafts, _, _ = drafters.propose(
+        drafter,
+        draft_params,
+        state.draft,
+        state.tokens,
+        state.n,
+        jax.random.PRNGKey(1),
+        Warp(0.0),
+        3,
+        QWEN3.n_vocab,
+    )
+    draft_id = int(np.argmax(reference[-1]))
+    assert int(drafts[0]) == draft_id + int(tensors["d2t"][draft_id])  # target id = draft id + d2t
+
+
+# ---------------------------------------------------------------------------------------------
+# T = 0: SD = AR for every shape, on a Qwen3 and a GPT-2 target
+
+SHAPES = {
+    "chain": {},
+    "block": dict(verify="block"),
+    "2 drafts": dict(drafts=2),
+    "dynamic K": dict(confidence=0.3),
+    "tree 2x2x1": dict(tree=Tree.branching((2, 2, 1))),
+    "dynamic tree": dict(tree=Dynamic(3, 2, 5)),
+}
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_greedy_eagle3_equals_autoregressive(target, head, shape):
+    drafter = dataclasses.replace(drafters.eagle_drafter(QWEN3, head=head.config), **SHAPES[shape])
+    K = drafter.tree.depth if drafter.tree is not None else 3
+    prompt = [5, 17, 2, 88, 40, 3, 5, 17]
+    ar, _ = autoregressive(target, prompt, 20)
+    sd, _ = speculative(head, target, prompt, 20, K, drafter=drafter)
+    np.testing.assert_array_equal(sd, ar, err_msg=shape)
+    if shape == "chain":  # a batch, and the CPU kernel's layout
+        batch, _ = speculative(head, target, [prompt, prompt[:5]], 20, K, drafter=drafter)
+        np.testing.assert_array_equal(batch[0], ar)
+        (k_target,) = with_kernel(target)
+        np.testing.assert_array_equal(speculative(head, k_target, prompt, 20, K, drafter=drafter)[0], ar)
+
+
+def test_an_eagle3_head_drafts_for_a_gpt2_target_with_the_targets_embedding():
+    target = random_model(
+        gpt2.GPT2Config(n_layer=6, n_head=4, n_embd=32, n_ctx=128, n_vocab=97), 3, "g", scale=5
+    )
+    config = head_config(target.config, draft_vocab=50)
+    assert config.taps == (2, 3, 3)
+    head = random_head(config, 4, embedding=False)  # reads the target's wte
+    drafter = drafters.eagle_drafter(target.config, head=config)
+    prompt = [5, 17, 2, 88, 40, 3]
+    for shape in ("chain", "tree 2x2x1", "dynamic tree"):
+        d = dataclasses.replace(drafter, **SHAPES[shape])
+        K = d.tree.depth if d.tree is not None else 4
+        ar, _ = autoregressive(target, prompt, 16)
+        np.testing.assert_array_equal(
+            speculative(head, target, prompt, 16, K, drafter=d)[0], ar, err_msg=shape
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# T = 1: every role follows the target; a head whose p is read a feature row off does not
+
+
+@pytest.fixture(scope="module")
+def role_draws(shared):
+    from test_eagle import ROLE_CASES, wrong_row_propose, wrong_row_tree_propose
+
+    def make():
+        small = make_small_target()
+        config = head_config(small.config, draft_vocab=9, width=16)
+        head = random_head(config, 5, scale=3.0)
+        broken = dataclasses.replace(
+            drafters.KINDS["eagle"],
+            name="eagle-wrong-row",
+            propose=wrong_row_propose,
+            propose_tree=wrong_row_tree_propose,
+        )
+        draws = {}
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(drafters, "KINDS", {**drafters.KINDS, broken.name: broken})
+            for case, (kind, shape, _) in ROLE_CASES.items():
+                tree = Tree.branching(shape) if isinstance(shape, tuple) else shape
+                drafter = drafters.Drafter(kind, config, tree=tree)
+                params = generate.draft_params_for(drafter, head, small)
+                draws[case] = round_samples(params, small, [3, 7, 1], Warp(1.0), 3, drafter)[0]
+        return small, draws
+
+    return shared("eagle3-roles", make)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "case", ["chain", "chain-wrong-row", "tree-2x1x1", "tree-2x1x1-wrong-row", "dynamic-3x2x5"]
+)
+def test_every_role_of_an_eagle3_round_follows_the_target(role_draws, case, record_property):
+    from test_eagle import ROLE_CASES
+
+    target, draws = role_draws
+    tokens, accepted, drafted = draws[case]
+    p_values = role_p_values(target, [3, 7, 1], Warp(1.0), tokens, accepted, drafted, 3)
+    record_property("p_values", p_values)
+    assert {"draft 1", "draft 2", "after rejection"} <= set(p_values)
+    assert 0.05 < accepted.mean() / 3 < 0.95  # drafts both accepted and rejected
+    if ROLE_CASES[case][2]:
+        assert min(p_values.values()) > P_THRESHOLD, p_values
+    else:
+        assert min(p_values.values()) < P_THRESHOLD, p_values
+
+
+# ---------------------------------------------------------------------------------------------
+# On disk and on the command line
+
+
+@pytest.mark.parametrize("layout", ["eagle3", "speculators"])
+def test_a_published_head_reads_back_the_same_and_damage_is_named(tmp_path, head, layout):
+    eagle3_files.save(tmp_path / layout, head.params, head.config, layout)
+    assert eagle_files.is_head_dir(tmp_path / layout)
+    meta = json.loads((tmp_path / layout / "config.json").read_text())
+    assert eagle3_files.layout_of(meta) == layout
+    config, params, _ = eagle_files.load(tmp_path / layout)
+    assert config.taps == (head.config.taps if layout == "speculators" else ())  # EAGLE's own names none
+    assert config.norm_before_residual is False and config.draft_vocab == 60
+    for (path, a), b in zip(
+        jax.tree_util.tree_leaves_with_path(head.params), jax.tree_util.tree_leaves(params)
+    ):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-6, err_msg=str(path))
+    from safetensors.numpy import load_file, save_file
+
+    tensors = load_file(str(tmp_path / layout / "model.safetensors"))
+    del tensors["fc.weight"]
+    save_file(tensors, str(tmp_path / layout / "model.safetensors"))
+    with pytest.raises(Exception, match="fc.weight is missing"):
+        eagle_files.load(tmp_path / layout)
+
+
+def test_run_drafts_with_a_published_head_and_refuses_one_that_does_not_fit(tmp_path):
+    """A Qwen3 target saved by transformers and an EAGLE-3 head in speculators' layout, neither seen
+    before: specbench run gives AR's tokens, and the row records the head's format and taps."""
+    from test_llama import HF_CASES, hf_model
+
+    from conftest import tiny_tokenizer_json
+
+    model = hf_model(*HF_CASES["qwen3-gqa-head-dim-tied"], seed=0, scale=6.0, vocab=320)
+    model.save_pretrained(str(tmp_path / "target"))
+    (tmp_path / "target" / "tokenizer.json").write_text(tiny_tokenizer_json(320))
+    config, _ = weights.read_dir(tmp_path / "target")
+    head_cfg = dataclasses.replace(head_config(config, draft_vocab=200), taps=(0, 1, 1))
+    eagle3_files.save(tmp_path / "head", random_head(head_cfg, 2).params, head_cfg, "speculators")
+    out = tmp_path / "row.json"
+    args = ("--target", tmp_path / "target", "--drafter", "eagle", "--eagle-head", tmp_path / "head")
+    result = invoke("run", *args, "-n", "16", "--repeats", "1", "--no-save", "--export-json", out)
+    assert result.exit_code == 0, result.output
+    assert "EAGLE-3" in result.output
+    (row,) = json.loads(out.read_text())
+    assert row["identical"] is True and row["eagle_format"] == "eagle3" and row["eagle_taps"] == "0,1,1"
+    wide = dataclasses.replace(head_cfg, taps=(0, 1, 5))  # the target has 2 layers
+    eagle3_files.save(tmp_path / "wide", random_head(wide, 2).params, wide, "speculators")
+    result = invoke("run", *args[:4], "--eagle-head", tmp_path / "wide", "-n", "4", "--dry-run")
+    assert_one_line_error(result, "--eagle-head", "taps layers [0, 1, 5]; the target has 2")
