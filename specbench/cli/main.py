@@ -29,7 +29,7 @@ from specbench.cli.commands import distributed
 from specbench.cli.views import peers_view, plot_view, predict_view, render, sweep_view, tables, trace_view
 from specbench.cli.views.progress import progress as progress_bar
 from specbench.errors import SpecbenchError
-from specbench.results import export, theory
+from specbench.results import arrivals, export, theory
 
 K_SEARCH = 64  # theory --alpha looks for the optimal K in 1..K_SEARCH
 
@@ -160,6 +160,8 @@ def sweep(**flags):
     if p.batches and len(p.batches) > 1:
         for line in sweep_view.crossover_lines(rows):
             console.print(line)
+    for line in arrivals.stop_lines(rows):  # a sweep over request rates
+        console.print(line)
 
 
 @cli.command(epilog=helptext.METRICS_HELP)

@@ -49,6 +49,9 @@ class BenchmarkResult:
     queue: int | None = None  # a refilled queue's requests (None: a fixed batch)
     ar_stats: DecodeStats | None = None  # AR's counts: its steps and starts
     token_times: dict | None = None  # with itl: {"ar", "sd": [per repeat, each token's arrival (s)]}
+    # with a request rate: {"ar", "sd": [per repeat, each request's times (serving.Request.times)],
+    # "ar_run_s", "sd_run_s": [per repeat, the seconds its open-loop run took]}
+    served: dict | None = None
     peers: list[PeerResult] = dataclasses.field(default_factory=list)
     load: dict = dataclasses.field(default_factory=dict)  # load.others() over the whole measurement
     # the budget's parts as sampled in each repeat: {"ar_start", "ar_token", "sd_start", "round": [repeats]}
@@ -149,12 +152,15 @@ def run_benchmark(config: RunConfig, prompts: list[list[int]], on_progress=None)
                 prep.generate("ar"), prep.generate("sd")  # repeat starts after specbench's own work
             progress(c.warmup + i + 1, total, "timing AR, SD and the parts")
         arrivals = token_arrivals(prep) if c.itl else None
+        if c.request_rate:
+            progress(total, total, f"serving requests arriving at {c.request_rate:g}/s")
+        served = open_loop_runs(prep) if c.request_rate else None
         progress(total, total, "done")
     machine = load.others(before, load.snapshot(helpers)) | card.record(
         card_before, card.read() if on_card else None
     )
     result = benchmark_result(prep, walls, outputs, steps, peer_out, machine, compile_s, compiles.count)
-    return dataclasses.replace(result, token_times=arrivals, n_cached=compiles.cached)
+    return dataclasses.replace(result, token_times=arrivals, served=served, n_cached=compiles.cached)
 
 
 def warm_up_timers(prep: Prepared, timers: tuple, rounds: int, say) -> None:
@@ -182,6 +188,24 @@ def token_arrivals(prep: Prepared) -> dict[str, list[list[float]]]:
         for m in ("ar", "sd") if i % 2 == 0 else ("sd", "ar"):
             arrivals[m].append(prep.token_times(m).tolist())
     return arrivals
+
+
+def open_loop_runs(prep: Prepared) -> dict:
+    """Each repeat's queue served open-loop at the run's request rate (serving.py), AR and SD at
+    the same Poisson arrivals (seed + repeat), their order alternated, after one untimed run of
+    each that compiles its programs."""
+    from specbench.measure import serving
+
+    c = prep.config
+    at = lambda i: serving.poisson_arrivals(c.request_rate, len(prep.prompts), c.seed + i)
+    prep.serve_open("ar", at(0) * 0), prep.serve_open("sd", at(0) * 0)
+    out = {"ar": [], "sd": [], "ar_run_s": [], "sd_run_s": []}
+    for i in range(c.repeats):
+        for m in ("ar", "sd") if i % 2 == 0 else ("sd", "ar"):
+            done, seconds = prep.serve_open(m, at(i))
+            out[m].append([r.times(c.n_tokens) for r in done])
+            out[f"{m}_run_s"].append(seconds)
+    return out
 
 
 def draft_device(prep: Prepared) -> int | None:

@@ -33,6 +33,9 @@ class RunConfig:
     max_len: int | None = None  # the cache's length; None: the shortest that fits (generate.plan)
     slots: int | None = None  # refill: the prompts are a queue served on this many slots (refill.py)
     itl: bool = False  # also time each token's arrival, one host-driven generation a repeat (token_times)
+    # refill: also serve the queue as requests arriving at this rate, a second (serving.py)
+    request_rate: float | None = None
+    slo: tuple = ()  # (("ttft", s), ("tpot", s), ...): what a request meets to count as goodput
 
     @property
     def models(self) -> list[Model]:
@@ -86,6 +89,23 @@ class Prepared:
             )
         kw |= dict(drafter=c.drafter, draft_params=self.draft_params)
         return generate.serve(c.draft, c.target, self.prompts, c.n_tokens, c.K, c.warp, c.seed, c.slots, **kw)
+
+    def serve_open(self, method: str, arrivals):
+        """The queue served as requests arriving at `arrivals` (s), "ar" or "sd", on the slots,
+        the host driving them (measure/serving.py): ([serving.Request], the run's seconds)."""
+        from specbench.measure import serving
+        from specbench.model.decode import open_loop
+
+        c = self.config
+        if method == "ar":
+            slots = open_loop.ar_slots(c.target.params, c.target.config, c.warp, self.max_len)
+        else:
+            slots = open_loop.spec_slots(
+                self.draft_params, c.target.params, c.drafter, c.target.config, c.warp, self.max_len, c.K
+            )
+        return serving.serve(
+            slots, self.prompts, arrivals, c.slots, c.n_tokens, c.target.config, self.max_len, c.seed
+        )
 
     def token_times(self, method: str):
         """When each new token of the first prompt arrives, "ar" or "sd" (generate.token_times)."""

@@ -16,7 +16,12 @@ from specbench.results import theory
 
 
 def plot_rows(rows: list[dict], output: str) -> None:
-    """Against batch size when the rows vary it (plot_batch), else against K (plot_K)."""
+    """Against the request rate when the rows vary it (load_plot), against batch size when they
+    vary that (plot_batch), else against K (plot_K)."""
+    if len({r.get("request_rate") for r in rows if r.get("request_rate")}) > 1:
+        from specbench.results.load_plot import plot_load
+
+        return plot_load(rows, output)
     if len({r.get("batch", 1) for r in rows}) > 1:
         plot_batch(rows, output)
     else:

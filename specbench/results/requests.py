@@ -20,7 +20,10 @@ from its start as a closed queue's requests do:
   queued  b x unit, the time before its prefill
   TTFT    queued + its prefill: the measured start (the first fill's), or a slot's share of it
   E2E     e x unit
-NumPy only.
+A queue served as requests arrive at a rate (--request-rate: measure/serving.py) is timed one
+request at a time on the host's clock instead (its queued, TTFT, TPOT, E2E and token gaps), and
+an SLO (--slo ttft=1s,tpot=50ms) makes its goodput: the requests a second that met every bound
+(`goodput`). NumPy only.
 """
 
 from __future__ import annotations
@@ -41,12 +44,16 @@ def records(res, prompt_ids: list[str]) -> list[dict]:
     walls = {"ar": res.ar_times_s, "sd": res.sd_times_s}
     served = {"ar": getattr(res, "ar_stats", None), "sd": st}
     hists = st.accepted_hist_per_seq if B > 1 else np.asarray(st.accepted_hist)[None, :]
+    served_open = getattr(res, "served", None)
     out = []
     for repeat in range(len(res.sd_times_s)):
         for b in range(B):
             record = {"repeat": repeat, "sequence": b, "prompt_id": prompt_ids[b]}
             for m in ("ar", "sd"):
                 start = starts[m][repeat] if repeat < len(starts[m]) else None
+                if served_open:  # timed one by one as they arrived (serving.Request.times)
+                    record |= {f"{m}_{k}": v for k, v in served_open[m][repeat][b].items()}
+                    continue
                 if queued:
                     record |= queued_times(m, served[m], b, walls[m][repeat], start, N)
                     continue
@@ -135,6 +142,54 @@ def percentiles(recs: list[dict]) -> dict:
         for p in PERCENTILES:  # inter-token latency: every gap of every request, pooled
             out[f"{m}_itl_p{p}_s"] = float(np.percentile(gaps, p)) if gaps.size else None
     return out
+
+
+def goodput(recs: list[dict], slo: dict[str, float], served: dict) -> dict:
+    """Served under arrivals, for AR and SD: the requests a second served ({m}_served_rps), those
+    that met every bound of `slo` ({"ttft": s, "tpot": s, "e2e": s, "queued": s}) a second
+    ({m}_goodput_rps, DistServe's goodput) and their share ({m}_slo_attainment), over the runs'
+    seconds (`served`'s {m}_run_s: first arrival to last token, summed over the repeats; None: a
+    closed queue's row, all None). Without an SLO every request counts."""
+    out = {}
+    for m in ("ar", "sd"):
+        seconds = float(sum((served or {}).get(f"{m}_run_s") or []))
+        met = [all((r.get(f"{m}_{x}_s") or 0.0) <= bound for x, bound in slo.items()) for r in recs]
+        share = float(np.mean(met)) if met and seconds else None
+        out |= {
+            f"{m}_served_rps": len(recs) / seconds if seconds else None,
+            f"{m}_goodput_rps": sum(met) / seconds if seconds else None,
+            f"{m}_slo_attainment": share,
+        }
+    return out
+
+
+def parse_slo(text: str) -> dict[str, float]:
+    """--slo "ttft=1s,tpot=50ms" -> {"ttft": 1.0, "tpot": 0.05}: bounds on METRICS, in s or ms;
+    ValueError naming what is wrong."""
+    out = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, _, value = part.partition("=")
+        name, value = name.strip().lower(), value.strip().lower()
+        if name not in METRICS:
+            raise ValueError(f"{name!r} is not one of {', '.join(METRICS)} (as ttft=1s,tpot=50ms)")
+        scale = 1e-3 if value.endswith("ms") else 1.0
+        try:
+            bound = float(value.removesuffix("ms").removesuffix("s")) * scale
+        except ValueError:
+            raise ValueError(f"{part!r}: a time in s or ms, as {name}=50ms") from None
+        if not 0 < bound < float("inf"):
+            raise ValueError(f"{part!r}: a bound is a positive time")
+        if name in out:
+            raise ValueError(f"{name} is bounded twice")
+        out[name] = bound
+    if not out:
+        raise ValueError("name at least one bound, as ttft=1s,tpot=50ms")
+    return out
+
+
+def slo_text(slo) -> str | None:
+    """How a row writes an SLO's bounds ((metric, s) pairs): "ttft=1s,tpot=0.05s", or None."""
+    return ",".join(f"{k}={v:g}s" for k, v in slo) or None
 
 
 def pooled(rows: list[dict]) -> list[dict]:

@@ -107,6 +107,9 @@ def result_row(
     }
     recs = requests.records(res, batch_prompt_ids or [prompt_id])
     values |= requests.percentiles(recs) | {"requests": recs}
+    served = getattr(res, "served", None)
+    values |= {"request_rate": res.config.request_rate, "slo": requests.slo_text(res.config.slo)}
+    values |= requests.goodput(recs, dict(res.config.slo), served)
     values["budget_closed"] = closes(values)
     # one sequence's tokens, or a batch's or a refilled queue's (a queue on one slot too): a list each
     many = bool(res.sd_tokens) and isinstance(res.sd_tokens[0], list)

@@ -94,6 +94,11 @@ FIELDS = [
         for x in ("ttft", "tpot", "e2e", "itl", "queued")
         for p in (50, 95, 99)
     ],
+    # a queue served as requests arrive (--request-rate; serving.py): the rate, the SLO and, per
+    # method, the requests a second served, those that met the SLO a second, and their share
+    F("request_rate", float, md=6, table=4, header="req/s", key=True, fmt="g"),  # empty: a closed queue
+    F("slo", str, key=True),  # "ttft=1s,tpot=0.05s": the bounds a request met to count as goodput
+    *[F(f"{m}_{x}") for m in ("ar", "sd") for x in ("served_rps", "goodput_rps", "slo_attainment")],
     F("speedup", md=12, table=10, header="speedup", plot=True),
     F("speedup_std", table=11, header="±"),
     # a peer's row (peers.py): its times over specbench's own on the same method, same run

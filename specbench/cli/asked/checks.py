@@ -126,6 +126,11 @@ def check_refill(s: Settings) -> None:
     slot, and no peer; --itl times one sequence."""
     if s.queue is not None and not s.refill:
         raise BadInput("--queue", "sets --refill's queue of requests: give --refill too")
+    arrivals = any(r is not None for r in s.request_rates)
+    if "request_rates" in s.given and not s.refill:
+        raise BadInput("--request-rate", "serves --refill's queue as requests arriving: give --refill too")
+    if s.slo and not arrivals:
+        raise BadInput("--slo", "bounds the requests served at a --request-rate: give one")
     if s.itl and (s.refill or s.most_batch > 1):
         raise BadInput("--itl", "times one sequence's tokens as they arrive: use --batch 1, without --refill")
     if not s.refill:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from specbench import prompts
-from specbench.cli.asked import devices, paths
+from specbench.cli.asked import devices, paths, serving_options
 from specbench.cli.asked.helptext import (
     ACCEPTANCE_HELP,
     DRAFT_VOCAB_HELP,
@@ -22,7 +22,6 @@ from specbench.cli.asked.params import (
     K_MAX,
     KERNELS,
     N_TOKENS_MAX,
-    QUEUE_MAX,
     REPEATS_MAX,
     SEED_MAX,
     VERIFY_METHODS,
@@ -154,20 +153,7 @@ peer = [
     ),
 ]
 exports = paths.export_options  # run's, sweep's and roofline's
-refill = [  # run's and sweep's (model/decode/refill.py)
-    click.option(
-        "--refill",
-        is_flag=True,
-        help="Keep the --batch slots busy from a queue of requests: a finished sequence's slot takes the "
-        "next prompt, prefilled while the others go on (continuous batching; docs/batches.md).",
-    ),
-    click.option(
-        "--queue",
-        type=Count(1, QUEUE_MAX),
-        default=None,
-        help="--refill: the requests served, the prompts cycled [default: 4 x --batch].",
-    ),
-]
+refill = serving_options.refill  # run's and sweep's
 itl = click.option(  # run's and sweep's (generate.token_times)
     "--itl",
     is_flag=True,

@@ -122,6 +122,8 @@ class Settings:
     itl: bool = False
     refill: bool = False
     queue: int | None = None  # --refill's requests [default: 4 x the batch]
+    request_rates: tuple[float | None, ...] = (None,)  # --request-rate, a second; None: the closed queue only
+    slo: tuple[tuple[str, float], ...] = ()  # --slo's bounds (s), as (metric, bound)
     peers: tuple[str, ...] = ()
     draft_device: int | None = None
     processes: int | None = None
@@ -147,6 +149,10 @@ class Settings:
             batches=one("batch", 1),
             **shared(f, given),
         )
+        if len(s.request_rates) > 1:
+            from specbench.cli.asked.console import BadInput
+
+            raise BadInput("--request-rate", "run serves at one rate: sweep takes a list")
         return checked(s)
 
     @classmethod
@@ -192,7 +198,7 @@ class Settings:
 
     def timing(self) -> dict:
         """The RunConfig fields that every configuration of the grid shares."""
-        fields = ("n_tokens", "seed", "repeats", "warmup", "itl")
+        fields = ("n_tokens", "seed", "repeats", "warmup", "itl", "slo")
         return {k: getattr(self, k) for k in fields} | {"device_loop": not self.host_loop}
 
 
@@ -218,6 +224,8 @@ def shared(f: dict, given: set[str]) -> dict:
         itl=bool(f.get("itl")),
         refill=bool(f.get("refill")),
         queue=f.get("queue"),
+        request_rates=tuple(None if r == float("inf") else r for r in f.get("request_rates") or [None]),
+        slo=tuple((f.get("slo") or {}).items()),
         peers=tuple(f.get("peers") or ()),
         draft_device=f.get("draft_device"),
         processes=f.get("processes"),

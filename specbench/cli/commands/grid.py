@@ -147,25 +147,24 @@ def grid(
             drafter, name = with_method(base.drafter, base.name, method)
             for unit, cell in itertools.product(units, s.cells(kind, method)):
                 warp = Warp(cell.temperature, s.top_k, cell.top_p)
-                config = RunConfig(
-                    base.model,
-                    target,
-                    drafter,
-                    cell.K,
-                    warp,
-                    **timing,
-                    peers=peers[kind],
-                    slots=unit.slots,
-                )
-                ids, category = unit.ids, category_of(suite, unit.label)
-                job = Job(
-                    config,
-                    name,
-                    unit.label,
-                    ids,
-                    [texts[i] for i in ids],
-                    [encoded[i] for i in ids],
-                    category,
-                )
-                out.append(Configuration(cell, drafter, name, unit, job))
+                for rate in s.request_rates if unit.slots else (None,):  # arrivals serve a refilled queue
+                    config = RunConfig(
+                        base.model,
+                        target,
+                        drafter,
+                        cell.K,
+                        warp,
+                        **timing,
+                        peers=peers[kind],
+                        slots=unit.slots,
+                        request_rate=rate,
+                    )
+                    out.append(configuration(config, cell, drafter, name, unit, suite, texts, encoded))
     return out
+
+
+def configuration(config, cell, drafter, name: str, unit: Unit, suite, texts, encoded) -> Configuration:
+    """One configuration of the grid as its job, on its unit's prompts."""
+    ids, category = unit.ids, category_of(suite, unit.label)
+    job = Job(config, name, unit.label, ids, [texts[i] for i in ids], [encoded[i] for i in ids], category)
+    return Configuration(cell, drafter, name, unit, job)

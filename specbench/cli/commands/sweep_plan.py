@@ -25,6 +25,7 @@ from specbench.errors import ExportError
 from specbench.model.checkpoints import tokenizer
 from specbench.results import export
 from specbench.results import schema as results
+from specbench.results.requests import slo_text
 from specbench.results.rows import drafter_settings
 
 
@@ -66,6 +67,7 @@ def sweep_plan(s: Settings) -> SweepPlan:
     for cell, drafter, name, unit, job in planned:
         varied = {"K": cell.K, "temperature": cell.temperature, "top_p": cell.top_p, "prompt_id": unit.label}
         varied |= {"batch": unit.slots or len(unit.ids), "queue": len(unit.ids) if unit.slots else None}
+        varied |= {"request_rate": job.config.request_rate, "slo": slo_text(s.slo) if unit.slots else None}
         key = {**fixed, **varied, "draft": name, **drafter_settings(drafter)}
         # the cell's rows: specbench's and each peer's, measured together; done when all are there
         cell_keys = [{**key, "implementation": i} for i in ["specbench", *s.peers]]

@@ -106,26 +106,6 @@ def run_header(job, d, t) -> str:
     )
 
 
-def batch_line(row: dict) -> str:
-    """What a batch did: its size and mix, the rounds it ran, and the slots stragglers wasted."""
-    if row.get("queue"):
-        return (
-            f"a queue of {row['queue']} requests on {row['batch']} refilled slots · tokens/s count all "
-            f"{row['queue']} requests · the slots ran {row['batch_rounds']} rounds, "
-            f"{row['tokens_per_batch_round']:.2f} tokens per slot per round (each request alone: "
-            f"{row['tokens_per_round']:.2f}) · idle slots {row['idle_fraction']:.1%}: slots left without a "
-            "request once the queue emptied"
-        )
-    mix = sorted(set(row["batch_prompt_ids"] or []))
-    shown = ", ".join(mix[:4]) + (f" and {len(mix) - 4} more" if len(mix) > 4 else "")
-    return (
-        f"batch of {row['batch']} ({shown}) · tokens/s count all {row['batch']} sequences · the batch ran "
-        f"{row['batch_rounds']} rounds, {row['tokens_per_batch_round']:.2f} tokens per sequence per round "
-        f"(each sequence alone: {row['tokens_per_round']:.2f}) · idle slots {row['idle_fraction']:.1%}: "
-        f"finished sequences waiting for the slowest"
-    )
-
-
 def timing_table(row: dict, console: Console) -> None:
     """AR against SD, then the step times and the theory from the same run."""
     one, batch = row["repeats"] == 1, row.get("batch", 1)
@@ -255,20 +235,6 @@ def budget_lines(row: dict) -> list[str]:
     return lines
 
 
-def request_line(row: dict) -> str:
-    """Per request (results/requests.py): TTFT, TPOT and E2E of AR and SD at p50 (and p95)."""
-    ms = lambda key: f"{row[key] * 1e3:.2f}" if row.get(key) is not None else "-"
-    part = lambda x, name: (
-        f"{name} AR {ms(f'ar_{x}_p50_s')} / SD {ms(f'sd_{x}_p50_s')} ms"
-        f" (p95 {ms(f'ar_{x}_p95_s')} / {ms(f'sd_{x}_p95_s')})"
-    )
-    n = len(row.get("requests") or [])
-    shown = (("queued", "queued"),) if row.get("queue") else ()  # a refilled queue's: by its rounds
-    shown += (("ttft", "TTFT"), ("tpot", "TPOT"), ("e2e", "E2E"))
-    shown += (("itl", "gaps between tokens"),) if row.get("ar_itl_p50_s") is not None else ()
-    return f"per request ({plural(n, 'request')}), p50: " + " · ".join(part(x, name) for x, name in shown)
-
-
 def budget_warning(row: dict) -> str | None:
     """One line where the row's time account does not close (budget.budget_gap), naming the
     method, the size of the gap and what usually causes it; None where it closes."""
@@ -313,6 +279,8 @@ def verdict(row: dict) -> str:
 
 def run_report(row: dict, res, console: Console) -> None:
     """Everything `run` prints after measuring: the tables, the verdict, the texts."""
+    from specbench.cli.views import serving_view  # which imports this module's plural
+
     timing_table(row, console)
     K, B = row["K"], row.get("queue") or row["batch"]  # the sequences decoded: a queue's requests
     if res.config.drafter.spec.fewer or row["dynamic_K"]:
@@ -321,10 +289,12 @@ def run_report(row: dict, res, console: Console) -> None:
             f"{row['drafted_hist']}"
         )
     if B > 1:
-        console.print(batch_line(row))
+        console.print(serving_view.batch_line(row))
     for line in budget_lines(row):
         console.print(line)
-    console.print(request_line(row))
+    console.print(serving_view.request_line(row))
+    if row.get("request_rate"):
+        console.print(serving_view.load_line(row))
     for warning in (budget_warning(row), card.warning(row)):  # an account that does not close; a GPU slowed
         if warning:
             console.print(warning if warning.startswith("[") else f"[yellow]{warning}[/yellow]")
