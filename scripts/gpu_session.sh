@@ -4,7 +4,8 @@
 #   bash scripts/gpu_session.sh STAGE...   stages: env pallas-check loops sampler verdict run run-xla-kernels run-xla-loops
 #                                          dial batch roofline-kernels pallas-tiles roofline-bf16 roofline drafters profile
 #                                          report-bundled report-pair peer tests
-#   bash scripts/gpu_session.sh all        issue 61's measuring, the most wanted first, in one call of 10 minutes
+#                                          mosaic-check roofline-mosaic mosaic-tests
+#   bash scripts/gpu_session.sh all        issue 74's measuring, the most wanted first, in one call of 10 minutes
 # Every stage has its own time limit, writes its log and files under a work folder, and a failed
 # stage does not stop the next. After each stage the folder is packed into $OUT/gpu-session.tgz
 # (the device tool brings back at most 8 files, and whatever is there when a call is cut off):
@@ -27,7 +28,7 @@ stage() {  # stage NAME SECONDS COMMAND...: run it under a limit, log it, note i
 }
 stages=("$@")
 # the most wanted first: a stage the call's limit cuts off is the one least needed
-[ "${stages[0]:-}" = all ] && stages=(env pallas-check roofline-1558M tests run profile roofline-kernels loops verdict dial batch run-xla-kernels run-xla-loops pallas-tiles)
+[ "${stages[0]:-}" = all ] && stages=(env pallas-check mosaic-check roofline-1558M roofline-mosaic mosaic-tests tests run profile roofline-kernels loops verdict dial batch run-xla-kernels run-xla-loops pallas-tiles)
 for s in "${stages[@]}"; do
     case $s in
     env)
@@ -35,6 +36,18 @@ for s in "${stages[@]}"; do
         ;;
     pallas-check)  # whether the fused Pallas kernels run here (--kernels auto takes them if so), and why not
         stage pallas-check 120 python3 -c "from specbench.model.kernels import pallas as g; print('unavailable:', g.unavailable())"
+        ;;
+    mosaic-check)  # the Mosaic swap-AB products (kernels/mosaic.py) compiled for this card against plain JAX, bf16
+        stage mosaic-check 120 python3 scripts/mosaic_check.py
+        ;;
+    roofline-mosaic)  # 124M and 1558M bf16 steps with the Mosaic products (Triton's attention), each kernel alone:
+        # beside roofline-1558M's and roofline-kernels' Triton and XLA rows
+        stage roofline-mosaic "${ROOF_LIMIT:-200}" env SPECBENCH_PALLAS_BACKEND=mosaic $sb roofline -m 124M -m 1558M \
+            --random-init --dtype bfloat16 --K 4 --kernels pallas --export-json "$OUT/roofline-124M-1558M-bf16-mosaic.json"
+        ;;
+    mosaic-tests)  # both backends against the oracle on the card: the Triton kernels' tests and the Mosaic ones
+        stage mosaic-tests "${TESTS_LIMIT:-180}" env JAX_PLATFORMS=cuda XLA_PYTHON_CLIENT_PREALLOCATE=false python3 -m pytest -v -rf \
+            -n ${TESTS_WORKERS:-4} -p no:cacheprovider tests/test_mosaic_kernels.py tests/test_gpu_kernels.py
         ;;
     run-xla-kernels)  # the bundled pair with XLA's products, against run's (the Pallas kernels where they passed)
         stage run-xla-kernels-T0 75 $sb run --K 4 -t 0 --repeats 10 --no-save --kernels xla \

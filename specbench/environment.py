@@ -57,7 +57,8 @@ VERDICT = Choice("SPECBENCH_VERDICT", ("auto", "lazy", "all-rows"))
 XLA_LOOPS = Choice("SPECBENCH_XLA_LOOPS", ("command-buffers", "default"))
 PALLAS_LAYERS = Choice("SPECBENCH_PALLAS_LAYERS", ("unrolled", "scan"))
 PALLAS_TILES = Numbers("SPECBENCH_PALLAS_TILES", 4, "chunk,programs,warps,stages: four whole numbers")
-SETTINGS = (SAMPLER, VERDICT, XLA_LOOPS, PALLAS_LAYERS, PALLAS_TILES)
+PALLAS_BACKEND = Choice("SPECBENCH_PALLAS_BACKEND", ("triton", "mosaic"))
+SETTINGS = (SAMPLER, VERDICT, XLA_LOOPS, PALLAS_LAYERS, PALLAS_TILES, PALLAS_BACKEND)
 
 
 def check() -> None:

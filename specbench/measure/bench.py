@@ -20,7 +20,7 @@ from specbench.measure.peers import PeerResult
 from specbench.measure.prepared import Prepared, RunConfig
 from specbench.model.decode import placed, sampling, verify
 from specbench.model.decode.stats import DecodeStats
-from specbench.model.kernels import programs
+from specbench.model.kernels import pallas_layers, programs
 from specbench.model.nets import layouts, mesh, network
 
 __all__ = ["BenchmarkResult", "PARTS", "Prepared", "RunConfig", "STEP_TIMERS", "run_benchmark"]
@@ -57,6 +57,7 @@ class BenchmarkResult:
     # the budget's parts as sampled in each repeat: {"ar_start", "ar_token", "sd_start", "round": [repeats]}
     part_samples: dict = dataclasses.field(default_factory=dict)
     kernels: str = "xla"  # what multiplied the weights: cpu, pallas or xla (layouts.kernels_used)
+    pallas_backend: str | None = None  # with the Pallas kernels, their products' (pallas_layers.backend)
     verdict: str = "lazy"  # how a T > 0 verdict was computed (verify.KINDS), chosen by verify.kind_for
     sampler: str = "cdf"  # how a T > 0 draw picked its token (sampling.SAMPLERS), by sampling.sampler_for
     xla_loops: str = "xla default"  # how the device loops were compiled (programs.loops_setting)
@@ -265,6 +266,7 @@ def benchmark_result(
         load=machine,
         part_samples={name: steps[name].tolist() for names in PARTS.values() for name in names},
         kernels=layouts.kernels_used(c.target.params),
+        pallas_backend=pallas_layers.backend() if layouts.kernels_used(c.target.params) == "pallas" else None,
         verdict=verify.kind_for(jax.default_backend()),
         sampler=sampling.sampler_for(jax.default_backend()),
         xla_loops=programs.loops_setting(),

@@ -23,6 +23,7 @@ from jax import lax
 from specbench.measure import collectives, device, timing
 from specbench.measure.step_costs import layout_extra_bytes, step_bytes, step_flops
 from specbench.model.kernels import cpu, pallas
+from specbench.model.kernels.pallas_layers import backend, product
 from specbench.model.nets import gpt2, layouts, mesh, network
 from specbench.model.nets.network import Model
 
@@ -141,6 +142,7 @@ def step_rows(model: Model, samples: dict, i: int, n_max: int, max_len: int, roo
                 "mesh": mesh.name(model.params),
                 "part": "step",
                 "kernels": layouts.kernels_used(model.params),
+                "pallas_backend": backend() if layouts.kernels_used(model.params) == "pallas" else None,
                 "layout": layouts.as_weights(model.params).layout.value,
                 "layout_extra_bytes": layout_extra_bytes(model),
                 "n_tokens_per_step": n,
@@ -204,6 +206,7 @@ def kernel_row(model: Model, part: str, n: int, t: float, moved: int, bound_gbps
     return {
         "model": model.name,
         "kernels": "pallas",
+        "pallas_backend": backend(),
         "layout": layouts.as_weights(model.params).layout.value,
         "part": part,
         "n_tokens_per_step": n,
@@ -240,7 +243,7 @@ def kernel_parts(model: Model, max_len: int, iters: int, bound_gbps: float) -> l
         eps = c.layer_norm_epsilon
         parts = {  # name: (kernel of its input and weights, its input, its weights, bytes it must move)
             "ln+qkv": (
-                lambda x, w, i: pallas.linear(x, **w["c_attn"], layer=i, norm=w["ln_1"], eps=eps),
+                lambda x, w, i: product(x, w["c_attn"], i, norm=w["ln_1"], eps=eps),
                 normal(e),
                 {"c_attn": attn["c_attn"], "ln_1": blocks["ln_1"]},
                 product_bytes(attn["c_attn"], 2 * e + rows * 4 * e),
@@ -252,21 +255,19 @@ def kernel_parts(model: Model, max_len: int, iters: int, bound_gbps: float) -> l
                 (2 * pos * e + rows * 4 * e) * item,
             ),
             "proj+residual": (
-                lambda a, w, i: pallas.linear(a, **w, layer=i, residual=a),
+                lambda a, w, i: product(a, w, i, residual=a),
                 normal(e),
                 attn["c_proj"],
                 product_bytes(attn["c_proj"], rows * 3 * e),
             ),
             "ln+fc+gelu": (
-                lambda x, w, i: pallas.linear(
-                    x, **w["c_fc"], layer=i, norm=w["ln_2"], activation=gpt2.gelu, eps=eps
-                ),
+                lambda x, w, i: product(x, w["c_fc"], i, norm=w["ln_2"], activation=gpt2.gelu, eps=eps),
                 normal(e),
                 {"c_fc": mlp["c_fc"], "ln_2": blocks["ln_2"]},
                 product_bytes(mlp["c_fc"], 2 * e + rows * 5 * e),
             ),
             "fc proj+residual": (
-                lambda h, w, i: pallas.linear(h, **w, layer=i, residual=h[:, :e]),
+                lambda h, w, i: product(h, w, i, residual=h[:, :e]),
                 normal(4 * e),
                 mlp["c_proj"],
                 product_bytes(mlp["c_proj"], rows * 6 * e),

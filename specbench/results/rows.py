@@ -133,6 +133,7 @@ def _settings(res, draft: str, dtype: str) -> dict:
         "implementation": "specbench",
         "dtype": dtype,
         "kernels": res.kernels,
+        "pallas_backend": getattr(res, "pallas_backend", None),
         "verdict": res.verdict,
         "sampler": res.sampler,
         "xla_loops": res.xla_loops,

@@ -39,6 +39,7 @@ FIELDS = [
     F("implementation_version", str),
     F("dtype", str, key=True),
     F("kernels", str, key=True, old="xla"),
+    F("pallas_backend", str, key=True),  # with the Pallas kernels: their products' triton or mosaic
     F("verdict", str, key=True, old="lazy"),  # how a T > 0 verdict was computed (verify.KINDS)
     F("sampler", str, key=True, old="cdf"),  # how a T > 0 draw picked its token (sampling.SAMPLERS)
     F("xla_loops", str),  # how the device loops were compiled (model/kernels/programs.py)
@@ -199,6 +200,7 @@ ROOFLINE_FIELDS = [
     F("weights", str),
     F("dtype", str, table=2, header="dtype"),
     F("kernels", str, table=3, header="kernels"),
+    F("pallas_backend", str),  # the Pallas kernels' products: triton or mosaic (SPECBENCH_PALLAS_BACKEND)
     F("layout", str),
     F("layout_extra_bytes", int, table=4, header="+MB", fmt="MB"),
     F("context", int),

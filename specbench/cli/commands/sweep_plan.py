@@ -138,6 +138,7 @@ def sweep_fixed(s: Settings, t) -> dict:
 
     from specbench.model.decode.sampling import sampler_for
     from specbench.model.decode.verify import kind_for
+    from specbench.model.kernels.pallas_layers import backend
     from specbench.model.nets import network
     from specbench.model.nets.layouts import kernels_used
 
@@ -145,6 +146,7 @@ def sweep_fixed(s: Settings, t) -> dict:
     fixed = {"dtype": s.models.dtype, "top_k": s.top_k, "n_tokens": s.n_tokens, "seed": s.seed}
     fixed |= {"target": t.name, "loop": loop}
     fixed |= {"kernels": kernels_used(t.params), "verdict": kind_for(jax.default_backend())}
+    fixed["pallas_backend"] = backend() if fixed["kernels"] == "pallas" else None
     fixed["sampler"] = sampler_for(jax.default_backend())
     fixed["architecture"] = network.architecture(t.config)
     return fixed

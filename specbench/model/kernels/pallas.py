@@ -7,17 +7,13 @@ ROWS rows (a decode step, a verify step of K+1 or a token tree's nodes).
     h   = gelu(ln_2(x) @ W_fc + b_fc)                   linear(norm=ln_2, activation=gelu)
     x   = x + h @ W_mproj + b_mproj                     linear(residual=x)
 
-Why: on a GPU, XLA ran GPT-2's decode step as a dozen small kernels a layer, 5.8x the step's HBM
-bound for the 1558M model in bfloat16 (docs/gpu.md, issue 48). A step of a few rows is memory-bound:
-it should cost one read of every weight, which a kernel that fuses each product with the norm before
-it and the bias, activation and residual after it comes closest to.
+Why: XLA ran GPT-2's decode step as a dozen small kernels a layer, 5.8x the 1558M bf16 step's HBM
+bound (docs/gpu.md, issue 48); a memory-bound step should cost one read of every weight.
 
 How:
-- Every kernel pads its rows to ROWS = 16: Triton's matrix product needs 16 rows, and a memory-bound
-  step of 16 rows reads what one of 1 row reads.
+- Every kernel pads its rows to ROWS = 16 (Triton's product needs 16; a step of 16 reads what 1 does).
 - A product's grid runs over blocks of output columns; each program walks its column panel down
-  n_in in chunks of `tile(n_in)` rows, so every weight is read once. The layer norm before it is
-  computed per chunk from the row statistics (two passes over x, which is [16, n_in], tiny).
+  n_in in chunks of `tile(n_in)` rows, every weight read once, the norm before it per chunk.
 - The weights stay stacked [n_layer, ...] as loaded, and the layer's index is an input each kernel
   reads: nothing is sliced or copied, and every layer runs the same five kernels (compiled once
   per step shape). The layers are unrolled, or scanned (pallas_layers.py).
@@ -25,11 +21,10 @@ How:
   before pos (an online softmax, Milakov and Gimelshein 2018), then over the step's own keys under
   `sees` (causal, or a token tree's ancestors).
 
-Backends: on a GPU, Pallas's Triton lowering (pallas.triton.CompilerParams). Mosaic GPU, the
-backend Pallas defaults to, has no lowering for a matrix product inside pallas_call (its kernels
-use wgmma on 64-row tiles through refs); that variant waits for a session with a GPU to test it on.
-On the CPU every kernel runs in Pallas's interpret mode: the tests' path, checked against gpt2.gpt2;
-tests/test_gpu_kernels.py also lowers each one for CUDA through the Triton lowering (lowering_for).
+Backends: Pallas's Triton lowering (deprecated since JAX 0.11), or for the products mosaic.py's
+swap-AB Mosaic GPU kernels (SPECBENCH_PALLAS_BACKEND=mosaic, pallas_layers.product). On the CPU
+every kernel runs in interpret mode, checked against gpt2.gpt2; the tests also lower each for CUDA
+(lowering_for).
 """
 
 from __future__ import annotations
@@ -144,12 +139,17 @@ def lowering_for(platform: str):
         _platform.pop()
 
 
+def traced_for() -> str:
+    """The platform the kernels are traced for: lowering_for's, else the default backend's."""
+    return _platform[-1] if _platform else jax.default_backend()
+
+
 def call(kernel, **kwargs):
     """pl.pallas_call for the platform traced for: interpreted on the CPU, through Triton on a GPU.
     Interpreted, a batch (vmap) runs its calls one after another: Pallas's own batching of an
     interpreted kernel copied the whole batch's output at each program, so that 20,000 sequences
     took minutes (a GPU keeps Pallas's batching: the batch becomes a grid axis)."""
-    if (_platform[-1] if _platform else jax.default_backend()) == "cpu":
+    if traced_for() == "cpu":
         return one_at_a_time(pl.pallas_call(kernel, interpret=True, **kwargs))
     return pl.pallas_call(
         kernel,

@@ -8,6 +8,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from specbench import environment
+from specbench.model.kernels import mosaic
 from specbench.model.kernels.pallas import ROWS, attention, linear, padded_sees
 
 
@@ -16,13 +17,28 @@ def block(x, blocks, layer, cache, pos, sees, n_head: int, eps: float, activatio
     parameters (params["blocks"]). Returns (x, k, v), k and v [ROWS, n_head, hd] in the cache's dtype."""
     n_embd = x.shape[1]
     attn, mlp = blocks["attn"], blocks["mlp"]
-    qkv = linear(x, **attn["c_attn"], layer=layer, norm=blocks["ln_1"], eps=eps)
+    qkv = product(x, attn["c_attn"], layer, norm=blocks["ln_1"], eps=eps)
     a = attention(qkv, cache["k"], cache["v"], layer, pos, sees, n_head)
-    x = linear(a, **attn["c_proj"], layer=layer, residual=x)
-    h = linear(x, **mlp["c_fc"], layer=layer, norm=blocks["ln_2"], activation=activation, eps=eps)
-    x = linear(h, **mlp["c_proj"], layer=layer, residual=x)
+    x = product(a, attn["c_proj"], layer, residual=x)
+    h = product(x, mlp["c_fc"], layer, norm=blocks["ln_2"], activation=activation, eps=eps)
+    x = product(h, mlp["c_proj"], layer, residual=x)
     heads = lambda part: qkv[:, part * n_embd : (part + 1) * n_embd].reshape(ROWS, n_head, n_embd // n_head)
     return x, heads(1).astype(cache["k"].dtype), heads(2).astype(cache["v"].dtype)
+
+
+def backend() -> str:
+    """SPECBENCH_PALLAS_BACKEND: "triton" (where unset) or "mosaic" (mosaic.py's products)."""
+    return environment.PALLAS_BACKEND.get()
+
+
+def product(x, m: dict, layer, **fused):
+    """A block matrix `m` ({"weight", "bias"}, and with the mosaic backend "weight_t") times x
+    through the chosen backend's kernel: mosaic.linear where it is chosen and takes the shape and
+    dtype, else pallas.linear. `fused`: the norm, activation and residual (pallas.linear's)."""
+    n_in, n_out = m["weight"].shape[1:]
+    if backend() == "mosaic" and mosaic.unsupported(n_in, n_out, m["weight"].dtype) is None:
+        return mosaic.linear(x, m["weight"], m["bias"], layer, weight_t=m.get("weight_t"), **fused)
+    return linear(x, m["weight"], m["bias"], layer, **fused)
 
 
 LAYERS = environment.PALLAS_LAYERS.values

@@ -26,6 +26,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from specbench import environment
 from specbench.model.kernels import cpu
 
 MATRICES = (("attn", "c_attn"), ("attn", "c_proj"), ("mlp", "c_fc"), ("mlp", "c_proj"))
@@ -148,8 +149,12 @@ def kernel_layout(params) -> Weights:
 
 
 def pallas_layout(params) -> Weights:
-    """The same weights for the fused Pallas kernels, which read them in place: no copy."""
+    """The same weights for the fused Pallas kernels, which read them in place: no copy. With the
+    Mosaic backend (SPECBENCH_PALLAS_BACKEND=mosaic) each block matrix gets its transpose beside
+    it (`weight_t`, [n_layer, n_out, n_in]: mosaic.py says why), which costs them again in memory."""
     w = as_weights(params)
+    if environment.PALLAS_BACKEND.get() == "mosaic":
+        return _with_copies(w, lambda weight: {"weight_t": jnp.swapaxes(weight, 1, 2)}, Layout.PALLAS)
     return Weights(as_loaded(w), Layout.PALLAS, w.head)
 
 
@@ -181,7 +186,9 @@ def batch_layout(params):
 def as_loaded(params) -> dict:
     """The weights as loaded (the HF layout's arrays), without any layout's copies."""
     w = as_weights(params)
-    copies = {Layout.DECODE: ("weight_t",), Layout.KERNEL: ("packed",)}.get(w.layout, ())
+    copies = {Layout.DECODE: ("weight_t",), Layout.KERNEL: ("packed",), Layout.PALLAS: ("weight_t",)}.get(
+        w.layout, ()
+    )
     if not copies:
         return w.arrays
     drop = lambda matrix: {k: v for k, v in matrix.items() if k not in copies}
