@@ -225,6 +225,7 @@ def test_greedy_eagle3_equals_autoregressive(target, head, shape):
         np.testing.assert_array_equal(speculative(head, k_target, prompt, 20, K, drafter=drafter)[0], ar)
 
 
+@pytest.mark.slow
 def test_an_eagle3_head_drafts_for_a_gpt2_target_with_the_targets_embedding():
     target = random_model(
         gpt2.GPT2Config(n_layer=6, n_head=4, n_embd=32, n_ctx=128, n_vocab=97), 3, "g", scale=5

@@ -79,6 +79,7 @@ def model():
     return dataclasses.replace(m, params=jax.tree_util.tree_map(lambda a: a.astype(jnp.bfloat16), m.params))
 
 
+@pytest.mark.slow
 def test_a_bfloat16_step_through_the_kernels_equals_xlas_and_sd_equals_ar(model, mosaic_backend):
     marked = layouts.pallas_layout(model.params)
     assert marked["blocks"]["attn"]["c_attn"]["weight_t"].shape == (2, 192, 64)

@@ -42,7 +42,7 @@ def test_poisson_arrivals_start_at_zero_and_keep_their_rate():
     np.testing.assert_array_equal(at, serving.poisson_arrivals(50.0, 4001, seed=3))
 
 
-@pytest.mark.parametrize("rate", [200.0, float("inf")])
+@pytest.mark.parametrize("rate", [pytest.param(200.0, marks=pytest.mark.slow), float("inf")])
 def test_every_request_decodes_as_it_would_alone_whenever_it_arrives(models, rate):
     draft, target = models
     at = np.zeros(len(PROMPTS)) if rate == float("inf") else serving.poisson_arrivals(rate, len(PROMPTS), 1)
@@ -154,6 +154,7 @@ def test_run_serves_requests_at_a_rate_and_its_row_says_so(env, tmp_path):
     assert_one_line_error(invoke(*args[:6], "--request-rate", "1", "--slo", "ttft", "--dry-run"), "--slo")
 
 
+@pytest.mark.slow
 def test_sweep_serves_each_rate_and_says_where_sd_stops_paying(env, tmp_path):
     out = tmp_path / "sweep.json"
     args = ("sweep", "--batch", "2", "--refill", "--queue", "4", "-n", "4", "--K", "2", "--repeats", "1")
