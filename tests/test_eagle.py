@@ -190,26 +190,31 @@ ROLE_CASES = {  # name: (kind, tree, exact?)
 }
 
 
+def draws_by_case(target, head, config) -> dict:
+    """One set of round samples for each of ROLE_CASES, the head's (its config `config`) and the
+    wrong-row control's, over the small target: what the role tests judge."""
+    broken = dataclasses.replace(
+        drafters.KINDS["eagle"],
+        name="eagle-wrong-row",
+        propose=wrong_row_propose,
+        propose_tree=wrong_row_tree_propose,
+    )
+    draws = {}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(drafters, "KINDS", {**drafters.KINDS, broken.name: broken})
+        for case, (kind, shape, _) in ROLE_CASES.items():
+            tree = Tree.branching(shape) if isinstance(shape, tuple) else shape
+            drafter = drafters.Drafter(kind, config, tree=tree)
+            params = generate.draft_params_for(drafter, head, target)
+            draws[case] = round_samples(params, target, [3, 7, 1], Warp(1.0), 3, drafter)[0]
+    return draws
+
+
 @pytest.fixture(scope="module")
 def role_draws(shared):
     def make():
         target = make_small_target()
-        head = random_head(target, 5, scale=2.0)
-        broken = dataclasses.replace(
-            drafters.KINDS["eagle"],
-            name="eagle-wrong-row",
-            propose=wrong_row_propose,
-            propose_tree=wrong_row_tree_propose,
-        )
-        draws = {}
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(drafters, "KINDS", {**drafters.KINDS, broken.name: broken})
-            for case, (kind, shape, _) in ROLE_CASES.items():
-                tree = Tree.branching(shape) if isinstance(shape, tuple) else shape
-                drafter = drafters.Drafter(kind, eagle.config_for(SMALL_T), tree=tree)
-                params = generate.draft_params_for(drafter, head, target)
-                draws[case] = round_samples(params, target, [3, 7, 1], Warp(1.0), 3, drafter)[0]
-        return target, draws
+        return target, draws_by_case(target, random_head(target, 5, scale=2.0), eagle.config_for(SMALL_T))
 
     return shared("eagle-roles", make)
 

@@ -24,7 +24,7 @@ from specbench.model.nets.llama import LlamaConfig
 from specbench.model.nets.network import Model
 
 from conftest import assert_one_line_error, invoke, make_small_target, random_model
-from exactness import P_THRESHOLD, SMALL_T, role_p_values, round_samples, with_kernel
+from exactness import P_THRESHOLD, SMALL_T, role_p_values, with_kernel
 
 QWEN3 = LlamaConfig(
     n_layer=8, n_head=4, n_kv_head=2, n_embd=32, n_inner=48, n_vocab=97, n_ctx=128,
@@ -250,27 +250,12 @@ def test_an_eagle3_head_drafts_for_a_gpt2_target_with_the_targets_embedding():
 
 @pytest.fixture(scope="module")
 def role_draws(shared):
-    from test_eagle import ROLE_CASES, wrong_row_propose, wrong_row_tree_propose
+    from test_eagle import draws_by_case
 
     def make():
         small = make_small_target()
         config = head_config(small.config, draft_vocab=9, width=16)
-        head = random_head(config, 5, scale=3.0)
-        broken = dataclasses.replace(
-            drafters.KINDS["eagle"],
-            name="eagle-wrong-row",
-            propose=wrong_row_propose,
-            propose_tree=wrong_row_tree_propose,
-        )
-        draws = {}
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(drafters, "KINDS", {**drafters.KINDS, broken.name: broken})
-            for case, (kind, shape, _) in ROLE_CASES.items():
-                tree = Tree.branching(shape) if isinstance(shape, tuple) else shape
-                drafter = drafters.Drafter(kind, config, tree=tree)
-                params = generate.draft_params_for(drafter, head, small)
-                draws[case] = round_samples(params, small, [3, 7, 1], Warp(1.0), 3, drafter)[0]
-        return small, draws
+        return small, draws_by_case(small, random_head(config, 5, scale=3.0), config)
 
     return shared("eagle3-roles", make)
 

@@ -18,10 +18,15 @@ N, K, B = 8, 3, 2
 PROMPTS = [[3, 7, 1], [5, 5, 2, 9, 4], [11], [2, 8, 6, 1], [13, 4, 4], [9, 1, 7, 3, 3, 2]]
 
 
-@pytest.fixture(scope="module")
-def models():
+def refill_pair():
+    """A draft that agrees with its target often, not always, and the target (random weights)."""
     target = random_model(TARGET, 0, "target", scale=20)
     return noisy_copy(target, 0.3, 4), target
+
+
+@pytest.fixture(scope="module")
+def models():
+    return refill_pair()
 
 
 def queue(prompts, seed=0, max_len=64):

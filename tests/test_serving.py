@@ -9,6 +9,7 @@ import re
 import jax
 import numpy as np
 import pytest
+from test_refill import PROMPTS, B, K, N, refill_pair
 
 from specbench.measure import serving
 from specbench.model import generate
@@ -16,17 +17,12 @@ from specbench.model.decode import drafters, open_loop
 from specbench.model.decode.sampling import Warp
 from specbench.results import arrivals, requests
 
-from conftest import assert_one_line_error, invoke, random_model
-from exactness import TARGET, noisy_copy
-
-N, K, B = 8, 3, 2
-PROMPTS = [[3, 7, 1], [5, 5, 2, 9, 4], [11], [2, 8, 6, 1], [13, 4, 4], [9, 1, 7, 3, 3, 2]]
+from conftest import assert_one_line_error, invoke
 
 
 @pytest.fixture(scope="module")
 def models():
-    target = random_model(TARGET, 0, "target", scale=20)
-    return noisy_copy(target, 0.3, 4), target
+    return refill_pair()
 
 
 def spec_slots(draft, target, warp, max_len=64, K=K):
