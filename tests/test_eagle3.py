@@ -120,17 +120,18 @@ def rotate(x, positions, theta: float):
     return x * cos + np.concatenate([-x[..., hd // 2 :], x[..., : hd // 2]], -1) * sin
 
 
-def vllm_eagle3(t: dict, config: Eagle3Config, taps, tokens):
+def vllm_eagle3(t: dict, config: Eagle3Config, taps, tokens, b: str = "midlayer"):
     """vLLM's Eagle3LlamaForCausalLM over one sequence, from the published tensors: row j reads
     the target's taps of position j and the token after it, at position j (llama_eagle3.py: fc,
     then midlayer's input_layernorm(embeds) | hidden_norm(hidden) into q/k/v, the residual the
-    fc output, post_attention_layernorm and the MLP, norm, lm_head). Returns the logits over the
-    draft vocabulary [n, V']."""
-    eps, _H, hd = config.rms_norm_eps, config.n_embd, config.head_dim
-    b = "midlayer"
+    fc output, or the normed one with norm_before_residual, post_attention_layernorm and the MLP,
+    norm, lm_head; the block's weights under `b`: midlayer, or speculators' layers.0). Returns the
+    logits over the draft vocabulary [n, V']."""
+    eps, hd = config.rms_norm_eps, config.head_dim
     g = taps @ t["fc.weight"].T
     e = rms(t["embed_tokens.weight"][tokens], t[f"{b}.input_layernorm.weight"], eps)
-    x = np.concatenate([e, rms(g, t[f"{b}.hidden_norm.weight"], eps)], -1)
+    h = rms(g, t[f"{b}.hidden_norm.weight"], eps)
+    x = np.concatenate([e, h], -1)
     n, pos = len(tokens), np.arange(len(tokens), dtype=np.float64)
     q = rotate((x @ t[f"{b}.self_attn.q_proj.weight"].T).reshape(n, -1, hd), pos, config.rope_theta)
     k = rotate((x @ t[f"{b}.self_attn.k_proj.weight"].T).reshape(n, -1, hd), pos, config.rope_theta)
@@ -140,17 +141,25 @@ def vllm_eagle3(t: dict, config: Eagle3Config, taps, tokens):
     scores = np.einsum("qhd,khd->hqk", q, k) / np.sqrt(hd) + np.triu(np.full((n, n), -np.inf), 1)
     w = np.exp(scores - scores.max(-1, keepdims=True))
     attn = np.einsum("hqk,khd->qhd", w / w.sum(-1, keepdims=True), v).reshape(n, -1)
-    r = g + attn @ t[f"{b}.self_attn.o_proj.weight"].T
+    r = (h if config.norm_before_residual else g) + attn @ t[f"{b}.self_attn.o_proj.weight"].T
     m = rms(r, t[f"{b}.post_attention_layernorm.weight"], eps)
     gate, up = m @ t[f"{b}.mlp.gate_proj.weight"].T, m @ t[f"{b}.mlp.up_proj.weight"].T
     r = r + (gate / (1 + np.exp(-gate)) * up) @ t[f"{b}.mlp.down_proj.weight"].T
     return rms(r, t["norm.weight"], eps) @ t["lm_head.weight"].T
 
 
-def test_the_heads_first_draft_is_vllms_and_its_logits_equal_a_numpy_reference(tmp_path, target, head):
+@pytest.mark.parametrize("layout", ["eagle3", "speculators"])
+def test_the_heads_first_draft_is_vllms_and_its_logits_equal_a_numpy_reference(
+    tmp_path, target, head, layout
+):
+    """EAGLE's layout, the head as wide as the target; speculators', a head half as wide (fc maps
+    the taps down) whose residual is the normed feature (norm_before_residual)."""
     from safetensors.numpy import load_file
 
-    eagle3_files.save(tmp_path / "h", head.params, head.config)
+    if layout == "speculators":
+        narrow = head_config(target.config, draft_vocab=60, width=16, norm_before_residual=True)
+        head = random_head(narrow, 7)
+    eagle3_files.save(tmp_path / "h", head.params, head.config, layout)
     tensors = {
         k: v.astype(np.float64) for k, v in load_file(str(tmp_path / "h" / "model.safetensors")).items()
     }
@@ -162,7 +171,9 @@ def test_the_heads_first_draft_is_vllms_and_its_logits_equal_a_numpy_reference(t
     _, _, taps = llama.step(
         target.params, llama.init_cache(QWEN3, 16), jnp.asarray(tokens), 0, QWEN3, hidden=config.taps
     )
-    reference = vllm_eagle3(tensors, config, np.asarray(taps, np.float64)[:-1], tokens[1:])
+    assert config.norm_before_residual == (layout == "speculators")
+    block = eagle3_files.BLOCK[layout]
+    reference = vllm_eagle3(tensors, config, np.asarray(taps, np.float64)[:-1], tokens[1:], block)
     attached = eagle.attach(params, target.params, config)
     ours, _ = eagle.forward(attached, taps, jnp.asarray(tokens), config)  # row j + 1 is vLLM's row j
     np.testing.assert_allclose(np.asarray(ours)[1:], reference, atol=1e-4, rtol=1e-4)
@@ -329,3 +340,17 @@ def test_run_drafts_with_a_published_head_and_refuses_one_that_does_not_fit(tmp_
     eagle3_files.save(tmp_path / "wide", random_head(wide, 2).params, wide, "speculators")
     result = invoke("run", *args[:4], "--eagle-head", tmp_path / "wide", "-n", "4", "--dry-run")
     assert_one_line_error(result, "--eagle-head", "taps layers [0, 1, 5]; the target has 2")
+
+
+def test_a_head_published_as_a_torch_file_reads_as_its_safetensors_do(tmp_path, head):
+    """yuhuili's EAGLE-3 heads ship pytorch_model.bin (bfloat16 there; float32 here)."""
+    torch = pytest.importorskip("torch")
+    from safetensors.numpy import load_file
+
+    eagle3_files.save(tmp_path / "h", head.params, head.config)
+    tensors = load_file(str(tmp_path / "h" / "model.safetensors"))
+    torch.save({k: torch.from_numpy(v) for k, v in tensors.items()}, tmp_path / "h" / "pytorch_model.bin")
+    (tmp_path / "h" / "model.safetensors").unlink()
+    _, params, _ = eagle_files.load(tmp_path / "h")
+    for a, b in zip(jax.tree_util.tree_leaves(head.params), jax.tree_util.tree_leaves(params)):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-6)
