@@ -159,10 +159,24 @@ def draft_cmd(teacher, **kw):
             show_default=True,
             help="U(-noise, noise) added to the features the head reads.",
         ),
+        click.option(
+            "--format",
+            "head_format",
+            type=click.Choice(["eagle", "eagle3"]),
+            default="eagle",
+            show_default=True,
+            help="eagle: a block of the target's family over its last features, EAGLE's two losses; "
+            "eagle3: the published EAGLE-3 layout over three taps, trained with the training-time test "
+            "(specbench/train/eagle3.py; --cls-weight and --noise do not apply).",
+        ),
+        click.option(
+            "--ttt-depth", type=Count(1, 8), default=3, show_default=True, help="eagle3: the passes unrolled."
+        ),
     ]
 )
-def eagle_cmd(target, vocab, cls_weight, noise, **flags):
-    """Train an EAGLE draft head on a frozen target's features (specbench/model/nets/eagle.py)."""
+def eagle_cmd(target, vocab, cls_weight, noise, head_format, ttt_depth, **flags):
+    """Train an EAGLE draft head on a frozen target's features (specbench/model/nets/eagle.py), or
+    with --format eagle3 an EAGLE-3 head (eagle3.py)."""
     require_optax()
     from specbench.errors import SpecbenchError
     from specbench.model.checkpoints import draft_vocab, eagle_files
@@ -190,6 +204,8 @@ def eagle_cmd(target, vocab, cls_weight, noise, **flags):
     data = flags["data"]
     train_tokens, val_tokens = load_tokens(data, "train"), load_tokens(data, "val")
     check_windows(data, {"train": train_tokens, "val": val_tokens}, tc.ctx, "--ctx")
+    if head_format == "eagle3":
+        return train_eagle3(flags, t, tc, ids, train_tokens, val_tokens, ttt_depth)
     how = EagleLoss(cls_weight, noise)
     task = eagle_task(t, tc, how, ids, train_tokens, val_tokens)
     config = eagle.config_for(t.config)
@@ -204,6 +220,29 @@ def eagle_cmd(target, vocab, cls_weight, noise, **flags):
     eagle_files.save(out, params, config, t.name, record)
     if vocab:
         (out / draft_vocab.DECLARED_FILE).write_text(json.dumps({"vocab": vocab}) + "\n")
+    click.echo(f"saved {out}")
+
+
+def train_eagle3(flags: dict, t, tc, ids, train_tokens, val_tokens, depth: int) -> None:
+    """`train eagle --format eagle3`: an EAGLE-3 head over `t`, saved in EAGLE-3's published layout
+    with its d2t (the drafting vocabulary's ids) and the training record."""
+    from specbench.model.checkpoints import eagle3_files
+    from specbench.train.eagle3 import TTT, eagle3_task, head_config, validate
+
+    ttt = TTT(depth)
+    task = eagle3_task(t, tc, ttt, ids, train_tokens, val_tokens)
+    config = head_config(t.config, len(ids))
+    params, record = train_task(flags, config, tc, train_tokens, val_tokens, task=task)
+    record["validation"] = validate(params, t, ids, val_tokens, tc, ttt)
+    record["eagle3"] = {"target": t.name, "vocab": len(ids), "ttt_depth": depth, "taps": list(config.taps)}
+    click.echo(
+        "validation: top-1 agreement with the target {agreement:.3f} at the first pass, "
+        "{agreement_last:.3f} at the last, cross-entropy {ce:.4f}".format(**record["validation"])
+    )
+    out = flags["out"]
+    d2t = np.asarray(ids, np.int64) - np.arange(len(ids))
+    eagle3_files.save(out, {**params, "d2t": d2t}, config)
+    (out / "train_record.json").write_text(json.dumps(record, indent=1, default=str) + "\n")
     click.echo(f"saved {out}")
 
 
