@@ -53,12 +53,14 @@ def default_taps(n_layer: int) -> tuple[int, ...]:
 
 
 def for_target(config: Eagle3Config, target) -> Eagle3Config:
-    """The head joined to a target's config: vLLM's default taps where its folder names none, and
-    the target's width where it names none."""
+    """The head joined to a target's config: vLLM's default taps where its folder names none, the
+    target's width where it names none, and the target's context (a rotary head has no table of
+    positions; published heads say 2,048 for targets of 131,072)."""
     return dataclasses.replace(
         config,
         taps=config.taps or default_taps(target.n_layer),
         target_width=config.target_width or target.width,
+        n_ctx=max(config.n_ctx, target.n_ctx),
     )
 
 
