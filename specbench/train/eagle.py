@@ -63,12 +63,28 @@ def eagle_task(target: Model, tc: TrainConfig, how: EagleLoss, vocab, train_toke
     """The loop's Task for a head over `target`, drafting among `vocab` (token ids)."""
     vocab = jnp.asarray(vocab, jnp.int32)
 
+    def objective(head, x, key):
+        loss, (_, ce, _) = losses(head, target, x, vocab, key, how)
+        return loss, ce
+
+    return head_task(
+        objective,
+        lambda: eagle.init_params(eagle.config_for(target.config), tc.seed),
+        lambda head: validate(head, target, vocab, val_tokens, tc, how)["loss"],
+        tc,
+        train_tokens,
+    )
+
+
+def head_task(objective, init, evaluate, tc: TrainConfig, train_tokens) -> Task:
+    """The loop's Task for a draft head (this module's, train/eagle3.py's): objective(head, x, key)
+    -> (loss, cross-entropy) on windows x of the training tokens, minimised by the loop's optimiser;
+    init() -> the head's first parameters; evaluate(head) -> the validation loss."""
+
     def make_update(opt):
         @jax.jit
         def update(head, opt_state, x, key):
-            (loss, (_, ce, _)), grads = jax.value_and_grad(losses, has_aux=True)(
-                head, target, x, vocab, key, how
-            )
+            (loss, ce), grads = jax.value_and_grad(objective, has_aux=True)(head, x, key)
             updates, opt_state = opt.update(grads, opt_state, head)
             return optax.apply_updates(head, updates), opt_state, loss, ce
 
@@ -79,11 +95,7 @@ def eagle_task(target: Model, tc: TrainConfig, how: EagleLoss, vocab, train_toke
         return x, jnp.asarray(rng.integers(0, 2**32, 2, dtype=np.uint32))
 
     return Task(
-        init=lambda: eagle.init_params(eagle.config_for(target.config), tc.seed),
-        make_update=make_update,
-        next_batch=next_batch,
-        evaluate=lambda head: validate(head, target, vocab, val_tokens, tc, how)["loss"],
-        perplexity=False,  # regression + cross-entropy
+        init=init, make_update=make_update, next_batch=next_batch, evaluate=evaluate, perplexity=False
     )
 
 
@@ -92,12 +104,13 @@ def validate(head, target: Model, vocab, val_tokens, tc: TrainConfig, how: Eagle
     validation windows every time, without noise."""
     clean = dataclasses.replace(how, noise=0.0)
     run = jax.jit(lambda head, x: losses(head, target, x, vocab, jax.random.PRNGKey(0), clean))
+    return over_windows(lambda x: run(head, x), val_tokens, tc, ("regression", "ce", "agreement"))
+
+
+def over_windows(run, val_tokens, tc: TrainConfig, names: tuple[str, ...]) -> dict:
+    """run(x) -> (loss, (values named `names`)) averaged over the same tc.eval_batches validation
+    windows every time (a fixed seed): {"loss", *names}."""
     rng = np.random.default_rng(1234)
-    out = [run(head, sample_batch(val_tokens, tc.batch, tc.ctx, rng)[0]) for _ in range(tc.eval_batches)]
-    mean = lambda i: float(np.mean([o[1][i] for o in out]))
-    return {
-        "loss": float(np.mean([o[0] for o in out])),
-        "regression": mean(0),
-        "ce": mean(1),
-        "agreement": mean(2),
-    }
+    out = [run(sample_batch(val_tokens, tc.batch, tc.ctx, rng)[0]) for _ in range(tc.eval_batches)]
+    means = {name: float(np.mean([o[1][i] for o in out])) for i, name in enumerate(names)}
+    return {"loss": float(np.mean([o[0] for o in out]))} | means

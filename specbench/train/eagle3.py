@@ -23,13 +23,12 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from specbench.model.nets import eagle, eagle3, gpt2, llama, products, rotary
 from specbench.model.nets.eagle3 import Eagle3Config
 from specbench.model.nets.layouts import Layout, as_loaded
 from specbench.model.nets.network import Model
-from specbench.train.data import sample_batch
+from specbench.train.eagle import head_task, over_windows
 from specbench.train.loop import Task, TrainConfig
 
 
@@ -126,32 +125,16 @@ def eagle3_task(target: Model, tc: TrainConfig, ttt: TTT, vocab, train_tokens, v
     config = head_config(target.config, len(vocab))
     vocab = jnp.asarray(vocab, jnp.int32)
 
-    def make_update(opt):
-        @jax.jit
-        def update(head, opt_state, x, key):
-            (loss, (ce, _, _)), grads = jax.value_and_grad(losses, has_aux=True)(
-                head, target, x, vocab, config, ttt
-            )
-            updates, opt_state = opt.update(grads, opt_state, head)
-            return optax.apply_updates(head, updates), opt_state, loss, ce
-
-        return update
-
-    def next_batch(rng):
-        x, _ = sample_batch(train_tokens, tc.batch, tc.ctx, rng)
-        return x, jnp.asarray(rng.integers(0, 2**32, 2, dtype=np.uint32))
+    def objective(head, x, key):
+        loss, (ce, _, _) = losses(head, target, x, vocab, config, ttt)
+        return loss, ce
 
     def init():
         params = eagle3.init_params(config, tc.seed)
         return {k: v for k, v in params.items() if k != "d2t"}  # d2t is the vocabulary's, not trained
 
-    return Task(
-        init=init,
-        make_update=make_update,
-        next_batch=next_batch,
-        evaluate=lambda head: validate(head, target, vocab, val_tokens, tc, ttt)["loss"],
-        perplexity=False,
-    )
+    evaluate = lambda head: validate(head, target, vocab, val_tokens, tc, ttt)["loss"]
+    return head_task(objective, init, evaluate, tc, train_tokens)
 
 
 def validate(head, target: Model, vocab, val_tokens, tc: TrainConfig, ttt: TTT) -> dict:
@@ -159,12 +142,4 @@ def validate(head, target: Model, vocab, val_tokens, tc: TrainConfig, ttt: TTT) 
     the last pass, over the same tc.eval_batches validation windows every time."""
     config = head_config(target.config, len(vocab))
     run = jax.jit(lambda head, x: losses(head, target, x, jnp.asarray(vocab), config, ttt))
-    rng = np.random.default_rng(1234)
-    out = [run(head, sample_batch(val_tokens, tc.batch, tc.ctx, rng)[0]) for _ in range(tc.eval_batches)]
-    mean = lambda i: float(np.mean([o[1][i] for o in out]))
-    return {
-        "loss": float(np.mean([o[0] for o in out])),
-        "ce": mean(0),
-        "agreement": mean(1),
-        "agreement_last": mean(2),
-    }
+    return over_windows(lambda x: run(head, x), val_tokens, tc, ("ce", "agreement", "agreement_last"))
