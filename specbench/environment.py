@@ -22,6 +22,10 @@ class Choice:
     variable: str
     values: tuple[str, ...]
 
+    def given(self) -> bool:
+        """Whether the variable is set (not left to mean its default)."""
+        return bool(os.environ.get(self.variable, ""))
+
     def get(self) -> str:
         value = os.environ.get(self.variable, "") or self.values[0]
         if value not in self.values:

@@ -50,6 +50,14 @@ def random_model(
     return Model(name, config, params, "random")
 
 
+@pytest.fixture(autouse=True)
+def unwrapped_output(monkeypatch):
+    """specbench's output is never wrapped under test: a phrase after a long temporary path stays on
+    one line whatever $TMPDIR is (console.piped_width reads COLUMNS; a test's subprocesses inherit
+    it). Set per test, not for the session, so that pytest's own lines keep the terminal's width."""
+    monkeypatch.setenv("COLUMNS", "100000")
+
+
 CACHE = "JAX_COMPILATION_CACHE_DIR"
 CACHE_KEY = pytest.StashKey[str]()  # the directory the run's first process made, to remove at the end
 

@@ -327,7 +327,7 @@ def test_run_drafts_with_a_published_head_and_refuses_one_that_does_not_fit(tmp_
     model.save_pretrained(str(tmp_path / "target"))
     (tmp_path / "target" / "tokenizer.json").write_text(tiny_tokenizer_json(320))
     config, _ = weights.read_dir(tmp_path / "target")
-    head_cfg = dataclasses.replace(head_config(config, draft_vocab=200), taps=(0, 1, 1))
+    head_cfg = dataclasses.replace(head_config(config, draft_vocab=200), taps=(1, 0))  # read in layer order
     eagle3_files.save(tmp_path / "head", random_head(head_cfg, 2).params, head_cfg, "speculators")
     out = tmp_path / "row.json"
     args = ("--target", tmp_path / "target", "--drafter", "eagle", "--eagle-head", tmp_path / "head")
@@ -335,7 +335,7 @@ def test_run_drafts_with_a_published_head_and_refuses_one_that_does_not_fit(tmp_
     assert result.exit_code == 0, result.output
     assert "EAGLE-3" in result.output
     (row,) = json.loads(out.read_text())
-    assert row["identical"] is True and row["eagle_format"] == "eagle3" and row["eagle_taps"] == "0,1,1"
+    assert row["identical"] is True and row["eagle_format"] == "eagle3" and row["eagle_taps"] == "0,1"
     wide = dataclasses.replace(head_cfg, taps=(0, 1, 5))  # the target has 2 layers
     eagle3_files.save(tmp_path / "wide", random_head(wide, 2).params, wide, "speculators")
     result = invoke("run", *args[:4], "--eagle-head", tmp_path / "wide", "-n", "4", "--dry-run")

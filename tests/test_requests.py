@@ -43,7 +43,8 @@ def test_each_request_s_times_come_from_its_repeat_and_its_block_from_its_sequen
     )
     # 3 rounds: one rejected its first draft, two accepted all 4: (0 + 4 + 4) accepted, + 3 emitted
     assert first["rounds"] == 3 and first["acceptance_length"] == pytest.approx(11 / 3)
-    assert first["accepted_per_verified"] == pytest.approx(8 / 12)
+    assert first["draft_acceptance_rate"] == pytest.approx(8 / 12)
+    assert first["accepted_per_verified"] == pytest.approx(11 / 15)  # AIPerf's (j + 1) / (l + 1)
 
 
 def test_vllm_s_per_request_block_follows_its_definitions_on_a_hand_worked_round_sequence():
@@ -51,6 +52,7 @@ def test_vllm_s_per_request_block_follows_its_definitions_on_a_hand_worked_round
     hist = np.bincount([4, 2, 0, 4, 1], minlength=5)
     block = requests.vllm_block(hist, 4)
     assert block == {
+        "num_spec_tokens": 4,
         "num_spec_steps": 5,
         "num_draft_tokens": 20,
         "num_accepted_draft_tokens": 11,
@@ -60,7 +62,16 @@ def test_vllm_s_per_request_block_follows_its_definitions_on_a_hand_worked_round
     }
     ours = requests.speculative_block(hist, 4)
     assert ours["acceptance_length"] == pytest.approx(block["mean_acceptance_length"])
-    assert ours["accepted_per_verified"] == pytest.approx(block["draft_acceptance_rate"])
+    assert ours["draft_acceptance_rate"] == pytest.approx(block["draft_acceptance_rate"])
+    assert ours["accepted_per_verified"] == pytest.approx((11 + 5) / (20 + 5))
+    other = requests.vllm_block(np.bincount([0, 0, 4], minlength=5), 4)  # 3 steps, 4 of 12 accepted
+    pooled = requests.pooled_acceptance([{"speculative_decoding": block}, {"speculative_decoding": other}])
+    # AIPerf's token-weighted figures weight each step alike: 15 accepted over 8 steps and 32 drafts,
+    # not the mean of the two requests' lengths (3.2 and 2.33)
+    assert pooled == {
+        "token_weighted_acceptance_length": pytest.approx(1 + 15 / 8),
+        "overall_draft_acceptance_rate": pytest.approx(15 / 32),
+    }
     idle = requests.vllm_block(np.zeros(5, int), 4)  # a sequence that ran no step: no rate
     assert idle["draft_acceptance_rate"] is None and idle["mean_acceptance_length"] is None
     (record, *_) = requests.records(fake_result(), ["p"])

@@ -46,7 +46,7 @@ def test_every_request_decodes_as_it_would_alone_whenever_it_arrives(models, rat
     for r, prompt in zip(done, PROMPTS):
         np.testing.assert_array_equal(r.tokens, generate.autoregressive(target, prompt, N)[0])
         t = r.times(N)
-        assert 0 <= t["queued_s"] <= t["ttft_s"] <= t["e2e_s"] and len(t["gaps_s"]) == N - 1
+        assert 0 <= t.queued_s <= t.ttft_s <= t.e2e_s and len(t.gaps_s) == N - 1
     warp = Warp(1.0)  # at T = 1 too: the closed queue's tokens, request by request (the same keys)
     closed, _ = generate.serve(draft, target, PROMPTS, N, K, warp, 5, B, max_len=64)
     done, _ = serving.serve(spec_slots(draft, target, warp), PROMPTS, at, B, N, target.config, 64, 5)
@@ -64,15 +64,15 @@ def test_requests_that_never_overlap_are_served_as_a_lone_request_is(models):
     lone = [
         serving.serve(slots, PROMPTS[:1], np.zeros(1), B, N, target.config, 64, 0)[0][0] for _ in range(3)
     ]
-    lone_ttft = float(np.median([r.times(N)["ttft_s"] for r in lone]))
+    lone_ttft = float(np.median([r.times(N).ttft_s for r in lone]))
     at = np.arange(4) * 0.3  # each arrives long after the one before is done (~30 ms)
     done, _ = serving.serve(slots, [PROMPTS[0]] * 4, at, B, N, target.config, 64, 0)
     for before, r in zip(done, done[1:]):
         assert before.done < r.arrived  # never overlapped
     for r in done:
         t = r.times(N)
-        assert t["queued_s"] < 0.02, t  # a free slot took it at once
-        assert t["ttft_s"] < 3 * lone_ttft + 0.02, (t, lone_ttft)  # as a lone request's, within noise
+        assert t.queued_s < 0.02, t  # a free slot took it at once
+        assert t.ttft_s < 3 * lone_ttft + 0.02, (t, lone_ttft)  # as a lone request's, within noise
 
 
 @pytest.mark.slow
@@ -107,10 +107,10 @@ def test_goodput_counts_the_requests_that_met_every_bound_over_the_runs_seconds(
     ]
     slo = requests.parse_slo("ttft=1s, tpot=50ms")
     assert slo == {"ttft": 1.0, "tpot": 0.05}
-    out = requests.goodput(recs, slo, {"ar_run_s": [1.0, 1.0], "sd_run_s": [0.5, 1.5]})
+    out = requests.goodput(recs, slo, serving.Served([], [], [1.0, 1.0], [0.5, 1.5]))
     assert out["ar_slo_attainment"] == 0.5 and out["sd_slo_attainment"] == 0.75
     assert out["ar_goodput_rps"] == 1.0 and out["sd_goodput_rps"] == 1.5 and out["ar_served_rps"] == 2.0
-    assert requests.goodput(recs, {}, {"ar_run_s": [2.0], "sd_run_s": [2.0]})["sd_slo_attainment"] == 1.0
+    assert requests.goodput(recs, {}, serving.Served([], [], [2.0], [2.0]))["sd_slo_attainment"] == 1.0
     for bad, said in (
         ("ttft", "a time"),
         ("speed=1s", "not one of"),

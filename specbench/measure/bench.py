@@ -49,9 +49,7 @@ class BenchmarkResult:
     queue: int | None = None  # a refilled queue's requests (None: a fixed batch)
     ar_stats: DecodeStats | None = None  # AR's counts: its steps and starts
     token_times: dict | None = None  # with itl: {"ar", "sd": [per repeat, each token's arrival (s)]}
-    # with a request rate: {"ar", "sd": [per repeat, each request's times (serving.Request.times)],
-    # "ar_run_s", "sd_run_s": [per repeat, the seconds its open-loop run took]}
-    served: dict | None = None
+    served: object = None  # with a request rate: serving.Served, every repeat's requests and run times
     peers: list[PeerResult] = dataclasses.field(default_factory=list)
     load: dict = dataclasses.field(default_factory=dict)  # load.others() over the whole measurement
     # the budget's parts as sampled in each repeat: {"ar_start", "ar_token", "sd_start", "round": [repeats]}
@@ -153,9 +151,7 @@ def run_benchmark(config: RunConfig, prompts: list[list[int]], on_progress=None)
                 prep.generate("ar"), prep.generate("sd")  # repeat starts after specbench's own work
             progress(c.warmup + i + 1, total, "timing AR, SD and the parts")
         arrivals = token_arrivals(prep) if c.itl else None
-        if c.request_rate:
-            progress(total, total, f"serving requests arriving at {c.request_rate:g}/s")
-        served = open_loop_runs(prep) if c.request_rate else None
+        served = open_loop_runs(prep, lambda what: progress(total, total, what)) if c.request_rate else None
         progress(total, total, "done")
     machine = load.others(before, load.snapshot(helpers)) | card.record(
         card_before, card.read() if on_card else None
@@ -191,21 +187,27 @@ def token_arrivals(prep: Prepared) -> dict[str, list[list[float]]]:
     return arrivals
 
 
-def open_loop_runs(prep: Prepared) -> dict:
+def open_loop_runs(prep: Prepared, say=lambda what: None):
     """Each repeat's queue served open-loop at the run's request rate (serving.py), AR and SD at
     the same Poisson arrivals (seed + repeat), their order alternated, after one untimed run of
-    each that compiles its programs."""
+    each that compiles its programs. say(what) reports each serving as it starts, with the span of
+    its arrivals (the loop sleeps between them)."""
     from specbench.measure import serving
 
     c = prep.config
     at = lambda i: serving.poisson_arrivals(c.request_rate, len(prep.prompts), c.seed + i)
     prep.serve_open("ar", at(0) * 0), prep.serve_open("sd", at(0) * 0)
-    out = {"ar": [], "sd": [], "ar_run_s": [], "sd_run_s": []}
+    out = serving.Served([], [], [], [])
     for i in range(c.repeats):
+        arrivals = at(i)
         for m in ("ar", "sd") if i % 2 == 0 else ("sd", "ar"):
-            done, seconds = prep.serve_open(m, at(i))
-            out[m].append([r.times(c.n_tokens) for r in done])
-            out[f"{m}_run_s"].append(seconds)
+            say(
+                f"serving requests arriving at {c.request_rate:g}/s: repeat {i + 1}/{c.repeats}, "
+                f"{m.upper()}, arrivals over {arrivals[-1]:.1f} s"
+            )
+            done, seconds = prep.serve_open(m, arrivals)
+            getattr(out, m).append([r.times(c.n_tokens) for r in done])
+            getattr(out, f"{m}_run_s").append(seconds)
     return out
 
 

@@ -17,8 +17,12 @@ VARIABLE = "JAX_COMPILATION_CACHE_DIR"
 
 
 def folder() -> Path:
-    """Where the programs are kept: $XDG_CACHE_HOME/specbench/xla, else ~/.cache/specbench/xla."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    """Where the programs are kept: $XDG_CACHE_HOME/specbench/xla, else ~/.cache/specbench/xla. A
+    relative XDG_CACHE_HOME is ignored, as the XDG base directory specification says (it would
+    write into whatever folder the command runs in)."""
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    if not os.path.isabs(base):
+        base = str(Path.home() / ".cache")
     return Path(base) / "specbench" / "xla"
 
 

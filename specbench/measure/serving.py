@@ -20,20 +20,49 @@ What the host loop costs: one dispatch and one sync a round and an admission, wh
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import NamedTuple
 
 import jax
 import numpy as np
 
-from specbench.model.decode import batched, open_loop
+from specbench.model.decode import batched
 from specbench.model.nets import network
 
 
 def poisson_arrivals(rate: float, n: int, seed: int) -> np.ndarray:
-    """n arrival times (s) of a Poisson process of `rate` a second, the first at 0."""
+    """n arrival times (s) of a Poisson process of `rate` a second, the first at 0. A rate whose
+    arrivals the clock cannot hold (cli/asked/checks.check_arrivals bounds it first) is a ValueError."""
+    if n <= 1:
+        return np.zeros(n)
+    if not (rate > 0 and np.isfinite(1.0 / rate)):
+        raise ValueError(f"a rate of {rate:g}/s has no finite arrivals")
     gaps = np.random.default_rng(seed).exponential(1.0 / rate, n)
-    return np.concatenate([[0.0], np.cumsum(gaps[1:])]) if n else np.zeros(0)
+    times = np.concatenate([[0.0], np.cumsum(gaps[1:])])
+    if not np.isfinite(times[-1]):
+        raise ValueError(f"a rate of {rate:g}/s has no finite arrivals")
+    return times
+
+
+class Times(NamedTuple):
+    """One request's times as the row schema takes them (results/requests.py: {m}_queued_s, ...)."""
+
+    queued_s: float
+    ttft_s: float
+    tpot_s: float
+    e2e_s: float
+    gaps_s: list  # between the syncs at which its tokens arrived
+
+
+class Served(NamedTuple):
+    """Every repeat's requests served open-loop, AR's and SD's (bench.open_loop_runs): per repeat,
+    each request's Times in request order, and the seconds the run took."""
+
+    ar: list  # [repeat][request] Times
+    sd: list
+    ar_run_s: list  # [repeat] s: first arrival to last token
+    sd_run_s: list
 
 
 class Request(NamedTuple):
@@ -46,23 +75,34 @@ class Request(NamedTuple):
     arrivals: list  # when its tokens arrived: one time per token
     tokens: np.ndarray  # [N] int32
 
-    def times(self, n_tokens: int) -> dict:
+    def times(self, n_tokens: int) -> Times:
         """queued, TTFT, TPOT, E2E (s) and the gaps between its tokens' arrivals."""
-        return {
-            "queued_s": self.admitted - self.arrived,
-            "ttft_s": self.first - self.arrived,
-            "tpot_s": (self.done - self.first) / max(1, n_tokens - 1),
-            "e2e_s": self.done - self.arrived,
-            "gaps_s": np.diff(self.arrivals).tolist(),
-        }
+        return Times(
+            self.admitted - self.arrived,
+            self.first - self.arrived,
+            (self.done - self.first) / max(1, n_tokens - 1),
+            self.done - self.arrived,
+            np.diff(self.arrivals).tolist(),
+        )
 
 
-def serve(
-    slots: open_loop.Slots, prompts: list[list[int]], arrivals, B: int, n_tokens: int, config, max_len, seed
-):
-    """Serve the prompts as requests arriving at `arrivals` (s, ascending) on B slots; request i
-    draws from keys(seed, Q)[i]. Returns ([Request] in request order, the seconds the whole run
-    took). The slots' first fill (compiling where it is the first call) runs before the clock."""
+@dataclasses.dataclass
+class Serving:
+    """A request while the loop serves it (None: not yet): when it was admitted, when its first
+    token came, when each of its tokens arrived, when it was done, and its tokens."""
+
+    admitted: float | None = None
+    first: float | None = None
+    arrivals: list = dataclasses.field(default_factory=list)
+    done: float | None = None
+    tokens: np.ndarray | None = None
+
+
+def serve(slots, prompts: list[list[int]], arrivals, B: int, n_tokens: int, config, max_len, seed):
+    """Serve the prompts as requests arriving at `arrivals` (s, ascending) on B slots (generate.
+    open_slots); request i draws from keys(seed, Q)[i]. Returns ([Request] in request order, the
+    seconds the whole run took). The slots' first fill (compiling where it is the first call) runs
+    before the clock."""
     Q = len(prompts)
     # on the host: a device array indexed by a Python int compiles a gather for every queue's shape
     bufs, n_prompts = (np.asarray(a) for a in batched.prompt_buffers(prompts, max_len))
@@ -72,7 +112,7 @@ def serve(
     begin = np.asarray(network.decoder_prompt_length(config, np.asarray(n_prompts)), int) + np.zeros(Q, int)
     ends = begin + n_tokens
     holding, nxt, left = [-1] * B, 0, Q
-    times = {r: {"arrivals": []} for r in range(Q)}
+    served = [Serving() for _ in range(Q)]
     jax.block_until_ready(state)
     t0 = time.perf_counter()
     clock = lambda: time.perf_counter() - t0
@@ -81,14 +121,14 @@ def serve(
         for i in range(B):
             if holding[i] < 0 and nxt < Q and arrivals[nxt] <= now:
                 state = slots.admit(state, i, bufs[nxt], n_prompts[nxt], keys[nxt])
-                holding[i], times[nxt]["admitted"] = nxt, now
+                holding[i], served[nxt].admitted = nxt, now
                 admitted.append(nxt)
                 nxt += 1
         if admitted:
             jax.block_until_ready(state.n)  # the admissions' one sync: their first tokens are there
             for r in admitted:
-                times[r]["first"] = clock()
-                times[r]["arrivals"] = [times[r]["first"]]
+                served[r].first = clock()
+                served[r].arrivals = [served[r].first]
         active = np.asarray([r >= 0 for r in holding])
         if not active.any():
             time.sleep(max(0.0, arrivals[nxt] - clock()))
@@ -99,14 +139,12 @@ def serve(
         for i in np.flatnonzero(active):
             r = holding[i]
             got = min(int(n[i]) - begin[r], n_tokens)
-            times[r]["arrivals"] += [t] * (got - len(times[r]["arrivals"]))
+            served[r].arrivals += [t] * (got - len(served[r].arrivals))
             if got >= n_tokens:
-                times[r] |= {"done": t, "tokens": np.asarray(state.tokens)[i, begin[r] : ends[r]]}
+                served[r].done, served[r].tokens = t, np.asarray(state.tokens)[i, begin[r] : ends[r]]
                 holding[i], left = -1, left - 1
     out = [
-        Request(
-            float(arrivals[r]), *(times[r][k] for k in ("admitted", "first", "done", "arrivals", "tokens"))
-        )
-        for r in range(Q)
+        Request(float(arrivals[r]), s.admitted, s.first, s.done, s.arrivals, s.tokens)
+        for r, s in enumerate(served)
     ]
     return out, clock()

@@ -19,24 +19,50 @@ def curves(rows: list[dict]) -> dict[tuple, list[dict]]:
     return {k: sorted(v, key=lambda r: r["request_rate"]) for k, v in out.items()}
 
 
+def slo_unmet(row: dict) -> bool:
+    """Whether the row had an SLO that neither AR nor SD met for a single request (goodput 0 and 0):
+    goodput then cannot tell them apart."""
+    return bool(row.get("slo")) and not (row.get("sd_goodput_rps") or row.get("ar_goodput_rps"))
+
+
 def pays(row: dict) -> bool | None:
-    """Whether SD served this row's requests better than AR: more goodput where an SLO was set,
-    else a lower TPOT at p50; None where the row lacks the numbers."""
-    if row.get("slo"):
+    """Whether SD served this row's requests better than AR: more goodput where an SLO was set and
+    met by either; else (no SLO, or one that neither met) a lower TPOT at p50, and where an SLO went
+    unmet, at least AR's served rate too (within 1%); None where the row lacks the numbers."""
+    if row.get("slo") and not slo_unmet(row):
         sd, ar = row.get("sd_goodput_rps"), row.get("ar_goodput_rps")
         return None if sd is None or ar is None else sd > ar
     sd, ar = row.get("sd_tpot_p50_s"), row.get("ar_tpot_p50_s")
-    return None if sd is None or ar is None else sd < ar
+    if sd is None or ar is None:
+        return None
+    if not slo_unmet(row):
+        return sd < ar
+    sd_rps, ar_rps = row.get("sd_served_rps"), row.get("ar_served_rps")
+    return None if sd_rps is None or ar_rps is None else sd < ar and sd_rps >= 0.99 * ar_rps
 
 
 def stop_lines(rows: list[dict]) -> list[str]:
     """For each curve over two or more rates: the lowest rate at which SD stopped paying, or that it
-    paid at every rate measured."""
+    paid at every rate measured, and by what measure (goodput, unless neither side met the SLO)."""
     lines = []
     for label, curve in curves(rows).items():
         if len(curve) < 2:
             continue
-        measure = "goodput" if curve[0].get("slo") else "TPOT p50"
+        unmet = [r["request_rate"] for r in curve if slo_unmet(r)]
+        if not curve[0].get("slo"):
+            measure = "TPOT p50"
+        elif not unmet:
+            measure = "goodput"
+        elif len(unmet) == len(curve):
+            measure = (
+                f"served rate and TPOT p50: neither AR nor SD met the SLO ({curve[0]['slo']}) at any rate"
+            )
+        else:
+            at = ", ".join(f"{x:g}" for x in unmet) + " requests/s"
+            measure = (
+                f"goodput where either met the SLO; neither AR nor SD met it ({curve[0]['slo']}) at {at}, "
+                "judged there by served rate and TPOT p50"
+            )
         name = " · ".join(f"{n} {v}" for n, v in label)
         rates = [r["request_rate"] for r in curve]
         stopped = next((r["request_rate"] for r in curve if pays(r) is False), None)

@@ -143,7 +143,7 @@ def render(directory: Path, rows: list[dict], sections: dict, shows: dict, info:
     headlines = [s["headline"] for s in out if s["headline"]]
     busy = [s["title"] for s in out if s["under_load"]]
     unclosed = [
-        f"{r.get('report_job')}: {budget_gap(r)}"
+        (r.get("report_job"), budget_gap(r))
         for r in rows
         if r.get("implementation", "specbench") == "specbench" and budget_gap(r)
     ]

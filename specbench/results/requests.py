@@ -52,7 +52,7 @@ def records(res, prompt_ids: list[str]) -> list[dict]:
             for m in ("ar", "sd"):
                 start = starts[m][repeat] if repeat < len(starts[m]) else None
                 if served_open:  # timed one by one as they arrived (serving.Request.times)
-                    record |= {f"{m}_{k}": v for k, v in served_open[m][repeat][b].items()}
+                    record |= {f"{m}_{k}": v for k, v in getattr(served_open, m)[repeat][b]._asdict().items()}
                     continue
                 if queued:
                     record |= queued_times(m, served[m], b, walls[m][repeat], start, N)
@@ -89,16 +89,43 @@ def queued_times(m: str, stats, request: int, wall: float, start: float | None, 
 
 
 def speculative_block(hist: np.ndarray, K: int) -> dict:
-    """A sequence's rounds from its accepted_hist [K+1]: how many, the tokens each gave on average
-    (the acceptance length: accepted drafts + the resampled or bonus token) and the accepted
-    drafts per draft verified (K a round)."""
+    """A sequence's rounds from its accepted_hist [K+1], under AIPerf's names and definitions
+    (aiperf `SpecDecode*Metric`, docs/metrics.md "Per request"): with j drafts accepted and l drafted
+    over its rounds,
+
+        rounds                 verification steps
+        acceptance_length      (j + rounds) / rounds: tokens a round gave, the bonus or resampled
+                               token counted (AIPerf's Acceptance Length, vLLM's mean_acceptance_length)
+        draft_acceptance_rate  j / l, l = K a round (AIPerf's Draft Acceptance Rate, as a fraction)
+        accepted_per_verified  (j + rounds) / (l + rounds): tokens emitted over tokens the target
+                               verified, a round's bonus in both (AIPerf's Accepted per Verified)
+        accepted_hist          entry i: the rounds that accepted exactly i drafts
+
+    Rows written before 2026-11-29 held j / l under accepted_per_verified."""
     rounds = int(hist.sum())
     accepted = int(np.dot(np.arange(len(hist)), hist))
+    drafted = K * rounds
     return {
         "rounds": rounds,
         "acceptance_length": (accepted + rounds) / rounds if rounds else None,
-        "accepted_per_verified": accepted / (K * rounds) if rounds and K else None,
+        "draft_acceptance_rate": accepted / drafted if drafted else None,
+        "accepted_per_verified": (accepted + rounds) / (drafted + rounds) if rounds else None,
         "accepted_hist": hist.tolist(),
+    }
+
+
+def pooled_acceptance(recs: list[dict]) -> dict:
+    """Over every request's rounds pooled (AIPerf's run-level figures, each round weighted alike):
+    token_weighted_acceptance_length = 1 + sum j / sum rounds (AIPerf's Token-Weighted Acceptance
+    Length) and overall_draft_acceptance_rate = sum j / sum l (its Overall Draft Acceptance Rate);
+    None where no request ran a round."""
+    blocks = [r["speculative_decoding"] for r in recs if r.get("speculative_decoding")]
+    steps = sum(b["num_spec_steps"] for b in blocks)
+    accepted = sum(b["num_accepted_draft_tokens"] for b in blocks)
+    drafted = sum(b["num_draft_tokens"] for b in blocks)
+    return {
+        "token_weighted_acceptance_length": 1 + accepted / steps if steps else None,
+        "overall_draft_acceptance_rate": accepted / drafted if drafted else None,
     }
 
 
@@ -107,6 +134,7 @@ def vllm_block(hist: np.ndarray, K: int) -> dict:
     `speculative_decoding` block of `--per-request-spec-decode-metrics` (vLLM PR #48915), with the
     definitions of vLLM's v1 spec-decode metrics (vllm/v1/spec_decode/metrics.py):
 
+        num_spec_tokens            K, the drafts a step proposes (the speculative config's)
         num_spec_steps             verification steps (specbench's rounds)
         num_draft_tokens           drafts proposed: K a step
         num_accepted_draft_tokens  drafts accepted
@@ -120,6 +148,7 @@ def vllm_block(hist: np.ndarray, K: int) -> dict:
     accepted = int(np.dot(np.arange(len(hist)), hist))
     drafted = K * steps
     return {
+        "num_spec_tokens": K,
         "num_spec_steps": steps,
         "num_draft_tokens": drafted,
         "num_accepted_draft_tokens": accepted,
@@ -152,7 +181,7 @@ def goodput(recs: list[dict], slo: dict[str, float], served: dict) -> dict:
     closed queue's row, all None). Without an SLO every request counts."""
     out = {}
     for m in ("ar", "sd"):
-        seconds = float(sum((served or {}).get(f"{m}_run_s") or []))
+        seconds = float(sum(getattr(served, f"{m}_run_s", None) or []))
         met = [all((r.get(f"{m}_{x}_s") or 0.0) <= bound for x, bound in slo.items()) for r in recs]
         share = float(np.mean(met)) if met and seconds else None
         out |= {
@@ -172,6 +201,11 @@ def parse_slo(text: str) -> dict[str, float]:
         name, value = name.strip().lower(), value.strip().lower()
         if name not in METRICS:
             raise ValueError(f"{name!r} is not one of {', '.join(METRICS)} (as ttft=1s,tpot=50ms)")
+        if value and not value.endswith("s"):
+            raise ValueError(
+                f"{part!r}: give the unit, s or ms (as {name}=50ms; vLLM's --goodput reads a bare number "
+                "as ms, so specbench reads none)"
+            )
         scale = 1e-3 if value.endswith("ms") else 1.0
         try:
             bound = float(value.removesuffix("ms").removesuffix("s")) * scale

@@ -1,18 +1,14 @@
 """The checks a plan is built from: the settings' own (check_settings, run once where a
 settings.Settings is built: drafters, methods, trees, refill, placement, flags that would have no
 effect), then what needs the models (prompts and sizes, memory). Models: loading.py; paths and
-resume files: paths.py. Each failure is BadInput, one line naming the flag."""
+resume files: paths.py. Each failure is BadInput, one line naming the flag. `s` is always a
+settings.Settings, which imports this module (and not the other way round)."""
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 from specbench.cli.asked.console import BadInput, bad_input
 from specbench.cli.asked.params import NGRAM_MAX, VERIFY_SHAPES, DynamicTree, tree_depth
 from specbench.errors import DecodeError
-
-if TYPE_CHECKING:
-    from specbench.cli.asked.settings import Settings
 
 # ---------------------------------------------------------------------------------------------
 # Drafters
@@ -25,7 +21,13 @@ def kinds_that(trait: str) -> tuple[str, ...]:
     return drafters.kinds_that(trait)
 
 
-def check_settings(s: Settings) -> None:
+def either(trait: str) -> str:
+    """The kinds with a trait, as prose lists them: 'model, layerskip or eagle'."""
+    *most, last = kinds_that(trait)
+    return f"{', '.join(most)} or {last}" if most else last
+
+
+def check_settings(s) -> None:
     """Every setting of a grid, before any model is loaded (settings.Settings builds through here,
     once)."""
     check_no_effect(s)
@@ -36,7 +38,7 @@ def check_settings(s: Settings) -> None:
     check_placement(s)
 
 
-def check_drafter_flags(s: Settings) -> None:
+def check_drafter_flags(s) -> None:
     """The drafter flags."""
     from specbench.model.decode.drafters import KINDS
 
@@ -56,11 +58,11 @@ def check_drafter_flags(s: Settings) -> None:
         raise BadInput("--draft-confidence", f"must be in (0, 1) (got {d.draft_confidence:g})")
     if d.dynamic_K and not set(kinds) & set(kinds_that("network")):
         raise BadInput(
-            "--dynamic-K", f"needs a drafter with probabilities (model or layerskip), not {kinds[0]}"
+            "--dynamic-K", f"needs a drafter with probabilities ({either('network')}), not {kinds[0]}"
         )
 
 
-def check_tree(s: Settings) -> None:
+def check_tree(s) -> None:
     """--tree: a drafter that proposes trees, judged by the tree's own rule, one sequence (its
     depth is K: settings.checked sets it, and check_no_effect refuses a --K that says otherwise)."""
     widths = s.drafting.tree
@@ -81,7 +83,7 @@ def check_tree(s: Settings) -> None:
         raise BadInput("--verify", "traversal judges a fixed tree: a dynamic one is judged from its root")
 
 
-def check_method_flags(s: Settings) -> None:
+def check_method_flags(s) -> None:
     """--verify, --drafts and --acceptance against the drafters, the temperature, the batch and the peers."""
     kinds, drafts = s.kinds, s.drafts
     dial = set(kinds) & set(kinds_that("acceptance"))
@@ -97,7 +99,7 @@ def check_method_flags(s: Settings) -> None:
     if max(drafts) > 1:
         if set(kinds) - set(kinds_that("k_drafts")):
             other = sorted(set(kinds) - set(kinds_that("k_drafts")))[0]
-            raise BadInput("--drafts", f"several drafts need a model or layerskip drafter, not {other}")
+            raise BadInput("--drafts", f"several drafts need a {either('k_drafts')} drafter, not {other}")
     shapes = {"tree"} if s.drafting.tree else {"drafts" if k > 1 else "chain" for k in drafts}
     names = {
         "chain": "one draft sequence",
@@ -121,7 +123,7 @@ def check_method_flags(s: Settings) -> None:
         )
 
 
-def check_refill(s: Settings) -> None:
+def check_refill(s) -> None:
     """--queue, --itl and --refill: a refilled batch runs on the device loop, one drafter for every
     slot, and no peer; --itl times one sequence."""
     if s.queue is not None and not s.refill:
@@ -145,9 +147,53 @@ def check_refill(s: Settings) -> None:
         raise BadInput("--refill", "the dial drives one sequence at T = 0: it serves no queue")
     if s.peers:
         raise BadInput("--peer", "peers decode one sequence at a time: leave out --refill")
+    for batch in s.batches:
+        if s.queue is not None and s.queue < batch:
+            raise BadInput(
+                "--queue",
+                f"a queue of {s.queue} cannot keep --batch {batch}'s slots busy: "
+                f"give at least {batch} requests",
+            )
+    for rate in (r for r in s.request_rates if r is not None):
+        check_arrivals(rate, max(s.queue_for(b) for b in s.batches), s.repeats)
 
 
-def check_placement(s: Settings) -> None:
+# The longest a run may spend waiting for its arrivals, all repeats and both methods together.
+ARRIVALS_MAX_S = 3600.0
+
+
+def arrivals_span(rate: float, queue: int) -> float:
+    """The expected seconds between a queue's first and last arrival at `rate` a second (Poisson:
+    queue - 1 exponential gaps of mean 1/rate)."""
+    return (queue - 1) / rate
+
+
+def check_arrivals(rate: float, queue: int, repeats: int) -> None:
+    """--request-rate: the queue's arrivals, AR's and SD's each repeat, end within ARRIVALS_MAX_S
+    (a rate so low that they would not, or whose gaps overflow the clock, is refused)."""
+    span = arrivals_span(rate, queue)
+    total = 2 * repeats * span
+    if not total <= ARRIVALS_MAX_S:  # also inf and nan, from a rate near 0
+        lowest = 2 * repeats * (queue - 1) / ARRIVALS_MAX_S
+        over = (
+            f"{queue} requests arrive over about {fmt_seconds(span)}, {fmt_seconds(total)} for AR and SD "
+            f"over {repeats} repeat(s)"
+            if total < 1e12
+            else f"{queue} requests never all arrive"
+        )
+        raise BadInput(
+            "--request-rate",
+            f"at {rate:g}/s {over}; a run waits at most {fmt_seconds(ARRIVALS_MAX_S)} for its arrivals: "
+            f"use at least {lowest:.3g}/s, or a smaller --queue or --repeats",
+        )
+
+
+def fmt_seconds(s: float) -> str:
+    """3600 -> '1.0 h', 90 -> '1.5 min', 2.5 -> '2.5 s'."""
+    return f"{s / 3600:.1f} h" if s >= 3600 else f"{s / 60:.1f} min" if s >= 60 else f"{s:.1f} s"
+
+
+def check_placement(s) -> None:
     """A draft on a device of its own (--draft-device) is a draft model's, drafting one chain for
     one sequence, in one process: its rounds are driven from the host (decode/placed.py)."""
     if s.draft_device is None:
@@ -225,7 +271,7 @@ def check_batch(
         )
 
 
-def check_no_effect(s: Settings) -> None:
+def check_no_effect(s) -> None:
     """A flag that would change nothing in this configuration is refused, not silently ignored."""
     given = s.given
     if {"prompt", "prompt_id"} <= given:
@@ -246,7 +292,7 @@ def check_no_effect(s: Settings) -> None:
                 "--" + name.replace("_", "-"), f"only the {owner} drafter uses it (--drafter {owner})"
             )
     if "draft_vocab" in given and not set(s.kinds) & set(kinds_that("network")):
-        raise BadInput("--draft-vocab", "only a network drafter has a head (--drafter model or layerskip)")
+        raise BadInput("--draft-vocab", f"only a network drafter has a head (--drafter {either('network')})")
     tree = s.drafting.tree
     if tree and "K" in given and s.Ks != (tree_depth(tree),):
         depth = tree_depth(tree)

@@ -142,5 +142,11 @@ def make_console(*exports) -> Console:
     """Where the human-readable output goes: stderr when an export writes to stdout."""
     to_stderr = any(e == "-" for e in exports)
     stream = sys.stderr if to_stderr else sys.stdout
-    # a pipe or file gets 140 columns, not rich's default 80, so the tables stay readable
-    return QuietConsole(stderr=to_stderr, highlight=False, width=None if stream.isatty() else 140)
+    return QuietConsole(stderr=to_stderr, highlight=False, width=None if stream.isatty() else piped_width())
+
+
+def piped_width() -> int:
+    """The columns a pipe or file gets: $COLUMNS where set, else 140 (not rich's default 80), so the
+    tables stay readable. The tests set a width no line reaches, so no phrase is cut by a long path."""
+    columns = os.environ.get("COLUMNS", "")
+    return int(columns) if columns.isdigit() and int(columns) > 0 else 140

@@ -38,8 +38,8 @@ VERIFY_HELP = (
     "path as a block, Thomas and Pal 2026). All exact."
 )
 DRAFTS_HELP = (
-    "Draft sequences per round (model or layerskip drafter, one sequence decoded): verified together "
-    "in one target step, judged by SpecInfer's recursive rejection. At T = 0 they are all the same."
+    "Draft sequences per round (a model, layerskip or eagle drafter, one sequence decoded): verified "
+    "together in one target step, judged by SpecInfer's recursive rejection. At T = 0 they are all the same."
 )
 ACCEPTANCE_HELP = (
     "The dial's acceptance a in [0, 1] (--drafter dial, T = 0): an instrument, not a drafter to "

@@ -66,6 +66,15 @@ def join(s: Settings, p: Processes) -> tuple[bool, Settings]:
     return leader, s if leader else dataclasses.replace(s, output=Output())  # process 0 alone writes
 
 
+def follower_dry_run(p) -> str:
+    """What a dry run of process p.index > 0 says: it would only follow process 0."""
+    return (
+        f"dry run: process {p.index} of {p.count} would join process 0 at {p.coordinator} and hold its "
+        f"share of the target; process 0 measures, prints and writes (its own dry run shows the plan); "
+        "nothing was joined, compiled or written"
+    )
+
+
 def address(text: str) -> tuple[str, int]:
     """--coordinator's HOST:PORT, checked before anything joins: a host, and a port in 1..65535."""
     host, sep, port = text.rpartition(":")

@@ -45,7 +45,7 @@ def load_model(
             )
         except WeightsError as e:
             raise bad_input(e, flag) from None
-        if family_of(model.config).encoder_decoder and kernels not in ("auto", "xla"):
+        if not family_of(model.config).kernels and kernels not in ("auto", "xla"):
             raise BadInput(
                 "--kernels", f"{model.name} is a T5: its steps run on XLA's products (auto or xla)"
             )
@@ -91,6 +91,7 @@ def load_pair(
             f"draft and target must share the vocabulary "
             f"({d.name}: {d.config.n_vocab}, {t.name}: {t.config.n_vocab})",
         )
+    say_unused_backend(t)
     texts = [tokenizer.for_model(m).name for m in (d, t) if m is not None]
     if len(set(texts)) > 1:
         raise BadInput(
@@ -98,6 +99,21 @@ def load_pair(
             f"draft and target must share the tokenizer ({d.name}: {texts[0]}, {t.name}: {texts[1]})",
         )
     return place_draft(*on_mesh(d, t, mesh), draft_device)
+
+
+def say_unused_backend(target) -> None:
+    """SPECBENCH_PALLAS_BACKEND chooses the Pallas kernels' products: where the target runs on other
+    kernels (the CPU kernel, XLA's), a note says that it changes nothing rather than nothing."""
+    from specbench.model.kernels.pallas_layers import backend_chosen
+    from specbench.model.nets.layouts import kernels_used
+
+    used, chosen = kernels_used(target.params), backend_chosen()
+    if chosen and used != "pallas":
+        click.echo(
+            f"note: SPECBENCH_PALLAS_BACKEND={chosen} chooses the Pallas kernels' products (--kernels "
+            f"pallas, on a GPU); {target.name} runs on the {used} kernels, so it changes nothing here",
+            err=True,
+        )
 
 
 def place_draft(draft, target, index: int | None):
@@ -145,22 +161,27 @@ def on_mesh(draft, target, text: str | None):
 def load_head(named: str | None, target):
     """The EAGLE head that --eagle-head names, as a Model (eagle_files.load), for this target: by default
     the folder <target's name>-eagle in gpt2_weights/ (the bundled tiny-target-eagle)."""
-    from specbench.model.checkpoints import eagle3_files, eagle_files, weights
+    from specbench.model.checkpoints import eagle3_files, eagle_files, hf_layout, weights
     from specbench.model.nets import eagle, network
 
-    if family_of(target.config).encoder_decoder:
+    if not family_of(target.config).features:
         raise BadInput(
             "--drafter", f"{target.name} is a T5: it drafts with a model, lookup or the dial so far"
         )
     path = Path(named).expanduser() if named else weights.weights_dir() / f"{target.name}-eagle"
     if not named and not path.is_dir():
-        raise BadInput(
-            "--eagle-head",
-            f"{target.name} has no EAGLE head at {path}: train one with `python -m specbench.train eagle "
-            f"--target {target.name} --out {path}`, or name a folder",
+        how = (
+            f"train one with `python -m specbench.train eagle --target {target.name} --out {path}`, "
+            "or name a folder"
+            if family_of(target.config).trains_heads
+            else "name a published EAGLE-3 head's folder "
+            "(specbench.train trains heads for GPT-2 targets only)"
         )
+        raise BadInput("--eagle-head", f"{target.name} has no EAGLE head at {path}: {how}")
     if not path.is_dir():
         raise BadInput("--eagle-head", f"{path} does not exist: name an EAGLE head's folder")
+    if problem := hf_layout.config_problem(path):
+        raise BadInput("--eagle-head", problem)
     if not eagle_files.is_head_dir(path):
         raise BadInput(
             "--eagle-head",
@@ -171,7 +192,7 @@ def load_head(named: str | None, target):
         config, params, trained_on = eagle_files.load(path, target.params["wte"].dtype)
     except WeightsError as e:
         raise BadInput("--eagle-head", str(e)) from None
-    wrong = eagle.mismatch(config, target.config)
+    wrong = eagle.mismatch(config, target.config, params)
     if wrong:
         raise BadInput(
             "--eagle-head",
@@ -184,6 +205,8 @@ def load_head(named: str | None, target):
             "expect few of its drafts accepted",
             err=True,
         )
+    if said := eagle.note(config, target.config):
+        click.echo(f"note: --eagle-head: {said}", err=True)
     config = eagle.drafting_config(config, target.config)  # an EAGLE-3 head's taps: the target's
     return weights.Model(path.name, config, params, str(path))
 

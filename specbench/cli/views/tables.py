@@ -6,42 +6,77 @@ from rich.console import Console
 from rich.table import Table
 
 from specbench import prompts
-from specbench.cli.views.render import plural
+from specbench.cli.views.words import plural
+from specbench.draft_cost import DraftCost, flat
 from specbench.results import theory
 
 
-def theory_report(rows: list[tuple], c: float, r, alpha, t_verify, K_search: int, console: Console) -> None:
-    """rows of (K, tokens/round, r, alpha, speedup, refined): one K as lines, several as a table."""
+def optimal_K(o, cost: DraftCost, K_search: int) -> tuple[int, float]:
+    """(the K in 1..K_search with the most tokens per unit of time, its speedup) at o.alpha, a
+    round's drafting by `cost` and its verify by o.verify_of (theory.best_K)."""
+    drafting = lambda k: cost.seconds(k, flat(o.t_draft))
+    best = theory.best_K(o.alpha, drafting, o.verify_of, K_search)
+    return best, theory.expected_tokens(o.alpha, best) * o.t_target / (drafting(best) + o.verify_of(best))
+
+
+def optimal_K_lines(o, K_search: int) -> list[str]:
+    """The optimal K at alpha for the drafter's cost shape, and a chain's beside a one-pass or free
+    drafter's: what drafting K tokens in one pass changes."""
+    c, verify = o.t_draft / o.t_target, "t_verify linear in K" if o.t_verify else "t_verify = t_target"
+    lines = []
+    for cost in dict.fromkeys((o.cost, DraftCost.SEQUENTIAL)):
+        best, gain = optimal_K(o, cost, K_search)
+        what = f"alpha={o.alpha:g}, c={c:.4f}" + (
+            "" if cost is DraftCost.SEQUENTIAL else f", {cost.value} drafting"
+        )
+        if best == K_search:  # still rising at the end of the search: no finite optimum to report
+            why = (
+                ""
+                if o.t_verify or cost is DraftCost.SEQUENTIAL
+                else " (give --t-verify: a verify cost that grows with K bounds it)"
+            )
+            lines.append(
+                f"no optimal K for {what}: the speedup still grows at K={K_search} ({gain:.2f}), the end of "
+                f"the search{why}"
+                + (
+                    " and, at alpha = 1, for ever, toward 1/c"
+                    if o.alpha == 1 and cost is DraftCost.SEQUENTIAL
+                    else ""
+                )
+            )
+        else:
+            lines.append(f"optimal K for {what} ({verify}): {best} (speedup {gain:.2f})")
+    return lines
+
+
+def theory_report(rows: list[tuple], o, K_search: int, console: Console) -> None:
+    """rows of (K, tokens/round, r, alpha, speedup, refined) for the theory command's options o
+    (step_options.Theory): one K as lines, with the optimal K at alpha; several as a table."""
+    c, alpha = o.t_draft / o.t_target, o.alpha
+    shape = "" if o.cost is DraftCost.SEQUENTIAL else f"  drafting={o.cost.value}"
     if len(rows) == 1:
         k, tpr, rr, a, s, refined = rows[0]
-        console.print(f"K={k}  c={c:.4f}  tokens/round={tpr:.3f}  r={rr:.3f}  alpha={a:.3f}")
+        console.print(f"K={k}  c={c:.4f}  tokens/round={tpr:.3f}  r={rr:.3f}  alpha={a:.3f}{shape}")
         console.print(
             f"speedup = [bold]{s:.2f}[/bold]"
             + (f"  (refined with t_verify: {refined:.2f})" if refined else "")
         )
         if alpha is not None:
-            best = theory.optimal_K(alpha, c, K_search)
-            gain = theory.speedup_from_alpha(alpha, best, c)
-            if best == K_search:  # still rising at the end of the search: no finite optimum to report
-                console.print(
-                    f"no optimal K for alpha={alpha:g}, c={c:.4f}: the speedup still grows at K={K_search} "
-                    f"({gain:.2f}), the end of the search"
-                    + (" and, at alpha = 1, for ever, toward 1/c" if alpha == 1 else "")
-                )
-            else:
-                console.print(f"optimal K for alpha={alpha:g}, c={c:.4f}: {best} (speedup {gain:.2f})")
+            for line in optimal_K_lines(o, K_search):
+                console.print(line)
         return
     best = max(rows, key=lambda row: row[4])[0]
     rising = best == max(row[0] for row in rows)
     table = Table(
         title=f"c = t_draft/t_target = {c:.4f}"
-        + (f", r = {r:g}" if r is not None else f", alpha = {alpha:g}")
+        + (f", r = {o.r:g}" if o.r is not None else f", alpha = {alpha:g}")
+        + (f", drafting {o.cost.value}" if shape else "")
     )
-    for col in ("K", "tokens/round", "r", "alpha", "speedup") + (("refined",) if t_verify else ()) + ("",):
+    for col in ("K", "tokens/round", "r", "alpha", "speedup") + (("refined",) if o.t_verify else ()) + ("",):
         table.add_column(col, justify="right")
     for k, tpr, rr, a, s, refined in rows:
         cells = [str(k), f"{tpr:.3f}", f"{rr:.3f}", f"{a:.3f}", f"{s:.2f}"] + (
-            [f"{refined:.2f}"] if t_verify else []
+            [f"{refined:.2f}"] if o.t_verify else []
         )
         mark = ("◀ best so far" if rising else "◀ best") if k == best else ""
         table.add_row(*cells, mark, style="bold" if k == best else None)
@@ -129,6 +164,17 @@ def roofline_table(rows: list[dict], context: int, console: Console) -> None:
         console.print(table)
 
 
+def served(c, n_requests: int) -> str:
+    """How a job's requests are served: a batch of them, or a queue refilled on slots, at a rate."""
+    if not c.slots:
+        return f"batch {n_requests}"
+    from specbench.cli.asked.checks import arrivals_span, fmt_seconds
+
+    span = c.request_rate and arrivals_span(c.request_rate, n_requests)
+    rate = f" arriving at {c.request_rate:g}/s (over about {fmt_seconds(span)})" if c.request_rate else ""
+    return f"batch {c.slots} refilled from a queue of {n_requests}{rate}"
+
+
 def dry_run(console: Console, jobs: list, n_programs: int, seconds: float, writes) -> None:
     """What a command would do: its configurations, programs to compile, a rough time, its file."""
     from specbench.cli.views.progress import fmt_duration
@@ -144,7 +190,7 @@ def dry_run(console: Console, jobs: list, n_programs: int, seconds: float, write
         verify = "" if c.drafter.verify == "token" else f" verify={c.drafter.verify}"
         console.print(
             f"  {job.draft_name}{verify} K={c.K} T={w.temperature:g}{sampling} {job.prompt_id} "
-            f"batch {len(job.ids)} N={c.n_tokens} repeats {c.repeats}"
+            f"{served(c, len(job.ids))} N={c.n_tokens} repeats {c.repeats}"
         )
     if len(jobs) > 20:
         console.print(f"  ... and {len(jobs) - 20} more")

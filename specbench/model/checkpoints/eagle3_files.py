@@ -26,6 +26,7 @@ import numpy as np
 
 from specbench.errors import WeightsError
 from specbench.model.checkpoints import hf_layout, llama_layout
+from specbench.model.checkpoints.config_fields import Fields
 from specbench.model.nets.eagle3 import Eagle3Config
 
 ARCHITECTURE = "LlamaForCausalLMEagle3"
@@ -49,23 +50,68 @@ def read_meta(directory: Path) -> dict:
     return meta if isinstance(meta, dict) else {}
 
 
-def config_from(meta: dict) -> Eagle3Config:
-    """The head's config from its config.json (either layout); WeightsError naming what is wrong."""
+def config_from(meta: dict, where: str = "config.json") -> Eagle3Config:
+    """The head's config from its config.json (either layout); WeightsError naming the key that is
+    wrong. The taps are read in layer order, as vLLM and SGLang collect them (inside the target's
+    layer loop), whatever order the config lists them in; a layer named twice is refused (the
+    engines would read it once)."""
     layout = layout_of(meta)
-    block = meta.get("transformer_layer_config", {}) if layout == "speculators" else meta
-    block = {"model_type": "llama", **block}
-    if int(block.get("num_hidden_layers", 1)) != 1:
-        raise WeightsError(f"an EAGLE-3 head of {block['num_hidden_layers']} layers: specbench reads one")
-    llama = llama_layout.config_from_hf({**block, "num_hidden_layers": 1})
-    taps = meta.get("eagle_aux_hidden_state_layer_ids") or ()
-    fields = {f.name: getattr(llama, f.name) for f in dataclasses.fields(llama)}
+    f = Fields(meta, where)
+    block = f.table("transformer_layer_config") if layout == "speculators" else f
+    block_dict = {"model_type": "llama", **block.d}
+    if block.count("num_hidden_layers", 1) != 1:
+        raise WeightsError(
+            f"{block.where}: an EAGLE-3 head of {block.d['num_hidden_layers']} layers: specbench reads one"
+        )
+    llama = llama_layout.config_from_hf({**block_dict, "num_hidden_layers": 1}, block.where)
+    taps = f.counts("eagle_aux_hidden_state_layer_ids")
+    if len(set(taps)) < len(taps):
+        raise f.bad("eagle_aux_hidden_state_layer_ids", "distinct layers (an engine reads a layer once)")
+    fields = {f_.name: getattr(llama, f_.name) for f_ in dataclasses.fields(llama)}
     return Eagle3Config(
         **fields,
-        taps=tuple(int(t) for t in taps),
-        target_width=int(meta.get("target_hidden_size") or 0),
-        draft_vocab=int(meta.get("draft_vocab_size") or 0),
-        norm_before_residual=bool(meta.get("norm_before_residual", layout == "speculators")),
+        taps=tuple(sorted(taps)),
+        target_width=f.count("target_hidden_size", 0),
+        draft_vocab=f.count("draft_vocab_size", 0),
+        norm_before_residual=f.flag("norm_before_residual", layout == "speculators"),
     )
+
+
+def check_d2t(d2t: np.ndarray, config: Eagle3Config) -> None:
+    """d2t (target id = draft id + d2t[draft id]) must send the V' draft ids to V' distinct target
+    ids in [0, V): integers, as the engines' tables are; WeightsError saying what is wrong."""
+    if not np.issubdtype(d2t.dtype, np.integer):
+        raise WeightsError(f"d2t holds {d2t.dtype} values; it is a table of integer offsets")
+    ids = np.arange(d2t.shape[0], dtype=np.int64) + d2t.astype(np.int64)
+    if ids.size and (ids.min() < 0 or ids.max() >= config.n_vocab):
+        bad = int(np.flatnonzero((ids < 0) | (ids >= config.n_vocab))[0])
+        raise WeightsError(
+            f"d2t sends draft id {bad} to token {int(ids[bad])}, outside the vocabulary of {config.n_vocab:,}"
+        )
+    if np.unique(ids).size < ids.size:
+        raise WeightsError(
+            f"d2t sends {ids.size:,} draft ids to only {np.unique(ids).size:,} distinct tokens; each draft "
+            "id is one token of the target's"
+        )
+
+
+def check_tensors(tensors: dict[str, np.ndarray], expected: dict, config: Eagle3Config) -> None:
+    """Every expected tensor there with its shape and finite; d2t a map into the vocabulary
+    (check_d2t), and present wherever lm_head covers fewer tokens than the target has."""
+    for key, shape in expected.items():
+        if key not in tensors or tuple(tensors[key].shape) != shape:
+            got = "missing" if key not in tensors else f"shaped {tuple(tensors[key].shape)}"
+            raise WeightsError(f"an EAGLE-3 head's {key} is {got}, expected {shape}")
+        if key != "d2t" and not np.isfinite(tensors[key]).all():
+            raise WeightsError(f"an EAGLE-3 head's {key} holds NaN or infinite values")
+    V = expected["lm_head.weight"][0]
+    if "d2t" in tensors:
+        check_d2t(np.asarray(tensors["d2t"]), config)
+    elif V != config.n_vocab:
+        raise WeightsError(
+            f"an EAGLE-3 head's lm_head covers {V:,} tokens of the target's {config.n_vocab:,} but it has "
+            "no d2t to say which"
+        )
 
 
 def params_from(tensors: dict[str, np.ndarray], config: Eagle3Config, layout: str, dtype) -> dict:
@@ -89,10 +135,7 @@ def params_from(tensors: dict[str, np.ndarray], config: Eagle3Config, layout: st
         "lm_head.weight": (V, H),
     }
     optional = {"embed_tokens.weight": (config.n_vocab, H), "d2t": (V,)}
-    for key, shape in expected.items() | {k: s for k, s in optional.items() if k in tensors}.items():
-        if key not in tensors or tuple(tensors[key].shape) != shape:
-            got = "missing" if key not in tensors else f"shaped {tuple(tensors[key].shape)}"
-            raise WeightsError(f"an EAGLE-3 head's {key} is {got}, expected {shape}")
+    check_tensors(tensors, expected | {k: s for k, s in optional.items() if k in tensors}, config)
     f32 = lambda key: np.asarray(tensors[key], np.float32)
     one = lambda a: jnp.asarray(a[None], dtype)  # the block's stacked layer axis
     fused = lambda names: np.concatenate([f32(f"{b}.{n}.weight") for n in names], 0).T
@@ -125,7 +168,7 @@ def load(directory: Path, dtype=jnp.float32) -> tuple[Eagle3Config, dict, str]:
     """(config, params, the target it names or "") of a published EAGLE-3 folder."""
     directory = Path(directory)
     meta = read_meta(directory)
-    config = config_from(meta)
+    config = config_from(meta, str(directory / hf_layout.CONFIG_FILE))
     return config, params_from(read_tensors(directory), config, layout_of(meta), dtype), ""
 
 
@@ -139,7 +182,12 @@ def read_tensors(directory: Path) -> dict[str, np.ndarray]:
         import torch
     except ImportError:
         raise WeightsError(f"{bin_file} is a torch file: install torch to read it") from None
-    state = torch.load(bin_file, map_location="cpu", weights_only=True)
+    try:
+        state = torch.load(bin_file, map_location="cpu", weights_only=True)
+    except Exception as e:  # torch raises RuntimeError, EOFError, UnpicklingError, ... on a bad file
+        raise WeightsError(f"{bin_file} cannot be read ({type(e).__name__}: {str(e)[:120]})") from None
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise WeightsError(f"{bin_file} is not a state dict of tensors")
     return {k: v.float().numpy() if v.is_floating_point() else v.numpy() for k, v in state.items()}
 
 

@@ -31,6 +31,7 @@ import numpy as np
 
 from specbench import files
 from specbench.errors import WeightsError
+from specbench.model.checkpoints.config_fields import Fields
 from specbench.model.nets.gpt2 import GPT2Config
 
 CONFIG_FILE = "config.json"
@@ -57,20 +58,39 @@ IGNORED = re.compile(r"^(h\.\d+\.attn\.(bias|masked_bias)|lm_head\.weight)$")
 # HF tensors <-> params pytree
 
 
-def config_from_hf(d: dict) -> GPT2Config:
+def config_from_hf(d: dict, where: str = "config.json") -> GPT2Config:
+    """GPT2Config from a GPT-2 config.json; WeightsError naming a missing key or a value of the wrong
+    type or range (config_fields)."""
     try:
+        f = Fields(d, where)
+        heads, width = f.count("n_head"), f.count("n_embd")
+        if width % heads:
+            raise f.bad("n_head", f"a divisor of n_embd ({width})")
         return GPT2Config(
-            n_layer=int(d["n_layer"]),
-            n_head=int(d["n_head"]),
-            n_embd=int(d["n_embd"]),
-            n_ctx=int(d.get("n_positions", d.get("n_ctx"))),
-            n_vocab=int(d["vocab_size"]),
-            layer_norm_epsilon=float(d.get("layer_norm_epsilon", 1e-5)),
+            n_layer=f.count("n_layer"),
+            n_head=heads,
+            n_embd=width,
+            n_ctx=f.count("n_positions", None) or f.count("n_ctx"),
+            n_vocab=f.count("vocab_size"),
+            layer_norm_epsilon=f.number("layer_norm_epsilon", 1e-5),
         )
-    except KeyError as e:
-        raise WeightsError(f"config.json is not a GPT-2 config: it has no {e.args[0]!r}") from None
-    except (TypeError, ValueError, AttributeError) as e:
-        raise WeightsError(f"config.json is not a GPT-2 config ({type(e).__name__}: {e})") from None
+    except WeightsError as e:
+        raise WeightsError(f"{where} is not a GPT-2 config ({str(e).removeprefix(where + ': ')})") from None
+
+
+def config_problem(directory: Path) -> str | None:
+    """What is wrong with a folder's config.json where it is there but does not read as a JSON
+    object (None where it reads, or is not there: the callers say what is missing)."""
+    path = Path(directory) / CONFIG_FILE
+    if not path.is_file():
+        return None
+    try:
+        found = json.loads(path.read_text())
+    except OSError as e:
+        return f"{path} cannot be read ({e.strerror})"
+    except ValueError as e:
+        return f"{path} is not JSON ({e})"
+    return None if isinstance(found, dict) else f"{path} is not a JSON object"
 
 
 def model_type(directory: Path) -> str | None:
@@ -87,13 +107,12 @@ def read_config(directory: Path) -> GPT2Config:
     (unreadable, not JSON, or not a GPT-2 config), in the words `models list` shows too."""
     path = directory / CONFIG_FILE
     try:
-        return config_from_hf(json.loads(path.read_text()))
+        d = json.loads(path.read_text())
     except OSError as e:
         raise WeightsError(f"{path} cannot be read ({e.strerror})") from None
-    except WeightsError as e:  # before ValueError: WeightsError is no ValueError, but be explicit
-        raise WeightsError(f"{path} {str(e).removeprefix('config.json ')}") from None
     except ValueError as e:
         raise WeightsError(f"{path} is not JSON ({e})") from None
+    return config_from_hf(d, str(path))
 
 
 def config_to_hf(config: GPT2Config) -> dict:
@@ -279,4 +298,14 @@ def read_tensors(directory: Path) -> dict[str, np.ndarray]:
             tensors.update(load_file(str(f)))
     except (OSError, ValueError, KeyError, SafetensorError) as e:
         raise WeightsError(f"cannot read the weights in {directory}: {e}") from None
+    check_finite(tensors, directory)
     return tensors
+
+
+def check_finite(tensors: dict[str, np.ndarray], directory: Path) -> None:
+    """WeightsError naming the first floating tensor that holds a NaN or an infinity: such weights
+    would decode garbage without a word."""
+    for key, x in tensors.items():
+        if x.dtype.kind == "f" or x.dtype.name == "bfloat16":
+            if not np.isfinite(np.asarray(x, np.float32)).all():
+                raise WeightsError(f"{directory}: {key} holds NaN or infinite values")

@@ -30,17 +30,12 @@ import numpy as np
 
 from specbench.errors import WeightsError
 from specbench.model.checkpoints import hf_layout
+from specbench.model.checkpoints.config_fields import Fields
 from specbench.model.nets.families import LLAMA
 from specbench.model.nets.llama import LlamaConfig
 from specbench.model.nets.rotary import RopeScaling
 
 FAMILIES = tuple(LLAMA.names)  # HF model_type values this layout reads: the record's (nets/families.py)
-ARCHITECTURES = {  # each one's transformers class, which `save` writes into config.json
-    "llama": "LlamaForCausalLM",
-    "qwen2": "Qwen2ForCausalLM",
-    "qwen3": "Qwen3ForCausalLM",
-    "mistral": "MistralForCausalLM",  # without its sliding window
-}
 QK_NORM = ("self_attn.q_norm", "self_attn.k_norm")  # Qwen3's, one gain of head_dim each
 IGNORED = re.compile(r"^model\.layers\.\d+\.self_attn\.rotary_emb\.inv_freq$")  # older checkpoints' buffer
 
@@ -53,69 +48,84 @@ def is_dir_of(directory: Path) -> bool:
         return False
 
 
-def rope_of(d: dict) -> tuple[float, RopeScaling | None]:
+def rope_of(f: Fields) -> tuple[float, RopeScaling | None]:
     """(rope_theta, scaling) from config.json: transformers 4's rope_theta and rope_scaling, or 5's
-    rope_parameters; WeightsError naming a scaling llama.py does not compute."""
-    params = d.get("rope_parameters") or d.get("rope_scaling") or {}
-    theta = float(d.get("rope_theta") or params.get("rope_theta") or 10000.0)
-    kind = params.get("rope_type") or params.get("type") or "default"
+    rope_parameters. Both keys are read (a folder saved by transformers 5 with a model card's
+    rope_scaling added holds the two); WeightsError naming a scaling llama.py does not compute, or
+    two that disagree."""
+    kind_of = lambda t: t.text("rope_type", None) or t.text("type", None) or "default"
+    tables = [(key, f.table(key)) for key in ("rope_parameters", "rope_scaling")]
+    scaled = [(key, t) for key, t in tables if kind_of(t) != "default"]
+    if len(scaled) == 2 and kind_of(scaled[0][1]) != kind_of(scaled[1][1]):
+        raise WeightsError(
+            f"{f.where}: rope_parameters says {kind_of(scaled[0][1])!r} and rope_scaling "
+            f"{kind_of(scaled[1][1])!r}: give one scaling"
+        )
+    params = scaled[0][1] if scaled else tables[0][1]
+    given = [t for _, t in tables if t.raw("rope_theta", None) is not None]
+    theta = f.number("rope_theta", None) or (given[0].number("rope_theta") if given else 10000.0)
+    kind = kind_of(params)
     if kind == "default":
         return theta, None
     if kind == "linear":
-        return theta, RopeScaling("linear", float(params["factor"]))
+        return theta, RopeScaling("linear", params.number("factor"))
     if kind == "llama3":
         return theta, RopeScaling(
             "llama3",
-            float(params["factor"]),
-            float(params["low_freq_factor"]),
-            float(params["high_freq_factor"]),
-            int(params["original_max_position_embeddings"]),
+            params.number("factor"),
+            params.number("low_freq_factor"),
+            params.number("high_freq_factor"),
+            params.count("original_max_position_embeddings"),
         )
-    raise WeightsError(f"rope scaling {kind!r}: specbench's Llama computes the default, linear and llama3")
+    raise WeightsError(
+        f"{params.where}: rope scaling {kind!r}: specbench's Llama computes the default, linear and "
+        "llama3 (not YaRN or dynamic NTK): leave it out to run at the trained context"
+    )
 
 
-def config_from_hf(d: dict) -> LlamaConfig:
-    """LlamaConfig from a Llama, Qwen2 or Qwen3 config.json; WeightsError naming a missing field or
-    one specbench does not compute."""
-    family = d.get("model_type")
-    refused = {
-        "hidden_act": d.get("hidden_act", "silu") != "silu",
-        "attention_bias": bool(d.get("attention_bias")),
-        "mlp_bias": bool(d.get("mlp_bias")),
-        "use_sliding_window": bool(d.get("use_sliding_window")),
-        "sliding_window": family == "mistral" and d.get("sliding_window") is not None,
-    }
+def config_from_hf(d: dict, where: str = "config.json") -> LlamaConfig:
+    """LlamaConfig from a Llama, Qwen2 or Qwen3 config.json; WeightsError naming a missing field, a
+    value of the wrong type or range (config_fields), or one specbench does not compute."""
+    f = Fields(d, where)
+    family = f.text("model_type", None)
     if family not in FAMILIES:
-        raise WeightsError(f"model_type {family!r}: this layout reads {', '.join(FAMILIES)}")
+        raise WeightsError(f"{where}: model_type {family!r}: this layout reads {', '.join(FAMILIES)}")
+    refused = {
+        "hidden_act": f.text("hidden_act", "silu") != "silu",
+        "attention_bias": f.flag("attention_bias", False),
+        "mlp_bias": f.flag("mlp_bias", False),
+        "use_sliding_window": f.flag("use_sliding_window", False),
+    }
+    row = LLAMA.row(family)
+    refused |= {field: d.get(field) is not None for field in row.refused}  # e.g. Mistral's sliding_window
     if any(refused.values()):
         field = next(k for k, v in refused.items() if v)
-        raise WeightsError(f"config.json sets {field}={d[field]!r}, which specbench's Llama does not compute")
-    try:
-        theta, scaling = rope_of(d)
-        heads, width = int(d["num_attention_heads"]), int(d["hidden_size"])
-        head_dim = int(d["head_dim"]) if d.get("head_dim") is not None else None
-        config = LlamaConfig(
-            n_layer=int(d["num_hidden_layers"]),
-            n_head=heads,
-            n_kv_head=int(d.get("num_key_value_heads") or heads),
-            n_embd=width,
-            n_inner=int(d["intermediate_size"]),
-            n_vocab=int(d["vocab_size"]),
-            n_ctx=int(d.get("max_position_embeddings", 2048)),
-            rope_theta=theta,
-            rope_scaling=scaling,
-            rms_norm_eps=float(d.get("rms_norm_eps", 1e-6)),
-            qkv_bias=family == "qwen2",
-            tied=bool(d.get("tie_word_embeddings", False)),
-            family=family,
-            qk_norm=family == "qwen3",
-            explicit_head_dim=head_dim if head_dim not in (None, width // heads) else None,
-        )
-    except KeyError as e:
-        raise WeightsError(f"config.json has no {e.args[0]!r}, which a {family} config needs") from None
-    except ValueError as e:
-        raise WeightsError(f"config.json: {e}") from None
-    return config
+        raise WeightsError(f"{where} sets {field}={d[field]!r}, which specbench's Llama does not compute")
+    theta, scaling = rope_of(f)
+    heads, width = f.count("num_attention_heads"), f.count("hidden_size")
+    head_dim = f.count("head_dim", None)
+    kv_heads = f.count("num_key_value_heads", heads)
+    if heads % kv_heads:
+        raise f.bad("num_key_value_heads", f"a divisor of num_attention_heads ({heads})")
+    if head_dim is None and width % heads:
+        raise f.bad("num_attention_heads", f"a divisor of hidden_size ({width}), or a head_dim given")
+    return LlamaConfig(
+        n_layer=f.count("num_hidden_layers"),
+        n_head=heads,
+        n_kv_head=kv_heads,
+        n_embd=width,
+        n_inner=f.count("intermediate_size"),
+        n_vocab=f.count("vocab_size"),
+        n_ctx=f.count("max_position_embeddings", 2048),
+        rope_theta=theta,
+        rope_scaling=scaling,
+        rms_norm_eps=f.number("rms_norm_eps", 1e-6),
+        qkv_bias=row.qkv_bias,
+        tied=f.flag("tie_word_embeddings", False),
+        family=family,
+        qk_norm=row.qk_norm,
+        explicit_head_dim=head_dim if head_dim not in (None, width // heads) else None,
+    )
 
 
 def config_to_hf(config: LlamaConfig) -> dict:
@@ -131,7 +141,7 @@ def config_to_hf(config: LlamaConfig) -> dict:
                 "original_max_position_embeddings": s.original_context,
             }
     return {
-        "architectures": [ARCHITECTURES[config.family]],
+        "architectures": [LLAMA.row(config.family).hf_class],
         "model_type": config.family,
         "num_hidden_layers": config.n_layer,
         "num_attention_heads": config.n_head,
@@ -247,7 +257,7 @@ def read_config(directory: Path) -> LlamaConfig:
         d = json.loads((Path(directory) / hf_layout.CONFIG_FILE).read_text())
     except (OSError, ValueError) as e:
         raise WeightsError(f"cannot read {Path(directory) / hf_layout.CONFIG_FILE}: {e}") from None
-    return config_from_hf(d)
+    return config_from_hf(d, str(Path(directory) / hf_layout.CONFIG_FILE))
 
 
 def load_dir(directory: str | Path, dtype=jnp.float32) -> tuple[LlamaConfig, dict]:

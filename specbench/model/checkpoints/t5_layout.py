@@ -28,37 +28,36 @@ import numpy as np
 
 from specbench.errors import WeightsError
 from specbench.model.checkpoints import hf_layout
+from specbench.model.checkpoints.config_fields import Fields
 from specbench.model.nets.t5 import T5Config
 
 IGNORED = re.compile(r"^(encoder|decoder)\.embed_tokens\.weight$")
 
 
-def config_from_hf(d: dict) -> T5Config:
-    """T5Config from an HF T5 config.json's fields; WeightsError naming a missing or odd one."""
-    try:
-        proj = d.get("feed_forward_proj", "relu")
-        if proj not in ("relu", "gated-gelu"):
-            raise WeightsError(f"feed_forward_proj {proj!r}: specbench's T5 has relu and gated-gelu")
-        return T5Config(
-            n_vocab=int(d["vocab_size"]),
-            d_model=int(d["d_model"]),
-            d_kv=int(d["d_kv"]),
-            d_ff=int(d["d_ff"]),
-            n_layer=int(d["num_layers"]),
-            n_decoder_layer=int(d.get("num_decoder_layers") or d["num_layers"]),
-            n_head=int(d["num_heads"]),
-            num_buckets=int(d.get("relative_attention_num_buckets", 32)),
-            max_distance=int(d.get("relative_attention_max_distance", 128)),
-            gated=proj == "gated-gelu",
-            # transformers 5 writes scale_decoder_outputs; before, a tied head (original T5) meant scaling
-            scale_decoder_outputs=bool(
-                d.get("scale_decoder_outputs", d.get("tie_word_embeddings", True) is not False)
-            ),
-            eps=float(d.get("layer_norm_epsilon", 1e-6)),
-            decoder_start=int(d.get("decoder_start_token_id") or 0),
-        )
-    except KeyError as e:
-        raise WeightsError(f"config.json has no {e.args[0]!r}, which a T5 config needs") from None
+def config_from_hf(d: dict, where: str = "config.json") -> T5Config:
+    """T5Config from an HF T5 config.json's fields; WeightsError naming a missing one, one of the wrong
+    type or range (config_fields), or one specbench's T5 does not compute."""
+    f = Fields(d, where)
+    proj = f.text("feed_forward_proj", "relu")
+    if proj not in ("relu", "gated-gelu"):
+        raise WeightsError(f"{where}: feed_forward_proj {proj!r}: specbench's T5 has relu and gated-gelu")
+    # transformers 5 writes scale_decoder_outputs; before, a tied head (original T5) meant scaling
+    tied = d.get("tie_word_embeddings", True) is not False
+    return T5Config(
+        n_vocab=f.count("vocab_size"),
+        d_model=f.count("d_model"),
+        d_kv=f.count("d_kv"),
+        d_ff=f.count("d_ff"),
+        n_layer=f.count("num_layers"),
+        n_decoder_layer=f.count("num_decoder_layers", None) or f.count("num_layers"),
+        n_head=f.count("num_heads"),
+        num_buckets=f.count("relative_attention_num_buckets", 32),
+        max_distance=f.count("relative_attention_max_distance", 128),
+        gated=proj == "gated-gelu",
+        scale_decoder_outputs=f.flag("scale_decoder_outputs", tied),
+        eps=f.number("layer_norm_epsilon", 1e-6),
+        decoder_start=f.count("decoder_start_token_id", 0, low=0),
+    )
 
 
 def expected_shapes(config: T5Config) -> dict[str, tuple[int, ...]]:
@@ -147,10 +146,12 @@ def load_dir(directory: str | Path, dtype=jnp.float32) -> tuple[T5Config, dict]:
             f"{directory} is not a model directory (needs {hf_layout.CONFIG_FILE} and "
             f"{hf_layout.SAFETENSORS_FILE} or {hf_layout.INDEX_FILE})"
         )
+    path = directory / hf_layout.CONFIG_FILE
     try:
-        config = config_from_hf(json.loads((directory / hf_layout.CONFIG_FILE).read_text()))
+        d = json.loads(path.read_text())
     except (OSError, ValueError) as e:
-        raise WeightsError(f"cannot read {directory / hf_layout.CONFIG_FILE}: {e}") from None
+        raise WeightsError(f"cannot read {path}: {e}") from None
+    config = config_from_hf(d, str(path))
     return config, params_from_hf(hf_layout.read_tensors(directory), config, dtype)
 
 

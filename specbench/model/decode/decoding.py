@@ -121,7 +121,7 @@ def spec_start(
     in round 1; an EAGLE head reads the prefill's features)."""
     out = start(target_params, prompt_buf, n_prompt, key, target_config, warp, max_len, drafter.reads)
     s, features = out if drafter.reads else (out, None)
-    source = network.encoder_decoder(target_config)
+    source = network.reads_source(target_config)
     dstate = drafters.start(drafter, draft_params, prompt_buf, n_prompt, max_len, features, source)
     return SpecState(s.tokens, s.n, s.key, s.target_cache, dstate, no_counts(K))
 
@@ -141,6 +141,8 @@ def spec_start_in_two(
     shares. `target_start` and `drafter_start` are one sequence's programs or a batch's."""
     drafter, config, max_len = kw["drafter"], kw["target_config"], kw["max_len"]
     hidden = drafter.reads
+    # `hidden` is passed only where it is set, so that AR's call (without it) and this one are one
+    # compiled program: jit keys its cache by the arguments as they are spelt
     out = target_start(
         target_params,
         prompt_buf,
@@ -149,10 +151,10 @@ def spec_start_in_two(
         config=config,
         warp=kw["warp"],
         max_len=max_len,
-        hidden=hidden,
+        **({"hidden": hidden} if hidden else {}),
     )
     s, features = out if hidden else (out, None)
-    source = network.encoder_decoder(config)
+    source = network.reads_source(config)
     dstate = drafter_start(
         draft_params, prompt_buf, n_prompt, features, drafter=drafter.at_start, max_len=max_len, source=source
     )

@@ -41,7 +41,7 @@ def eagle_weights(drafter: Drafter, draft: Model | None, target: Model, referenc
     EAGLE-3 head to what it reads of the target (eagle.attach)."""
     if draft is None:
         raise DecodeError("the eagle drafter needs a head", "draft")
-    wrong = eagle.mismatch(draft.config, target.config)
+    wrong = eagle.mismatch(draft.config, target.config, draft.params)
     if wrong:
         raise DecodeError(f"the head {draft.name} {wrong}", "draft")
     return eagle.attach(draft.params, target.params, eagle.drafting_config(draft.config, target.config))

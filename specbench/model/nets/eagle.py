@@ -33,7 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from specbench.model.nets import eagle3, families, layouts, products
+from specbench.model.nets import decoder, eagle3, families, layouts, products
 from specbench.model.nets.families import family_of
 
 
@@ -77,19 +77,16 @@ def embed(params, feats_in, tokens, positions, config):
 
 def block_step(params, cache, feats_in, tokens, pos, config, logits_at=None, tree=None):
     """The head over `tokens` [n_seq] at positions pos.., row j reading feats_in[j], the feature
-    of the token before it (f_{j-1}, or a predicted one). Reads and writes its one-layer `cache`
+    of the token before it (f_{j-1}, or a predicted one): decoder.step over the parts of its
+    target's family, its embedding this head's (embed). Reads and writes its one-layer `cache`
     (network.init_cache(config, ...)); with `tree` the rows are a token tree's nodes, as in a
     step. Returns (logits [n_seq, V] float32, or [1, V] at row `logits_at`; h [n_seq, n_embd], the
     predicted features; the new cache)."""
-    n_seq, net = tokens.shape[0], family(config)
-    offsets = jnp.arange(n_seq) if tree is None else jnp.asarray(tree.depths)
-    positions = jnp.minimum(pos + offsets, config.n_ctx - 1)
-    x = embed(params, feats_in, tokens, positions, config)
-    h, (k_new, v_new) = net.blocks(params, x, cache, pos, config, tree)
-    k, v = products.write_cache(cache["k"], cache["v"], jnp.transpose(k_new, (0, 2, 3, 1)), v_new, pos)
-    out = h if logits_at is None else lax.dynamic_slice_in_dim(h, logits_at, 1)
-    logits = products.head(params, net.final_norm(params, out, config))
-    return logits, h, {"k": k, "v": v}
+    net = family(config)
+    reads = lambda p, t, positions, c: embed(p, feats_in, t, positions, c)
+    parts = decoder.Parts(reads, net.blocks, net.final_norm)
+    logits, cache, h = decoder.step(parts, params, cache, tokens, pos, config, logits_at, tree, hidden=True)
+    return logits, h, cache
 
 
 def shifted(feats):
@@ -128,7 +125,7 @@ def window(feats, tokens, n, rows: int):
     return s, lax.dynamic_slice(tokens, (s,), (rows,)), before, n - 1 - s
 
 
-def block_mismatch(config, target) -> str | None:
+def block_mismatch(config, target, params=None) -> str | None:
     """Why an EAGLE-1-style head (a block of its target's family) cannot draft for a target."""
     if family_of(config) is not family_of(target) or config.n_embd != target.n_embd:
         return f"is a block reading features of width {config.n_embd}; the target's width is {target.n_embd}"
@@ -147,7 +144,8 @@ class Format(NamedTuple):
     combine: Callable  # combine(params, feats, config): target features as its rows read them
     reads: Callable  # reads(config): the target's `hidden`: True, or the layers it taps
     joined: Callable  # joined(head config, target config): the config it drafts with
-    mismatch: Callable  # mismatch(head config, target config): why it cannot draft for it, or None
+    mismatch: Callable  # mismatch(head config, target config, head params): why it cannot draft for it
+    note: Callable  # note(head config, target config): what to say of what it reads, or None
 
 
 EAGLE = Format(
@@ -157,8 +155,9 @@ EAGLE = Format(
     block_attach,
     lambda params, feats, config: feats,
     lambda config: True,
-    lambda head, target: config_for(target),
+    lambda config, target: config_for(target),
     block_mismatch,
+    lambda config, target: None,
 )
 EAGLE3 = Format(
     "eagle3",
@@ -169,6 +168,7 @@ EAGLE3 = Format(
     lambda config: config.taps,
     eagle3.for_target,
     eagle3.mismatch,
+    eagle3.taps_note,
 )
 FORMATS = (EAGLE, EAGLE3)
 
@@ -207,9 +207,15 @@ def drafting_config(head, target):
     return config_for(target) if head is None else format_of(head).joined(head, target)
 
 
-def mismatch(head, target) -> str | None:
-    """Why a head of this config (its own, as loaded) cannot draft for a target of that one, or None."""
-    return format_of(head).mismatch(head, target)
+def mismatch(head, target, params=None) -> str | None:
+    """Why a head of this config (its own, as loaded, and its params where given) cannot draft for a
+    target of that one, or None."""
+    return format_of(head).mismatch(head, target, params)
+
+
+def note(head, target) -> str | None:
+    """What a run says of what a head reads from this target, where the engines would read otherwise."""
+    return format_of(head).note(head, target)
 
 
 def words(config) -> str:

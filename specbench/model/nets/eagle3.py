@@ -27,12 +27,11 @@ import dataclasses
 
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 
-from specbench.model.nets import llama
+from specbench.model.nets import llama, products
 from specbench.model.nets.layouts import Layout, RestrictedHead, Weights, as_weights, to_layout
 from specbench.model.nets.llama import LlamaConfig, rms_norm
-from specbench.model.nets.products import head, layer_params, write_cache
+from specbench.model.nets.products import layer_params
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,8 +63,9 @@ def for_target(config: Eagle3Config, target) -> Eagle3Config:
     )
 
 
-def mismatch(config: Eagle3Config, target) -> str | None:
-    """Why the head cannot draft for this target's config, or None."""
+def mismatch(config: Eagle3Config, target, params=None) -> str | None:
+    """Why the head (its config, and its params where given) cannot draft for this target's config,
+    or None."""
     config = for_target(config, target)
     if config.target_width and config.target_width != target.width:
         return f"reads features of width {config.target_width}; the target's width is {target.width}"
@@ -73,7 +73,28 @@ def mismatch(config: Eagle3Config, target) -> str | None:
         return f"maps its drafts into a vocabulary of {config.n_vocab:,}; the target's has {target.n_vocab:,}"
     if any(not 0 <= t < target.n_layer for t in config.taps):
         return f"taps layers {list(config.taps)}; the target has {target.n_layer}"
+    if params is not None and "wte" not in params and config.n_embd != target.width:
+        return (
+            f"is {config.n_embd} wide and has no embed_tokens of its own, so it would read the target's "
+            f"embedding, {target.width} wide (vLLM cannot run it either): its folder needs "
+            "embed_tokens.weight"
+        )
     return None
+
+
+def taps_note(config: Eagle3Config, target) -> str | None:
+    """What to say of the layers a head reads where they are not what its engines would read: vLLM's
+    default taps (2, L // 2, L - 3) repeat a layer or fall below layer 2 on a target of fewer than 7
+    layers, where the engines, collecting each layer once, would hand fc fewer than three."""
+    if config.taps or target.n_layer >= 7:
+        return None
+    taps = default_taps(target.n_layer)
+    odd = [w for w, odd in (("a layer twice", len(set(taps)) < 3), ("below layer 2", min(taps) < 2)) if odd]
+    return (
+        f"the target has {target.n_layer} layers, so vLLM's default taps (2, L//2, L-3) are layers "
+        f"{', '.join(map(str, taps))} ({' and '.join(odd)}): specbench reads them so, as `specbench.train "
+        "eagle` trains a head, where vLLM and SGLang would hand fc the distinct layers only"
+    )
 
 
 def combine(params, feats, config: Eagle3Config):
@@ -102,12 +123,8 @@ def step(params, cache, feats_in, tokens, pos, config: Eagle3Config, logits_at=N
         w.layout, layer, first=1,
     )  # fmt: skip
     x = llama.swiglu((h if config.norm_before_residual else g) + a, p, config, w.layout, layer)
-    if cache["v"].shape[1]:  # an empty cache (the uncached forward, eagle.forward) keeps nothing
-        cache = dict(
-            zip("kv", write_cache(cache["k"], cache["v"], jnp.transpose(k[None], (0, 2, 3, 1)), v[None], pos))
-        )
-    out = x if logits_at is None else lax.dynamic_slice_in_dim(x, logits_at, 1)
-    return head(params, rms_norm(out, params["ln_f"]["weight"], eps)), x, cache
+    cache = products.store(params, cache, (k[None], v[None]), pos)
+    return products.logits(params, x, llama.final_norm, config, logits_at), x, cache
 
 
 def init_params(config: Eagle3Config, seed: int = 0, embedding: bool = False) -> dict:
