@@ -141,10 +141,7 @@ def collectives_counted() -> None:
     tokens = jnp.asarray([5, 9, 1, 44, 3], jnp.int32)
     for model in (gpt, t5_one):
         split, c = sharded(model, 2), model.config
-        if network.encoder_decoder(c):
-            cache = jax.jit(lambda p: network.start_cache(p, jnp.arange(8), 8, c, 16))(split.params)
-        else:
-            cache = network.init_cache(c, 16, jnp.float32)
+        cache = jax.jit(lambda p: network.start_cache(p, jnp.arange(8), 8, c, 16))(split.params)
         step = jax.jit(lambda p, cache, t, c=c: network.step(p, cache, t, 0, c))
         text = step.lower(split.params, cache, tokens).compile().as_text()
         found = re.findall(rf"= (\S+) {kinds}\(", text)

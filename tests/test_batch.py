@@ -68,10 +68,10 @@ def test_each_sequence_equals_the_same_prompt_decoded_alone(target, draft, alone
 )
 def test_every_drafter_is_exact_in_a_batch(target, alone, make):
     drafter = make(target)
-    draft = random_model(DRAFT, 1, "poor-draft", scale=20) if drafter.kind == "model" else None
+    draft = random_model(DRAFT, 1, "poor-draft", scale=20) if drafter.name == "model" else None
     tokens, _ = generate.speculative(draft, target, PROMPTS[:3], 20, 3, max_len=64, drafter=drafter)
     for i in range(3):
-        np.testing.assert_array_equal(tokens[i], alone[i], err_msg=f"{drafter.kind}: sequence {i}")
+        np.testing.assert_array_equal(tokens[i], alone[i], err_msg=f"{drafter.name}: sequence {i}")
 
 
 def test_a_batch_of_identical_full_acceptance_wastes_no_slot(target):

@@ -136,3 +136,64 @@ def test_usage_lists_every_flag_of_every_command_as_the_commands_define_them():
         "--coordinator",
     ):
         assert f"`{flag}`" in text.split(flag_docs.BEGIN)[1]
+
+
+def module_names() -> dict[str, list[str]]:
+    """specbench's modules by their file's name: {'drafters': ['specbench.model.decode.drafters'], ...}."""
+    out: dict[str, list[str]] = {}
+    for p in sorted((ROOT / "specbench").rglob("*.py")):
+        if p.name != "__init__.py":
+            out.setdefault(p.stem, []).append(".".join(p.relative_to(ROOT).with_suffix("").parts))
+    return out
+
+
+# `module.name` (a call's parentheses allowed), module being one of specbench's files by name
+NAME = re.compile(r"`([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)(?:\([^`]*\))?`")
+FILE_SUFFIXES = ("py", "md", "json", "csv", "png", "html", "cc", "sh", "j2", "xz", "txt", "toml", "bin")
+
+
+def named_attributes() -> list[tuple[str, str]]:
+    """(doc, 'module.name') for every backticked name the docs give in one of specbench's modules."""
+    modules = module_names()
+    out = []
+    for doc in DOCS:
+        for m in NAME.finditer(doc.read_text()):
+            first, *rest = m.group(1).split(".")
+            if first in modules and rest[-1] not in FILE_SUFFIXES:
+                out.append((doc.relative_to(ROOT).as_posix(), m.group(1)))
+    return out
+
+
+def resolves(dotted: str) -> bool:
+    """Whether some module of that name has the attribute chain, or a class of it has (an
+    instance's field or method, as `drafter.spec` names the Drafter's)."""
+    import importlib
+    import inspect
+
+    first, *rest = dotted.split(".")
+    for path in module_names()[first]:
+        module = importlib.import_module(path)
+        for owner in [module] + [c for _, c in inspect.getmembers(module, inspect.isclass)]:
+            obj = owner
+            try:
+                for attr in rest:
+                    obj = getattr(obj, attr) if not dataclass_field(obj, attr) else None
+                return True
+            except AttributeError:
+                continue
+    return False
+
+
+def dataclass_field(cls, name: str) -> bool:
+    import dataclasses
+
+    return dataclasses.is_dataclass(cls) and name in {f.name for f in dataclasses.fields(cls)}
+
+
+def test_the_docs_name_functions():
+    assert len(named_attributes()) > 40  # the pattern finds the docs' `module.name`s at all
+
+
+@pytest.mark.parametrize("doc, dotted", sorted(set(named_attributes())))
+def test_every_module_name_the_docs_give_is_in_that_module(doc, dotted):
+    assert resolves(dotted), f"{doc} names `{dotted}`, which no module of that name has"

@@ -163,7 +163,7 @@ def test_the_heads_drafts_depend_on_the_features_it_is_handed(target, head):
 def wrong_row_propose(drafter, params, dstate, tokens, n, key, warp, K, n_vocab):
     """Negative control: the drafts are the head's, the p reported with them the head's when every
     feature it reads is one row off (the feature of the token before)."""
-    real = dataclasses.replace(drafter, kind="eagle")
+    real = dataclasses.replace(drafter, kind=drafters.KINDS["eagle"])
     out, drafts, _, n_drafted = draft_chains.eagle_propose(
         real, params, dstate, tokens, n, key, warp, K, n_vocab
     )
@@ -174,7 +174,7 @@ def wrong_row_propose(drafter, params, dstate, tokens, n, key, warp, K, n_vocab)
 
 def wrong_row_tree_propose(drafter, params, dstate, tokens, n, key, warp, n_vocab):
     """The same negative control for a tree: its nodes the head's, p read one feature row off."""
-    real = dataclasses.replace(drafter, kind="eagle")
+    real = dataclasses.replace(drafter, kind=drafters.KINDS["eagle"])
     out, nodes, _ = draft_trees.eagle_tree_propose(real, params, dstate, tokens, n, key, warp, n_vocab)
     off = dstate._replace(feats=jnp.roll(dstate.feats, 1, axis=0))
     _, _, p = draft_trees.eagle_tree_propose(real, params, off, tokens, n, key, warp, n_vocab)
@@ -204,7 +204,9 @@ def draws_by_case(target, head, config) -> dict:
         mp.setattr(drafters, "KINDS", {**drafters.KINDS, broken.name: broken})
         for case, (kind, shape, _) in ROLE_CASES.items():
             tree = Tree.branching(shape) if isinstance(shape, tuple) else shape
-            drafter = drafters.Drafter(kind, config, tree=tree)
+            drafter = drafters.Drafter(
+                broken if kind == broken.name else drafters.KINDS[kind], config, tree=tree
+            )
             params = generate.draft_params_for(drafter, head, target)
             draws[case] = round_samples(params, target, [3, 7, 1], Warp(1.0), 3, drafter)[0]
     return draws

@@ -110,3 +110,15 @@ def test_every_product_lowers_for_cuda_as_a_mosaic_kernel(mosaic_backend):
         ).mlir_module()
     assert module.count("@mosaic_gpu_v2") == 4  # the four products; attention stays Triton's
     assert module.count("@__gpu$xla.gpu.triton") == 1
+
+
+def test_the_private_interpret_parameters_are_read_only_in_the_jax_releases_tested(monkeypatch):
+    """mosaic.py's one jax._src import (GPU interpret mode's parameters, public in no release yet)
+    is read within mosaic.INTERPRET_JAX, the releases tested; another release is one clear error."""
+    monkeypatch.setattr(mosaic, "traced_for", lambda: "cpu")
+    lo, hi = mosaic.INTERPRET_JAX
+    if lo <= tuple(int(v) for v in jax.__version__.split(".")[:2]) < hi:
+        assert mosaic.interpret_params() is not None
+    monkeypatch.setattr(jax, "__version__", f"{hi[0]}.{hi[1]}.0")
+    with pytest.raises(RuntimeError, match="tested with JAX"):
+        mosaic.interpret_params()

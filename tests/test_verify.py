@@ -134,9 +134,12 @@ def test_each_backend_gets_its_verdict_kind_and_every_method_has_both():
     for kind in verify.KINDS:
         # traversal judges trees, whose verdicts are the same walk on every device (verdict_of)
         assert set(verify.VERDICTS[kind]) == {*verify.METHODS, "drafts"} - {"traversal"}
-    drafter = drafters.Drafter("model", TARGET, drafts=2)
+    drafter = drafters.Drafter(drafters.KINDS["model"], TARGET, drafts=2)
     assert verify.verdict_of(drafter, "all-rows") is all_rows_multi_draft_verdict
-    assert verify.verdict_of(drafters.Drafter("model", TARGET, verify="block"), "lazy") is block_verdict
+    assert (
+        verify.verdict_of(drafters.Drafter(drafters.KINDS["model"], TARGET, verify="block"), "lazy")
+        is block_verdict
+    )
 
 
 def test_multi_draft_verdict_with_one_draft_is_token_by_token_in_distribution():
@@ -172,11 +175,11 @@ def test_greedy_tokens_equal_autoregressive(target, draft, method):
     if method.startswith("dial"):
         drafter = drafters.dial_drafter(float(method.split("-")[1]))
     elif method == "block":
-        drafter = drafters.Drafter("model", draft.config, verify="block")
+        drafter = drafters.Drafter(drafters.KINDS["model"], draft.config, verify="block")
     elif method == "gbv-3":
-        drafter = drafters.Drafter("model", draft.config, verify="gbv", drafts=3)
+        drafter = drafters.Drafter(drafters.KINDS["model"], draft.config, verify="gbv", drafts=3)
     else:
-        drafter = drafters.Drafter("model", draft.config, drafts=int(method.split("-")[1]))
+        drafter = drafters.Drafter(drafters.KINDS["model"], draft.config, drafts=int(method.split("-")[1]))
     for prompt in PROMPTS:
         ar, _ = autoregressive(target, prompt, 20, Warp(0.0), seed=0)
         sd, stats = speculative(draft, target, prompt, 20, 4, Warp(0.0), seed=0, drafter=drafter)
@@ -208,9 +211,9 @@ def test_the_dial_needs_its_reference_and_runs_one_greedy_sequence(target):
     with pytest.raises(DecodeError, match="temperature 0"):
         speculative(None, target, PROMPTS[0], 10, 4, Warp(1.0), drafter=drafters.dial_drafter(0.5))
     with pytest.raises(ValueError, match="acceptance"):
-        drafters.Drafter("dial", acceptance=1.5)
+        drafters.Drafter(drafters.KINDS["dial"], acceptance=1.5)
     with pytest.raises(ValueError, match="block verification judges chain, not drafts"):
-        drafters.Drafter("model", target.config, verify="block", drafts=2)
+        drafters.Drafter(drafters.KINDS["model"], target.config, verify="block", drafts=2)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -279,7 +282,7 @@ def role_draws(shared, role_pair, settings):
     cases = [name for name, (s, _, _) in CASES.items() if s == settings]
 
     def make():
-        drafter = drafters.Drafter("model", draft.config, **settings)
+        drafter = drafters.Drafter(drafters.KINDS["model"], draft.config, **settings)
         verdicts = [CASES[name][1] for name in cases]
         draws = round_samples(draft.params, target, [3, 7, 1], Warp(1.0), 3, drafter, verdicts)
         return dict(zip(cases, draws))

@@ -15,7 +15,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from specbench.cli.asked import devices, helptext, step_options
+from specbench.cli.asked import devices, file_options, helptext, step_options
 from specbench.cli.asked import options as opt
 from specbench.cli.asked.console import (
     BadInput,
@@ -26,8 +26,9 @@ from specbench.cli.asked.console import (
     make_console,
 )
 from specbench.cli.commands import distributed
-from specbench.cli.views import peers_view, plot_view, predict_view, render, sweep_view, tables, trace_view
+from specbench.cli.views import peers_view, predict_view, render, sweep_view, tables, trace_view
 from specbench.cli.views.progress import progress as progress_bar
+from specbench.cli.views.words import plural
 from specbench.errors import SpecbenchError
 from specbench.results import arrivals, export, theory
 
@@ -65,6 +66,9 @@ def run(**flags):
 
     s = Settings.of_run(flags, given())  # every setting checked, once
     leader, s = distributed.join(s, processes_of(flags))  # before JAX starts
+    if s.dry_run and not leader:
+        make_console().print(distributed.follower_dry_run(processes_of(flags)))
+        return
     p = plan.run_plan(s)
     quiet = None if leader else open(os.devnull, "w")  # noqa: SIM115 -- the process's life long
     console = make_console(*p.exports.values()) if leader else Console(file=quiet)
@@ -126,14 +130,14 @@ def sweep(**flags):
     # files are rewritten after every row; standard output gets the exports once, at the end
     files = {fmt: path for fmt, path in p.exports.items() if path and path != "-"}
     kept = lambda: (
-        f"{render.plural(len(rows), 'row')} kept in {p.output}; run again with --resume --output {p.output}"
+        f"{plural(len(rows), 'row')} kept in {p.output}; run again with --resume --output {p.output}"
         if rows
         else "no row had finished, so nothing was written"
     )
     note = interrupt_note()
     note.message = "interrupted: " + kept()
     console.print(
-        f"sweep: {render.plural(p.grid_size, 'configuration')}, {p.grid_size - len(p.todo)} already in "
+        f"sweep: {plural(p.grid_size, 'configuration')}, {p.grid_size - len(p.todo)} already in "
         f"{p.output}, {len(p.todo)} to run · drafters {', '.join(p.draft_names)} · target {p.target_name}"
     )
     try:
@@ -189,26 +193,37 @@ def trace(**flags):
 
 @cli.command("theory")
 @opt.apply(step_options.theory_cmd)
-def theory_cmd(K, t_draft, t_target, r, alpha, t_verify):
+def theory_cmd(**flags):
     """The speedup that theory predicts. With --r: Chen et al.'s formula; with --alpha:
-    Leviathan et al.'s, and the optimal K.
+    Leviathan et al.'s, and the optimal K. A round's drafting is its drafter's cost shape
+    (--draft-cost): K t_draft for a chain, one t_draft for a one-pass drafter, nothing for lookup.
 
     \b
-      speedup = r (K+1) t_target / (K t_draft + t_target)
-      E[tokens/round] = (1 - alpha^(K+1)) / (1 - alpha),  speedup = E / (K c + 1),  c = t_draft/t_target
+      speedup = r (K+1) t_target / (drafting + t_target)
+      E[tokens/round] = (1 - alpha^(K+1)) / (1 - alpha),  speedup = E / (drafting/t_target + 1)
     """
-    if (r is None) == (alpha is None):
-        raise BadInput("--r/--alpha", "give exactly one of --r or --alpha")
-    if t_verify is not None and len(K) > 1:
-        raise BadInput("--t-verify", "is the target step over K+1 tokens of one K: give one K with it")
+    o = step_options.Theory.of_flags(flags)
     try:
-        rows = theory.calculator_rows(K, t_draft, t_target, r, alpha, t_verify)
+        rows = theory.calculator_rows(o)
     except ValueError as e:
         raise BadInput("--r", str(e)) from None
-    tables.theory_report(rows, t_draft / t_target, r, alpha, t_verify, K_SEARCH, make_console())
+    tables.theory_report(rows, o, K_SEARCH, make_console())
 
 
-cli.add_command(predict_view.predict)
+@cli.command("predict")
+@opt.apply(file_options.predict)
+def predict(**flags):
+    """Speedup and time per token at each K on a device not at hand: a run's acceptance per draft
+    position, with the step times t(n) of draft and target from a roofline export of that device
+    (or its bandwidth, FLOP rate and fixed cost per step). Steady state: the prefill is left out.
+
+    \b
+      speedup(K) = E(K) t_T(1) / (K t_D(1) + t_T(K+1) + comm),  E(K) = 1 + sum_i prod_{j<=i} a_j
+    """
+    from specbench.cli.commands import predict as predicting
+
+    o = file_options.Predict.of_flags(flags)
+    predict_view.show(*predicting.predict(o), o.comm_s * 1e6)
 
 
 @cli.group(invoke_without_command=True)
@@ -254,7 +269,14 @@ def prompts_cmd(**flags):
     tables.prompts_table(make_console(), suite_of(choice, flags["seed"]))
 
 
-cli.add_command(plot_view.plot)
+@cli.command()
+@opt.apply(file_options.plot)
+def plot(**flags):
+    """Speedup and tokens/round against K from a JSON results file, with the theory curve; speedup
+    and throughput against batch size when the file varies it (sweep --batch)."""
+    from specbench.cli.commands import plot as plotting
+
+    click.echo(f"wrote {plotting.plot(file_options.Plot.of_flags(flags))}")
 
 
 @cli.command("roofline")
@@ -292,7 +314,7 @@ def roofline_cmd(**flags):
     if flags["dry_run"]:
         for model, dtype in runs:
             console.print(f"  {model.name} {dtype} ({kernels_name(model)}): steps of 1 to {K + 1} tokens")
-        console.print(f"dry run: {render.plural(len(runs), 'model')} to time; nothing was timed or written")
+        console.print(f"dry run: {plural(len(runs), 'model')} to time; nothing was timed or written")
         return
     # each network's rows are saved to the files as they come (a run cut off keeps them);
     # standard output takes one document, at the end

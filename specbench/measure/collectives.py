@@ -31,14 +31,12 @@ def all_reduces(config) -> int:
     """All-reduces one split step pays, one after each row-split product (mesh.LOGICAL): two a
     decoder layer (the attention's output projection, the feed-forward's second product); a T5
     decoder block's three (its cross-attention's output projection too)."""
-    if family_of(config).encoder_decoder:
-        return 3 * config.n_decoder_layer
-    return 2 * config.n_layer
+    return family_of(config).all_reduces * network.step_layers(config)
 
 
 def width(config) -> int:
     """Numbers a token's all-reduce carries: the residual stream's width."""
-    return config.d_model if family_of(config).encoder_decoder else config.n_embd
+    return config.width
 
 
 @functools.partial(jax.jit, static_argnames=("on", "count"))

@@ -70,7 +70,7 @@ def draft_model(drafter, draft: Model | None, target: Model) -> Model:
     if drafter.spec.draft_model:
         return draft
     if not drafter.spec.network or drafter.spec.features:
-        raise PeerError(f"peers draft with a network; the {drafter.kind} drafter has no peer", "peer")
+        raise PeerError(f"peers draft with a network; the {drafter.name} drafter has no peer", "peer")
     L = drafter.config.n_layer
     first = lambda node: {k: first(v) for k, v in node.items()} if isinstance(node, dict) else node[:L]
     params = layouts.as_loaded(target.params)
@@ -250,7 +250,7 @@ def make_peers(
             specs[name] |= {"dtype": dtype, "on_gpu": on_gpu}
             continue
         if name == "numpy":
-            if network.architecture(target.config) != "gpt2":
+            if not family_of(target.config).numpy_peer:
                 kind = network.display_name(target.config)
                 raise PeerError(
                     f"numpy runs the papers' algorithm on GPT-2s; {target.name} is a {kind}", "peer"

@@ -94,15 +94,9 @@ class Prepared:
         """The queue served as requests arriving at `arrivals` (s), "ar" or "sd", on the slots,
         the host driving them (measure/serving.py): ([serving.Request], the run's seconds)."""
         from specbench.measure import serving
-        from specbench.model.decode import open_loop
 
         c = self.config
-        if method == "ar":
-            slots = open_loop.ar_slots(c.target.params, c.target.config, c.warp, self.max_len)
-        else:
-            slots = open_loop.spec_slots(
-                self.draft_params, c.target.params, c.drafter, c.target.config, c.warp, self.max_len, c.K
-            )
+        slots = generate.open_slots(method, c.drafter, self.draft_params, c.target, c.warp, self.max_len, c.K)
         return serving.serve(
             slots, self.prompts, arrivals, c.slots, c.n_tokens, c.target.config, self.max_len, c.seed
         )

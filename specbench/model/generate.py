@@ -22,7 +22,7 @@ import numpy as np
 
 from specbench.errors import DecodeError
 from specbench.model.checkpoints import draft_vocab
-from specbench.model.decode import batched, decoding, drafters, loops, placed, refill
+from specbench.model.decode import batched, decoding, drafters, loops, open_loop, placed, refill
 from specbench.model.decode.drafters import Drafter
 from specbench.model.decode.sampling import Warp
 from specbench.model.decode.sizing import Planned, plan_max_len, prompt_buffer, validate
@@ -68,10 +68,8 @@ def inputs(prompts: list[list[int]], max_len: int, seed: int) -> Inputs:
 
 
 class Programs(NamedTuple):
-    """The pure step functions for a batch size, each returning the new state, and the jitted
-    programs a generation runs: its start, then its loop (of AR steps, or of rounds). The step
-    timers run the same programs (measure/timing.py), so a generation and its time account
-    compile them once."""
+    """The pure step functions for a batch size and the jitted programs a generation runs: its
+    start, then its loop (of AR steps, or of rounds); the step timers (measure/timing.py) share them."""
 
     ar_step: object
     spec_round: object
@@ -286,6 +284,13 @@ def serve_autoregressive(
     out = refill.serve_ar_jit(target.params, queue, B=slots, n_tokens=n_tokens, **static)
     stats = DecodeStats.autoregressive(n_tokens, len(batch))
     return np.asarray(out.tokens), dataclasses.replace(stats, **_served(out, slots))
+
+
+def open_slots(method: str, drafter, draft_params, target: Model, warp: Warp, max_len: int, K: int):
+    """The slots an open loop drives, "ar"'s or "sd"'s (decode/open_loop.py: admit, advance)."""
+    if method == "ar":
+        return open_loop.ar_slots(target.params, target.config, warp, max_len)
+    return open_loop.spec_slots(draft_params, target.params, drafter, target.config, warp, max_len, K)
 
 
 def _drafting(draft, target, batch, n_tokens, K, warp, seed, drafter=None, draft_params=None, max_len=None):

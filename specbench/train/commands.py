@@ -78,7 +78,7 @@ def train_model(flags: dict, teacher=None):
     tc = TrainConfig(**{k: flags[k] for k in TRAIN_FLAGS if k in flags}, kd=flags.get("kd", 0.0))
     data, ctx, seed = flags["data"], flags["ctx"], flags["seed"]
     check_tokenizer(data, own=False)
-    if teacher is not None and network.architecture(teacher.config) != "gpt2":
+    if teacher is not None and not family_of(teacher.config).trains_heads:
         kind = network.display_name(teacher.config)
         raise BadInput("--teacher", f"{teacher.name} is a {kind}: a GPT-2 draft learns from a GPT-2 target")
     train_tokens, val_tokens = load_tokens(data, "train"), load_tokens(data, "val")
@@ -188,7 +188,7 @@ def eagle_cmd(target, vocab, cls_weight, noise, head_format, ttt_depth, **flags)
         t = weights.load_model(target, decoding=False)
     except SpecbenchError as e:
         raise BadInput("--target", str(e)) from None
-    if network.architecture(t.config) != "gpt2":
+    if not family_of(t.config).trains_heads:
         kind = network.display_name(t.config)
         raise BadInput(
             "--target", f"{t.name} is a {kind}: specbench.train trains EAGLE heads for GPT-2 targets so far"

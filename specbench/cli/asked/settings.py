@@ -11,6 +11,7 @@ import dataclasses
 import itertools
 from typing import NamedTuple
 
+from specbench.cli.asked.checks import check_settings
 from specbench.cli.asked.params import DRAFT_CONFIDENCE, DynamicTree, tree_depth
 from specbench.measure.prepared import RunConfig
 
@@ -293,8 +294,6 @@ def processes_of(f: dict) -> Processes:
 
 def checked(s: Settings) -> Settings:
     """The settings, every one checked once (checks.check_settings); a tree sets K to its depth."""
-    from specbench.cli.asked.checks import check_settings
-
     check_settings(s)
     tree = s.drafting.tree
     return dataclasses.replace(s, Ks=(tree_depth(tree),)) if tree else s

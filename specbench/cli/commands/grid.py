@@ -15,6 +15,7 @@ from specbench.cli.asked.suites import category_of
 from specbench.cli.commands.jobs import Job
 from specbench.measure.bench import RunConfig
 from specbench.model.decode.sampling import Warp
+from specbench.model.nets import network
 from specbench.model.nets.families import family_of
 
 
@@ -25,7 +26,8 @@ def drafts_for(kind: str, target) -> bool:
     from specbench.model.decode import drafters
 
     spec = drafters.KINDS[kind]
-    return not family_of(target.config).encoder_decoder or not ("draft_layers" in spec.flags or spec.features)
+    family = family_of(target.config)
+    return (family.layer_skip or "draft_layers" not in spec.flags) and (family.features or not spec.features)
 
 
 def drafter_of(kind: str, draft, target, drafting: Drafting):
@@ -34,13 +36,12 @@ def drafter_of(kind: str, draft, target, drafting: Drafting):
 
     spec = drafters.KINDS[kind]
     conf = drafting.draft_confidence if drafting.dynamic_K and spec.network else None
-    if family_of(target.config).encoder_decoder:  # what a T5 does not do yet (docs/encoder-decoders.md)
-        if not drafts_for(kind, target):
-            raise BadInput(
-                "--drafter", f"{target.name} is a T5: it drafts with a model, lookup or the dial so far"
-            )
-        if drafting.tree:
-            raise BadInput("--tree", f"{target.name} is a T5: it verifies chains so far")
+    # what a T5 does not do yet (docs/encoder-decoders.md), by its family's capabilities
+    is_a = f"{target.name} is a {network.display_name(target.config)}"
+    if not drafts_for(kind, target):
+        raise BadInput("--drafter", f"{is_a}: it drafts with a model, lookup or the dial so far")
+    if drafting.tree and not family_of(target.config).trees:
+        raise BadInput("--tree", f"{is_a}: it verifies chains so far")
     setup = drafters.Setup(drafting.ngram, drafting.draft_layers, conf)
     try:  # its kind's own settings (drafters.KINDS): n-gram, layers, dynamic K
         drafter = spec.make(setup, draft.config if draft is not None else None, target.config)

@@ -24,7 +24,7 @@ from specbench.cli.commands.grid import drafts_for
 from specbench.cli.commands.jobs import Job, measure_into
 from specbench.cli.commands.loading import default_head, drafting_model, load_pair, load_peers
 from specbench.cli.commands.report_files import STATE_FILE, check_directory, save_state
-from specbench.cli.views.render import plural
+from specbench.cli.views.words import plural
 from specbench.measure import load
 from specbench.model.checkpoints import tokenizer
 from specbench.model.decode.sampling import Warp
@@ -137,7 +137,7 @@ def report_plan(s: Settings, quick: bool) -> ReportPlan:
     battery, settings = Battery(quick, suite), report_settings(s, quick, suite)
     done = check_directory(directory, settings, o.resume, o.force)
     d, t = load_pair(m.draft, m.target, m.dtype, kernels=m.kernels, random=m.random_init, mesh=m.mesh)
-    chains_only = family_of(t.config).encoder_decoder  # a T5 verifies chains so far: no trees section
+    chains_only = not family_of(t.config).trees  # a T5 verifies chains so far: no trees section
     head = None if m.mesh else default_head(t)  # the target's EAGLE head (not on a mesh yet): eagle joins
     drafting = Drafting(draft_vocab=s.drafting.draft_vocab)
     encoded = {pid: tokenizer.for_model(t).encode(text) for pid, text in suite.texts().items()}
@@ -305,7 +305,7 @@ def page_info(plan: ReportPlan, sections: dict) -> dict:
         },
         "left_out": (  # a section the pair cannot run, and why (page.render says so in its place)
             {"trees": f"{plan.target.name} is a T5, which verifies chains so far: no trees were measured."}
-            if family_of(plan.target.config).encoder_decoder
+            if not family_of(plan.target.config).trees
             else {}
         ),
     }

@@ -12,6 +12,7 @@ import click
 from specbench.cli.asked.console import BadInput, interrupt_note, make_console
 from specbench.cli.views import render, tables
 from specbench.cli.views.progress import progress as progress_bar
+from specbench.cli.views.words import plural
 from specbench.errors import SpecbenchError
 from specbench.results import export
 
@@ -57,7 +58,7 @@ def make_report(s, quick: bool) -> None:
     battery_size = "quick" if p.battery.quick else "full"
     console.print(
         f"report: {len(p.jobs)} measurements + roofline + self-test ({battery_size}), "
-        f"{render.plural(len(p.done), 'row')} already in {p.directory}"
+        f"{plural(len(p.done), 'row')} already in {p.directory}"
     )
     todo = [job for name, job in p.jobs.items() if name not in {r.get("report_job") for r in p.done}]
     if s.dry_run:
@@ -72,7 +73,7 @@ def make_report(s, quick: bool) -> None:
         return
     from specbench.results import page
 
-    kept = lambda rows: f"interrupted: {render.plural(len(rows), 'row')} kept in {p.directory}; " + again
+    kept = lambda rows: f"interrupted: {plural(len(rows), 'row')} kept in {p.directory}; " + again
     again = f"run again with --resume -o {p.directory}"
     note = interrupt_note()
     note.message = kept(p.done) if p.done else f"interrupted: nothing measured yet; {again}"
@@ -94,9 +95,7 @@ def make_report(s, quick: bool) -> None:
     except (OSError, export.WriteError) as e:  # a full disk: export's WriteError, or a plot not saved
         what = e if isinstance(e, export.WriteError) else f"{e.filename} could not be written ({e.strerror})"
         raise SpecbenchError(f"{what}; {note.message.removeprefix('interrupted: ')}") from None
-    for line in [
-        f"wrote {index} ({render.plural(len(rows), 'row')} in rows.json, rows.csv) · open it in a browser"
-    ]:
+    for line in [f"wrote {index} ({plural(len(rows), 'row')} in rows.json, rows.csv) · open it in a browser"]:
         console.print(line)
     for line in render.budget_warnings(rows):
         console.print(line)

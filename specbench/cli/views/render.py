@@ -8,12 +8,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from specbench.cli.views import serving_view
+from specbench.cli.views.words import plural
 from specbench.measure import card
 from specbench.results import repetition
-
-
-def plural(n: int, word: str) -> str:
-    return f"{n} {word}" + ("" if n == 1 else "s")
 
 
 def fmt_time(seconds: float) -> str:
@@ -53,8 +51,11 @@ def kernel_lines(models, choice: str = "auto", mesh: str | None = None) -> list[
         return [f"--mesh {mesh}: the models run XLA's products, which split over the mesh's devices"]
     lines = []
     for m in models:
-        if m is not None and families.family_of(m.config).encoder_decoder:
-            lines.append(f"{m.name}: XLA's matrix products (specbench's kernels serve GPT-2s)")
+        if m is not None and not families.family_of(m.config).kernels:
+            kind = families.family_of(m.config).display_name(m.config)
+            lines.append(
+                f"{m.name}: XLA's matrix products (specbench's kernels serve decoders, not a {kind})"
+            )
         elif m is not None and layouts.kernels_used(m.params) == "xla":
             dtype = m.params["wte"].dtype
             why = cpu.unavailable() or f"the kernel multiplies float32 weights only; {m.name}'s are {dtype}"
@@ -279,8 +280,6 @@ def verdict(row: dict) -> str:
 
 def run_report(row: dict, res, console: Console) -> None:
     """Everything `run` prints after measuring: the tables, the verdict, the texts."""
-    from specbench.cli.views import serving_view  # which imports this module's plural
-
     timing_table(row, console)
     K, B = row["K"], row.get("queue") or row["batch"]  # the sequences decoded: a queue's requests
     if res.config.drafter.spec.fewer or row["dynamic_K"]:

@@ -3,7 +3,7 @@ latency percentiles, and a queue served as its requests arrived (results/request
 
 from __future__ import annotations
 
-from specbench.cli.views.render import plural
+from specbench.cli.views.words import plural
 
 
 def batch_line(row: dict) -> str:

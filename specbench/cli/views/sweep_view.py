@@ -6,7 +6,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from specbench.cli.views.render import plural
+from specbench.cli.views.words import plural
 from specbench.results import schema as results
 from specbench.results import theory
 

@@ -14,10 +14,8 @@ import numpy as np
 
 from specbench import files
 from specbench.errors import WeightsError
-from specbench.model.checkpoints import eagle3_files, llama_layout
-from specbench.model.nets import families
+from specbench.model.checkpoints import eagle3_files, formats, llama_layout
 from specbench.model.nets.eagle import init_params
-from specbench.model.nets.families import family_of
 from specbench.model.nets.gpt2 import GPT2Config
 from specbench.model.nets.llama import LlamaConfig
 
@@ -45,11 +43,7 @@ def save(
     }
     save_file(flat, str(out / WEIGHTS_FILE))
     files.share(out / WEIGHTS_FILE)  # safetensors writes 0600
-    if family_of(config) is families.LLAMA:  # its block is a Llama block: its config.json says how
-        shape = {"llama": llama_layout.config_to_hf(config)}
-    else:
-        fields = ("n_head", "n_embd", "n_ctx", "n_vocab", "layer_norm_epsilon")
-        shape = {k: getattr(config, k) for k in fields}
+    shape = formats.format_of(config).head_shape(config)  # its block's config, as its family writes it
     (out / "config.json").write_text(
         json.dumps({"architecture": MARKER, "target": target, **shape}, indent=1)
     )

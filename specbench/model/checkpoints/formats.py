@@ -26,6 +26,12 @@ class Format:
     load: Callable
     save: Callable
     config_to_hf: Callable[[object], dict]
+    head_shape: Callable[[object], dict] | None = None  # an EAGLE-1 head's block in its config.json
+
+
+def _gpt2_head_shape(config) -> dict:
+    """A GPT-2 head's block as specbench's head folders have always written it: GPT-2's own fields."""
+    return {k: getattr(config, k) for k in ("n_head", "n_embd", "n_ctx", "n_vocab", "layer_norm_epsilon")}
 
 
 def _names_gpt2(directory: Path) -> bool:
@@ -41,8 +47,16 @@ FORMATS = (
         llama_layout.load_dir,
         llama_layout.save,
         llama_layout.config_to_hf,
+        lambda config: {"llama": llama_layout.config_to_hf(config)},  # its config.json, under "llama"
     ),
-    Format(families.GPT2, _names_gpt2, hf_layout.load_dir, hf_layout.save, hf_layout.config_to_hf),
+    Format(
+        families.GPT2,
+        _names_gpt2,
+        hf_layout.load_dir,
+        hf_layout.save,
+        hf_layout.config_to_hf,
+        _gpt2_head_shape,
+    ),
 )
 BY_FAMILY = {f.family.config_type: f for f in FORMATS}
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from specbench.model.nets.families import LLAMA
 from specbench.model.nets.gpt2 import GPT2Config
 from specbench.model.nets.llama import LlamaConfig
 from specbench.model.nets.rotary import RopeScaling
@@ -72,10 +73,10 @@ def _llama(
         rope_theta=theta,
         rope_scaling=scaling,
         rms_norm_eps=eps,
-        qkv_bias=family == "qwen2",
+        qkv_bias=LLAMA.row(family).qkv_bias,
         tied=tied,
         family=family,
-        qk_norm=family == "qwen3",
+        qk_norm=LLAMA.row(family).qk_norm,
         explicit_head_dim=head_dim,
     )
 

@@ -74,14 +74,15 @@ def random_model_params(spec: ModelSpec, dtype=jnp.float32) -> dict:
 
 
 def random_model(name: str, dtype=jnp.float32) -> Model:
-    """Random weights of a registry name's shape (`--random-init`: timing only, offline); a
-    WeightsError naming --random-init for a folder or a T5."""
+    """Random weights of a registry name's shape (`--random-init`: timing only, offline), as its
+    family's module initialises them (T5's too); a WeightsError naming --random-init for a folder."""
     spec = resolve(name)
     if not isinstance(spec, ModelSpec):
         raise WeightsError("needs registry names (a directory has weights already)", "random_init")
-    if network.encoder_decoder(spec.config):
+    if not family_of(spec.config).random_init:
+        kind = network.display_name(spec.config)
         raise WeightsError(
-            f"{spec.name} is a T5: random weights are made for decoder-only models", "random_init"
+            f"{spec.name} is a {kind}: specbench makes no random weights of its shape", "random_init"
         )
     return Model(spec.name, spec.config, random_model_params(spec, dtype), "random")
 
@@ -97,7 +98,7 @@ def load_model(name: str, dtype=jnp.float32, decoding: bool = True, kernels_choi
 def for_decoding_model(model: Model, kernels_choice: str = "auto") -> Model:
     """The model with its weights in the layout decoding reads (layouts.for_decoding); a T5's
     stay as loaded (XLA's products). The fused Pallas kernels serve GPT-2's blocks only."""
-    if network.encoder_decoder(model.config):
+    if not family_of(model.config).kernels:  # T5: XLA's products on the weights as loaded
         return model
     pallas = family_of(model.config).pallas
     if not pallas and kernels_choice == "pallas":

@@ -1,15 +1,60 @@
-"""A drafter as a value: what drafts a round and how the target judges it (`Drafter`). Its kinds,
-their records and what each does are decode/drafters.py's registry (KINDS), which it reads as it is
-checked; the modules that run a kind (draft_chains, draft_trees, lookup) import it from here."""
+"""A drafter as a value: what drafts a round and how the target judges it (`Drafter`), holding
+its kind's record (`Kind`). The records themselves, one per kind, are decode/drafters.py's
+registry (KINDS); the modules that run a kind (draft_chains, draft_trees, lookup) import the
+value from here, and nothing here imports them back."""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
+from specbench.draft_cost import DraftCost
 from specbench.model.decode.tree import Tree
 from specbench.model.decode.verify import METHODS as VERIFY_METHODS
 from specbench.model.decode.verify import SHAPES as VERIFY_SHAPES
 from specbench.model.nets.gpt2 import GPT2Config
+
+
+@dataclasses.dataclass(frozen=True)
+class Kind:
+    """One kind of drafter, defined once: its name and title, what it needs and can do, and the
+    two functions the round calls. The command line, the header, the timers, the row and
+    generate ask this record; adding a drafter is one entry here, its functions, help and docs."""
+
+    name: str
+    title: str  # how a header names it
+    weights: Callable  # weights(drafter, draft, target, reference) -> the params it drafts with
+    words: Callable  # words(drafter, name) -> what a header says of it, name being what drafts
+    make: Callable  # make(setup, draft config, target config) -> Drafter (ValueError naming its flag's range)
+    label: Callable  # label(drafter, draft name, target name) -> what drafts, as rows name it
+    start: Callable  # start(drafter, params, prompt_buf, max_len, features) -> dstate
+    propose: Callable  # propose(drafter, params, dstate, tokens, n, key, warp, K, n_vocab)
+    draft_model: bool = False  # drafts with a separate draft model (--draft)
+    network: bool = False  # drafts with a GPT-2 network and its cache, drawing from distributions:
+    #                        dynamic K, k drafts, a draft vocabulary and the peers apply
+    acceptance: bool = False  # takes an acceptance and drafts the target's own greedy tokens (the dial)
+    flags: tuple[str, ...] = ()  # the settings only this kind reads (their flags: --ngram, --draft-layers)
+    fewer: bool = False  # may propose fewer than K drafts without dynamic K (lookup without a match)
+    propose_tree: Callable | None = None  # proposes token trees: (drafter, params, dstate, tokens,
+    #                                       n, key, warp, n_vocab) -> dstate, nodes [N], p [N, V]
+    features: bool = False  # reads the target's features: an EAGLE head (--eagle-head), the
+    #                         verify step returns them and the round hands them on (observe)
+    draft_cost: DraftCost = DraftCost.SEQUENTIAL  # how a round's drafting costs (draft_cost.py)
+
+    @property
+    def distributions(self) -> bool:
+        """Draws its drafts from distributions; else proposes with certainty (one-hot p)."""
+        return self.network
+
+    @property
+    def trees(self) -> bool:
+        """Proposes token trees (tree_propose)."""
+        return self.propose_tree is not None
+
+    @property
+    def k_drafts(self) -> bool:
+        """Can propose k draft sequences a round (verify.multi_draft_verdict)."""
+        return self.network
 
 
 @dataclasses.dataclass(frozen=True)
@@ -19,7 +64,7 @@ class Drafter:
     with n_layer = L (its cache depth). `verify` names the rule (verify.py), `drafts` the
     sequences proposed per round, `acceptance` the dial's setting."""
 
-    kind: str = "model"
+    kind: Kind
     config: GPT2Config | None = None
     ngram: int = 3
     confidence: float | None = None  # dynamic K: stop drafting below this top probability
@@ -79,19 +124,20 @@ class Drafter:
         return f", head over the {self.vocab:,} most frequent tokens" if self.vocab else ""
 
     @property
-    def spec(self):
-        """What this kind of drafter needs and can do (its KINDS record, drafters.py)."""
-        from specbench.model.decode.drafters import KINDS
+    def spec(self) -> Kind:
+        """What this kind of drafter needs and can do (its record, drafters.KINDS)."""
+        return self.kind
 
-        return KINDS[self.kind]
+    @property
+    def name(self) -> str:
+        """Its kind's name, as rows record it ("model", "lookup", ...)."""
+        return self.kind.name
 
     def __post_init__(self):
-        from specbench.model.decode.drafters import KINDS, kinds_that
-
-        if self.kind not in KINDS:
-            raise ValueError(f"drafter must be one of {', '.join(KINDS)} (got {self.kind!r})")
+        if not isinstance(self.kind, Kind):
+            raise ValueError(f"a drafter's kind is a record of drafters.KINDS (got {self.kind!r})")
         if self.spec.network and self.config is None:
-            raise ValueError(f"the {self.kind} drafter needs a network config")
+            raise ValueError(f"the {self.name} drafter needs a network config")
         if self.ngram < 1:
             raise ValueError(f"ngram must be >= 1 (got {self.ngram})")
         if self.confidence is not None and not 0 < self.confidence < 1:
@@ -100,7 +146,7 @@ class Drafter:
             raise ValueError(f"verify must be one of {', '.join(VERIFY_METHODS)} (got {self.verify!r})")
         if self.drafts < 1 or (self.drafts > 1 and not self.spec.network):
             raise ValueError(
-                f"drafts must be 1 for the {self.kind} drafter, >= 1 for a network (got {self.drafts})"
+                f"drafts must be 1 for the {self.name} drafter, >= 1 for a network (got {self.drafts})"
             )
         if self.shape not in VERIFY_SHAPES[self.verify]:
             raise ValueError(
@@ -115,9 +161,7 @@ class Drafter:
             raise ValueError(f"a draft vocabulary is >= 1 tokens of a network drafter (got {self.vocab})")
         if self.tree is not None:
             if not self.spec.trees:
-                raise ValueError(
-                    f"the {self.kind} drafter proposes no trees ({', '.join(kinds_that('trees'))} do)"
-                )
+                raise ValueError(f"the {self.name} drafter proposes no trees (a network drafter's do)")
             if self.drafts > 1 or self.confidence is not None:
                 raise ValueError("a tree is one proposal of its own shape: no k drafts or dynamic K")
         if self.verify == "traversal" and self.tree is not None and self.tree.dynamic:

@@ -48,27 +48,29 @@ so the accept/reject rule keeps it exact too.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from typing import NamedTuple
 
 from jax import lax
 
+from specbench.draft_cost import DraftCost
 from specbench.model.decode import draft_chains, draft_trees, lookup
-from specbench.model.decode.drafter import Drafter  # noqa: F401  (its kinds' factories below make it)
+from specbench.model.decode.drafter import Drafter, Kind
 from specbench.model.decode.sampling import Warp
 from specbench.model.nets import eagle, network
 from specbench.model.nets.gpt2 import GPT2Config
 
 
 def model_drafter(config: GPT2Config, confidence: float | None = None) -> Drafter:
-    return Drafter("model", config, confidence=confidence)
+    return Drafter(KINDS["model"], config, confidence=confidence)
 
 
 def layerskip_drafter(target_config: GPT2Config, layers: int, confidence: float | None = None) -> Drafter:
     if not 1 <= layers < target_config.n_layer:
         n = target_config.n_layer
         raise ValueError(f"must be in 1..{n - 1}: the target has {n} layers (got {layers})")
-    return Drafter("layerskip", dataclasses.replace(target_config, n_layer=layers), confidence=confidence)
+    return Drafter(
+        KINDS["layerskip"], dataclasses.replace(target_config, n_layer=layers), confidence=confidence
+    )
 
 
 def default_layers(target_config: GPT2Config) -> int:
@@ -78,15 +80,15 @@ def default_layers(target_config: GPT2Config) -> int:
 
 def eagle_drafter(target_config: GPT2Config, confidence: float | None = None, head=None) -> Drafter:
     """An EAGLE head's drafter: `head` is the head's config (None: an EAGLE-1 block of the target's)."""
-    return Drafter("eagle", eagle.drafting_config(head, target_config), confidence=confidence)
+    return Drafter(KINDS["eagle"], eagle.drafting_config(head, target_config), confidence=confidence)
 
 
 def lookup_drafter(ngram: int = 3) -> Drafter:
-    return Drafter("lookup", ngram=ngram)
+    return Drafter(KINDS["lookup"], ngram=ngram)
 
 
 def dial_drafter(acceptance: float) -> Drafter:
-    return Drafter("dial", acceptance=acceptance)
+    return Drafter(KINDS["dial"], acceptance=acceptance)
 
 
 class Setup(NamedTuple):
@@ -135,47 +137,6 @@ def propose(drafter: Drafter, params, dstate, tokens, n, key, warp: Warp, K: int
 # The registry: one record per kind of drafter
 
 
-@dataclasses.dataclass(frozen=True)
-class Kind:
-    """One kind of drafter, defined once: its name and title, what it needs and can do, and the
-    two functions the round calls. The command line, the header, the timers, the row and
-    generate ask this record; adding a drafter is one entry here, its functions, help and docs."""
-
-    name: str
-    title: str  # how a header names it
-    weights: Callable  # weights(drafter, draft, target, reference) -> the params it drafts with
-    words: Callable  # words(drafter, name) -> what a header says of it, name being what drafts
-    make: Callable  # make(setup, draft config, target config) -> Drafter (ValueError naming its flag's range)
-    label: Callable  # label(drafter, draft name, target name) -> what drafts, as rows name it
-    start: Callable  # start(drafter, params, prompt_buf, max_len, features) -> dstate
-    propose: Callable  # propose(drafter, params, dstate, tokens, n, key, warp, K, n_vocab)
-    draft_model: bool = False  # drafts with a separate draft model (--draft)
-    network: bool = False  # drafts with a GPT-2 network and its cache, drawing from distributions:
-    #                        dynamic K, k drafts, a draft vocabulary and the peers apply
-    acceptance: bool = False  # takes an acceptance and drafts the target's own greedy tokens (the dial)
-    flags: tuple[str, ...] = ()  # the settings only this kind reads (their flags: --ngram, --draft-layers)
-    fewer: bool = False  # may propose fewer than K drafts without dynamic K (lookup without a match)
-    propose_tree: Callable | None = None  # proposes token trees: (drafter, params, dstate, tokens,
-    #                                       n, key, warp, n_vocab) -> dstate, nodes [N], p [N, V]
-    features: bool = False  # reads the target's features: an EAGLE head (--eagle-head), the
-    #                         verify step returns them and the round hands them on (observe)
-
-    @property
-    def distributions(self) -> bool:
-        """Draws its drafts from distributions; else proposes with certainty (one-hot p)."""
-        return self.network
-
-    @property
-    def trees(self) -> bool:
-        """Proposes token trees (tree_propose)."""
-        return self.propose_tree is not None
-
-    @property
-    def k_drafts(self) -> bool:
-        """Can propose k draft sequences a round (verify.multi_draft_verdict)."""
-        return self.network
-
-
 KINDS: dict[str, Kind] = {
     k.name: k
     for k in (
@@ -203,6 +164,7 @@ KINDS: dict[str, Kind] = {
             lookup.lookup_propose,
             flags=("ngram",),
             fewer=True,
+            draft_cost=DraftCost.FREE,
         ),
         Kind(
             "layerskip",
@@ -229,6 +191,7 @@ KINDS: dict[str, Kind] = {
             lookup.no_state,
             lookup.dial_propose,
             acceptance=True,
+            draft_cost=DraftCost.FREE,
         ),
         Kind(
             "eagle",

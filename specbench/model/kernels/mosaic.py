@@ -33,6 +33,7 @@ import jax.numpy as jnp
 from jax import lax
 from jax.experimental import pallas as pl
 
+from specbench.model.kernels.norms import layer_norm
 from specbench.model.kernels.pallas import traced_for
 
 BN = 64  # output columns a program computes: wgmma's M
@@ -48,6 +49,12 @@ def unsupported(n_in: int, n_out: int, dtype) -> str | None:
     return None
 
 
+# The JAX releases [from, to) whose private InterpretGPUParams interpret_params reads, tested here
+# (tests/test_mosaic_kernels.py): the one jax._src import of the package, for GPU interpret mode on
+# the CPU only; a card runs the kernels without it.
+INTERPRET_JAX = ((0, 10), (0, 11))
+
+
 def tk(n_in: int) -> int:
     """The pipeline's step along n_in: the largest power of two dividing it, at most TK."""
     return min(n_in & -n_in, TK)
@@ -58,7 +65,13 @@ def interpret_params():
     for a GPU, or lowered for CUDA: pallas.lowering_for)."""
     if traced_for() != "cpu":
         return None
-    from jax._src.pallas.mosaic_gpu.interpret.params import InterpretGPUParams
+    version = tuple(int(v) for v in jax.__version__.split(".")[:2])
+    if not INTERPRET_JAX[0] <= version < INTERPRET_JAX[1]:
+        raise RuntimeError(
+            f"Mosaic GPU's interpret mode is JAX's private InterpretGPUParams, tested with JAX "
+            f"{INTERPRET_JAX[0][0]}.{INTERPRET_JAX[0][1]}.x; this is {jax.__version__}"
+        )
+    from jax._src.pallas.mosaic_gpu.interpret.params import InterpretGPUParams  # public in no release yet
 
     return InterpretGPUParams()
 
@@ -137,12 +150,8 @@ def linear(x, weight, bias, layer, norm=None, activation=None, residual=None, ep
     (layouts.pallas_layout's), made here where the layout has none; a traced `layer` (the scanned
     layers') slices its panel out first, a copy."""
     f32 = lambda a: a.astype(jnp.float32)
-    if norm is not None:  # as gpt2.layer_norm: float32 statistics, rounded to x's dtype, then scaled
-        mean = f32(x).mean(1, keepdims=True)
-        normed = ((f32(x) - mean) * lax.rsqrt(((f32(x) - mean) ** 2).mean(1, keepdims=True) + eps)).astype(
-            x.dtype
-        )
-        x = (f32(normed) * f32(norm["weight"][layer]) + f32(norm["bias"][layer])).astype(x.dtype)
+    if norm is not None:
+        x = layer_norm(x, norm["weight"][layer], norm["bias"][layer], eps).astype(x.dtype)
     w_t = jnp.swapaxes(weight, 1, 2) if weight_t is None else weight_t
     if not isinstance(layer, int):
         w_t, layer = lax.dynamic_index_in_dim(w_t, layer, 0), 0

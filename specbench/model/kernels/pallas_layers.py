@@ -27,8 +27,14 @@ def block(x, blocks, layer, cache, pos, sees, n_head: int, eps: float, activatio
 
 
 def backend() -> str:
-    """SPECBENCH_PALLAS_BACKEND: "triton" (where unset) or "mosaic" (mosaic.py's products)."""
+    """SPECBENCH_PALLAS_BACKEND: "triton" (where unset) or "mosaic" (mosaic.py's products). The
+    one place the setting is read (layouts.py and the command line ask here)."""
     return environment.PALLAS_BACKEND.get()
+
+
+def backend_chosen() -> str | None:
+    """The backend where SPECBENCH_PALLAS_BACKEND names one, None where it is left to its default."""
+    return backend() if environment.PALLAS_BACKEND.given() else None
 
 
 def product(x, m: dict, layer, **fused):

@@ -26,16 +26,17 @@ with depth. In the Pallas layout (layouts.pallas_layout, a GPU's `--kernels pall
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 
 from specbench.model.kernels import pallas, pallas_layers, programs
-from specbench.model.nets import attention, mesh, products
+from specbench.model.kernels.norms import layer_norm
+from specbench.model.nets import attention, decoder, mesh, products
 from specbench.model.nets.layouts import Layout, as_weights, to_layout
-from specbench.model.nets.products import head, layer_params, linear, write_cache
+from specbench.model.nets.products import layer_params, linear
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,13 +100,6 @@ def gelu(x):
     # gradient inf / inf = NaN for inputs below about -9 (an EAGLE head's training met them)
     u = math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)
     return x / (1.0 + jnp.exp(jnp.minimum(-2.0 * u, 80.0)))
-
-
-def layer_norm(x, weight, bias, eps: float = 1e-5):
-    x32 = x.astype(jnp.float32)  # statistics in fp32 whatever the weights' dtype
-    mean = jnp.mean(x32, axis=-1, keepdims=True)
-    var = jnp.var(x32, axis=-1, keepdims=True)
-    return ((x32 - mean) * lax.rsqrt(var + eps)).astype(x.dtype) * weight + bias
 
 
 def mlp(x, c_fc, c_proj, layout: Layout = Layout.HF, layer=None):  # [n_seq, n_embd] -> [n_seq, n_embd]
@@ -204,45 +198,21 @@ def block(
     return x, k, v
 
 
-def step(params, cache, tokens, pos, config: GPT2Config, logits_at=None, tree=None, hidden=False):
-    """Run `tokens` [n_seq] at positions pos.. through the model, reading and writing `cache`.
+def embed(params, tokens, positions, config: GPT2Config):
+    """The tokens' embeddings and their positions' learned rows: [n_seq, n_embd]."""
+    return params["wte"][tokens] + params["wpe"][positions]
 
-    Returns (logits [n_seq, n_vocab] in float32, new cache), and with `hidden` also the last
-    block's output before the final norm, [n_seq, n_embd] (every row; with hidden a tuple of
-    layers, their inputs: products.run_layers): the features an EAGLE head reads (eagle.py), from
-    the same pass. With `logits_at` (an index, may be traced) only that row's logits are computed,
-    [1, n_vocab]: a padded prefill needs only its last real row. The step runs the
-    first cache-depth blocks: a cache of L < n_layer layers makes it a layer-skip draft over the
-    same weights (LayerSkip, Elhoushi et al. 2024), with the final norm and head as usual.
 
-    With `tree` (tree.Tree, static) the tokens are a token tree's nodes: node i sits at position
-    pos + its depth and attends to the cache and its own ancestors (SpecInfer's tree attention);
-    their keys and values are written at pos.. in node order, and the accepted path is moved to
-    consecutive positions afterwards.
-
-    In the Pallas layout a step of up to pallas.ROWS tokens without taps runs its blocks through
-    the fused kernels (pallas_layers.blocks); the rest of the step stays as here.
-    """
-    n_seq = tokens.shape[0]
-    offsets = jnp.arange(n_seq) if tree is None else jnp.asarray(tree.depths)
-    positions = jnp.minimum(pos + offsets, config.n_ctx - 1)  # pads past n_ctx are junk
-    x = params["wte"][tokens] + params["wpe"][positions]  # [n_seq, n_embd]
-    taps = products.taps_of(hidden)
+def step_blocks(params, x, cache, pos, config: GPT2Config, tree=None, taps=None):
+    """A step's blocks (decoder.Parts.blocks): in the Pallas layout a step of up to pallas.ROWS
+    tokens without taps runs them through the fused kernels (pallas_layers.blocks); else blocks."""
+    n_seq = x.shape[0]
     if as_weights(params).layout is Layout.PALLAS and pallas.fits(n_seq, cache["v"].shape[1]) and not taps:
         sees = np.tril(np.ones((n_seq, n_seq), bool)) if tree is None else tree.ancestors
-        eps = config.layer_norm_epsilon
-        x, (k_new, v_new) = pallas_layers.blocks(params, x, cache, pos, sees, config.n_head, eps, gelu)
-    else:
-        x, (k_new, v_new), *tapped = blocks(params, x, cache, pos, config, tree, taps)
-    # the scan only reads the cache; every layer's new entries [L, n_seq, n_head, hd] are written
-    # in one update here (inside the scan, a batch's per-sequence write copied the whole cache)
-    k, v = write_cache(cache["k"], cache["v"], jnp.transpose(k_new, (0, 2, 3, 1)), v_new, pos)
-    cache = mesh.constrain_cache({"k": k, "v": v}, params)
-    features = tapped[0] if taps else x
-    if logits_at is not None:
-        x = lax.dynamic_slice_in_dim(x, logits_at, 1)  # [1, n_embd]
-    logits = head(params, layer_norm(x, **params["ln_f"], eps=config.layer_norm_epsilon))
-    return (logits, cache, features) if hidden else (logits, cache)
+        return pallas_layers.blocks(
+            params, x, cache, pos, sees, config.n_head, config.layer_norm_epsilon, gelu
+        )
+    return blocks(params, x, cache, pos, config, tree, taps)
 
 
 def blocks(params, x, cache, pos, config: GPT2Config, tree=None, taps=None):
@@ -291,6 +261,8 @@ def empty_cache(config: GPT2Config, max_len: int, dtype=jnp.float32):
     return products.empty_cache(config.n_layer, config.heads, config.head_dim, max_len, dtype)
 
 
+# GPT-2's step (decoder.step's docstring): its parts assembled as every decoder's are
+step = functools.partial(decoder.step, decoder.Parts(embed, step_blocks, final_norm))
 # One compiled program per (config, n_seq); the cache buffer is donated and reused.
 step_jit = programs.jit(step, static_argnames=("config", "tree", "hidden"), donate_argnames=("cache",))
 

@@ -26,8 +26,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from specbench import environment
-from specbench.model.kernels import cpu
+from specbench.model.kernels import cpu, pallas_layers
 
 MATRICES = (("attn", "c_attn"), ("attn", "c_proj"), ("mlp", "c_fc"), ("mlp", "c_proj"))
 
@@ -153,7 +152,7 @@ def pallas_layout(params) -> Weights:
     Mosaic backend (SPECBENCH_PALLAS_BACKEND=mosaic) each block matrix gets its transpose beside
     it (`weight_t`, [n_layer, n_out, n_in]: mosaic.py says why), which costs them again in memory."""
     w = as_weights(params)
-    if environment.PALLAS_BACKEND.get() == "mosaic":
+    if pallas_layers.backend() == "mosaic":
         return _with_copies(w, lambda weight: {"weight_t": jnp.swapaxes(weight, 1, 2)}, Layout.PALLAS)
     return Weights(as_loaded(w), Layout.PALLAS, w.head)
 

@@ -31,6 +31,7 @@ tree's accepted path (moved to consecutive positions, as its depths are) need no
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import jax
@@ -38,9 +39,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from specbench.model.nets import attention, mesh, products
+from specbench.model.nets import attention, decoder, mesh, products
 from specbench.model.nets.layouts import Layout, as_weights, to_layout
-from specbench.model.nets.products import head, layer_params, linear, write_cache
+from specbench.model.nets.products import head, layer_params, linear
 from specbench.model.nets.rotary import RopeScaling, rotate
 
 
@@ -253,23 +254,12 @@ def head_keys(config: LlamaConfig) -> tuple[str, ...]:
     return ("wte", "ln_f") + (() if config.tied else ("lm_head",))
 
 
-def step(params, cache, tokens, pos, config: LlamaConfig, logits_at=None, tree=None, hidden=False):
-    """gpt2.step for this family: `tokens` [n_seq] at positions pos.. (a token tree's nodes at pos +
-    their depth), reading and writing `cache`. Returns (logits [n_seq, n_vocab] float32, or [1,
-    n_vocab] at row `logits_at`, new cache), with `hidden` also the features (gpt2.step). A cache
-    of L < n_layer layers runs the first L blocks (a layer-skip draft)."""
+def embed(params, tokens, positions, config: LlamaConfig):
+    """The tokens' embeddings, [n_seq, n_embd] (positions are rotations inside attention). The
+    fused Pallas kernels serve GPT-2's blocks only: a Llama in their layout is refused here."""
     if as_weights(params).layout is Layout.PALLAS:
         raise ValueError("the fused Pallas kernels serve GPT-2's blocks only")
-    x = params["wte"][tokens]  # [n_seq, n_embd]
-    taps = products.taps_of(hidden)
-    x, (k_new, v_new), *tapped = blocks(params, x, cache, pos, config, tree, taps)
-    k, v = write_cache(cache["k"], cache["v"], jnp.transpose(k_new, (0, 2, 3, 1)), v_new, pos)
-    cache = mesh.constrain_cache({"k": k, "v": v}, params)
-    features = tapped[0] if taps else x
-    if logits_at is not None:
-        x = lax.dynamic_slice_in_dim(x, logits_at, 1)
-    logits = head(params, final_norm(params, x, config))
-    return (logits, cache, features) if hidden else (logits, cache)
+    return params["wte"][tokens]
 
 
 def init_cache(config: LlamaConfig, max_len: int, dtype=jnp.float32):
@@ -317,3 +307,7 @@ def init_params(config: LlamaConfig, seed: int = 0, dtype=jnp.float32) -> dict:
             name: {"weight": ones(L, config.head_dim)} for name in ("q_norm", "k_norm")
         }
     return params if config.tied else params | {"lm_head": normal(config.n_vocab, e)}
+
+
+# the family's step (decoder.step's docstring): its parts assembled as every decoder's are
+step = functools.partial(decoder.step, decoder.Parts(embed, blocks, final_norm))

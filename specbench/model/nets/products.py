@@ -92,6 +92,28 @@ def check_cache_length(max_len: int, n_ctx: int) -> None:
         raise ValueError(f"cache length {max_len} must be in 1..n_ctx={n_ctx}")
 
 
+def store(params, cache, new_kv, pos):
+    """A step's new keys and values [L, n_seq, H, hd] (its blocks' `new_kv`) written into the cache
+    at pos in one update after the blocks (inside their scan, a batch's per-sequence write copied
+    the whole cache), split by head on a mesh (mesh.constrain_cache); an empty cache, the uncached
+    forward's, keeps none. Every decoder's step and every EAGLE head's ends with it, then logits."""
+    from specbench.model.nets import mesh
+
+    if not cache["v"].shape[1]:
+        return cache
+    k_new, v_new = new_kv
+    k, v = write_cache(cache["k"], cache["v"], jnp.transpose(k_new, (0, 2, 3, 1)), v_new, pos)
+    return mesh.constrain_cache({"k": k, "v": v}, params)
+
+
+def logits(params, x, final_norm, config, logits_at=None):
+    """A step's logits [n_seq, V] float32 from its last block's output x: the family's final norm,
+    then the head; only the row `logits_at` ([1, V]) where one is asked (a padded prefill needs its
+    last real row)."""
+    out = x if logits_at is None else lax.dynamic_slice_in_dim(x, logits_at, 1)
+    return head(params, final_norm(params, out, config))
+
+
 @jax.custom_batching.custom_vmap
 def write_cache(k_cache, v_cache, k_new, v_new, pos):
     """The step's new keys [L, n_head, hd, n_seq] and values [L, n_seq, n_head, hd] written into

@@ -214,12 +214,15 @@ def head(params, x, config: T5Config):
     return (x @ w).astype(jnp.float32)
 
 
-def step(params, cache, tokens, pos, config: T5Config, logits_at=None):
+def step(params, cache, tokens, pos, config: T5Config, logits_at=None, tree=None, hidden=False):
     """Decode `tokens` [n] at positions pos.. through the decoder, reading and writing `cache`
     (start_cache's: {"k", "v": [L, max_len, H, dk]} and the source's cross-attention keys and
     values {"cross_k", "cross_v": [L, n_src, H, dk]}, the first "n_src" of them real). Returns
     (logits [n, V] float32, or [1, V] at row `logits_at`; new cache). Each block writes its new
-    keys and values at pos and attends over the cache up to each query's own position."""
+    keys and values at pos and attends over the cache up to each query's own position. The
+    decoders' step, but for token trees and features (`tree`, `hidden`), which it refuses yet."""
+    if tree is not None or hidden:
+        raise ValueError("specbench's T5 verifies chains: no token trees or EAGLE features")
     dec = params["decoder"]
     n, max_len, n_keys = tokens.shape[0], cache["k"].shape[1], cache["cross_k"].shape[1]
     q_pos, k_pos = pos + jnp.arange(n), jnp.arange(max_len)
