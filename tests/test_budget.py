@@ -22,13 +22,13 @@ def test_tokens_per_round_from_per_position_acceptance():
 
 
 def test_best_K_free_drafts_and_a_flat_verify_take_the_largest_K():
-    assert theory.best_K(0.6, 0.0, lambda K: 1.0, K_max=12) == 12
+    assert theory.best_K(0.6, lambda K: 0.0, lambda K: 1.0, K_max=12) == 12
 
 
 def test_best_K_with_a_linear_verify_is_leviathans_optimum_with_the_slope_added_to_c():
     for alpha, c, beta in ((0.8, 0.05, 0.02), (0.6, 0.1, 0.0), (0.9, 0.02, 0.05)):
         t_target = 7.0
-        best = theory.best_K(alpha, c * t_target, lambda K: t_target * (1 + beta * K), K_max=32)
+        best = theory.best_K(alpha, lambda K: K * c * t_target, lambda K: t_target * (1 + beta * K), K_max=32)
         assert best == theory.optimal_K(alpha, c + beta, 32)
 
 

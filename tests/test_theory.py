@@ -46,9 +46,7 @@ def test_refined_formula_reduces_to_seed_when_verify_costs_a_step():
     assert theory.refined_speedup(4.0, 4, 1.8, 14.1, 14.1) == pytest.approx(
         theory.speedup_from_r(0.8, 4, 1.8, 14.1)
     )
-    assert theory.refined_speedup(4.0, 4, 1.8, 14.1, 20.0, t_overhead=1.0) == pytest.approx(
-        4 * 14.1 / (7.2 + 21)
-    )
+    assert theory.refined_speedup(4.0, 4, 1.8, 14.1, 20.0) == pytest.approx(4 * 14.1 / (7.2 + 20))
 
 
 def test_parse_K_range():

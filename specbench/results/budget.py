@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from specbench.draft_cost import DraftCost
 from specbench.results import theory
 
 
@@ -75,14 +76,18 @@ def budget(res, ar_wall: float, sd_wall: float) -> dict:
 
 def best_K_predicted(res, alpha: float) -> int | None:
     """The K the measured parts predict best (theory.best_K up to 2 K): t_verify of K' drafts
-    interpolated linearly between the measured 1-token step and the (K+1)-token verify, and the
-    per-round overhead (t_round less its drafts and verify) added to each round."""
+    interpolated linearly between the measured 1-token step and the (K+1)-token verify, the
+    per-round overhead (t_round less its drafts and verify) added to each round, and the drafting
+    of K' drafts by the drafter's cost shape (draft_cost.py): the measured pass whatever K' for a
+    one-pass drafter, else K' times the measured cost of a draft (a chain's step, or a lookup's)."""
     if alpha != alpha:  # NaN: no draft was ever tested
         return None
     K = res.config.K
     overhead = max(0.0, res.t_round_s - K * res.t_draft_s - res.t_verify_s)
     slope = (res.t_verify_s - res.t_target_s) / K
-    return theory.best_K(alpha, res.t_draft_s, lambda k: res.t_target_s + slope * k + overhead, 2 * K)
+    one_pass = res.config.drafter.kind.draft_cost is DraftCost.ONE_PASS
+    drafting = (lambda k: K * res.t_draft_s) if one_pass else (lambda k: k * res.t_draft_s)
+    return theory.best_K(alpha, drafting, lambda k: res.t_target_s + slope * k + overhead, 2 * K)
 
 
 RATIO_BAND = (0.9, 1.1)  # measured / accounted outside this: the account does not close

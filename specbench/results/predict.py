@@ -2,12 +2,14 @@
 any K, from the acceptance of a saved run (on any device) and the step times t(n) of the device
 asked about. No JAX here.
 
-A round of K drafts costs K draft steps and one target step over K + 1 tokens; it yields
+A round of K drafts costs its drafting, K draft steps for a chain (one step over K rows for a
+one-pass drafter, nothing for a free one: the draft curve's cost shape, draft_cost.py), and one
+target step over K + 1 tokens; it yields
 E[tokens] = 1 + sum_i prod_{j<=i} a_j, a_j the acceptance of draft position j given that it was
 tested (Leviathan et al. 2023, eq. 1, with the per-position acceptance in place of one alpha).
 Autoregressive decoding costs one target step over 1 token a token. So, per token,
 
-    speedup(K) = E(K) t_T(1) / (K t_D(1) + t_T(K + 1) + overhead),
+    speedup(K) = E(K) t_T(1) / (drafting(K) + t_T(K + 1) + overhead),  drafting(K) = K t_D(1), t_D(K) or 0,
 
 with t_T(n), t_D(n) the target's and the draft's step over n tokens. What sets this apart from
 Leviathan's closed form (t_T(K + 1) = t_T(1)) and from a fitted cost model is t(n) itself,
@@ -22,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from specbench.draft_cost import DraftCost
 from specbench.results import theory
 
 
@@ -32,6 +35,7 @@ class StepCurve:
 
     name: str
     times: dict[int, float]
+    cost: DraftCost = DraftCost.SEQUENTIAL  # a draft's: how a round spends it (draft_cost.py)
 
     def at(self, n: int) -> float:
         if n in self.times:
@@ -47,7 +51,7 @@ class StepCurve:
         return n in self.times
 
 
-FREE = StepCurve("free", {1: 0.0})
+FREE = StepCurve("free", {1: 0.0}, DraftCost.FREE)
 """A drafter whose drafting costs nothing beside the target's step (the dial, prompt lookup)."""
 
 
@@ -136,8 +140,11 @@ def predict(
     """The prediction at K (the module's formula): `comm_s` added to every target step (a sharded
     target's collectives), `overhead_s` to every round (accept/reject, bookkeeping)."""
     tokens = theory.expected_tokens_positional(acceptance_at(acceptance, K))
-    t_round = K * draft.at(1) + target.at(K + 1) + comm_s + overhead_s
-    beyond = not (target.measured(K + 1) and target.measured(1) and (draft is FREE or draft.measured(1)))
+    t_round = draft.cost.seconds(K, draft.at) + target.at(K + 1) + comm_s + overhead_s
+    drafts_at = {DraftCost.SEQUENTIAL: 1, DraftCost.ONE_PASS: K}.get(draft.cost)  # the draft step it reads
+    beyond = not (
+        target.measured(K + 1) and target.measured(1) and (drafts_at is None or draft.measured(drafts_at))
+    )
     reached = math.prod(acceptance) > 0  # positions past the run's matter only if its last was reached
     return Prediction(K, tokens, t_round, target.at(1) + comm_s, beyond or (K > len(acceptance) and reached))
 

@@ -37,7 +37,8 @@ def drafter_settings(drafter) -> dict:
             "eagle_taps": None,
         }
     return {
-        "drafter": drafter.kind,
+        "drafter": drafter.name,
+        "draft_cost": drafter.kind.draft_cost.value,
         "ngram": drafter.ngram if "ngram" in drafter.spec.flags else None,
         "draft_layers": drafter.config.n_layer if "draft_layers" in drafter.spec.flags else None,
         "dynamic_K": drafter.confidence is not None,
@@ -106,7 +107,7 @@ def result_row(
         "sd_token_ids": res.sd_tokens,
     }
     recs = requests.records(res, batch_prompt_ids or [prompt_id])
-    values |= requests.percentiles(recs) | {"requests": recs}
+    values |= requests.percentiles(recs) | requests.pooled_acceptance(recs) | {"requests": recs}
     served = getattr(res, "served", None)
     values |= {"request_rate": res.config.request_rate, "slo": requests.slo_text(res.config.slo)}
     values |= requests.goodput(recs, dict(res.config.slo), served)

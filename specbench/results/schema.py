@@ -50,6 +50,7 @@ FIELDS = [
     F("draft", str, md=3, table=2, header="drafter", key=True),
     F("target", str, md=4, key=True),
     F("drafter", str, md=2, key=True, old="model"),
+    F("draft_cost", str),  # the drafter's cost shape: sequential, one-pass or free (draft_cost.py)
     F("ngram", int, key=True),
     F("draft_layers", int, key=True),
     F("dynamic_K", bool, key=True, old=False),
@@ -95,6 +96,9 @@ FIELDS = [
         for x in ("ttft", "tpot", "e2e", "itl", "queued")
         for p in (50, 95, 99)
     ],
+    # AIPerf's run-level acceptance over the requests' rounds pooled (requests.pooled_acceptance)
+    F("token_weighted_acceptance_length"),
+    F("overall_draft_acceptance_rate", fmt=".3f"),
     # a queue served as requests arrive (--request-rate; serving.py): the rate, the SLO and, per
     # method, the requests a second served, those that met the SLO a second, and their share
     F("request_rate", float, md=6, table=4, header="req/s", key=True, fmt="g"),  # empty: a closed queue

@@ -9,16 +9,21 @@ from __future__ import annotations
 
 import math
 
+from specbench.draft_cost import DraftCost, flat
 
-def speedup_from_r(r: float, K: int, t_draft: float, t_target: float) -> float:
-    """speedup = r (K+1) t_target / (K t_draft + t_target).
+SEQUENTIAL = DraftCost.SEQUENTIAL
+
+
+def speedup_from_r(r: float, K: int, t_draft: float, t_target: float, cost: DraftCost = SEQUENTIAL) -> float:
+    """speedup = r (K+1) t_target / (drafting + t_target), drafting = K t_draft for a chain.
 
     Chen et al. (2023, arXiv:2302.01318), as Mody's "Speculative Sampling" (2023) analyses it:
-    a round costs K draft steps plus one target step (the verify step taken as costing t_target)
-    and yields r(K+1) tokens on average, where AR yields 1 token per t_target.
+    a round costs its drafting plus one target step (the verify step taken as costing t_target)
+    and yields r(K+1) tokens on average, where AR yields 1 token per t_target. Drafting is the
+    drafter's cost shape (draft_cost.py): K t_draft, one pass of t_draft, or nothing.
     K=4, t_draft=1.8, t_target=14.1: r=0.8 -> 2.65, r=0.62 -> 2.05.
     """
-    return r * (K + 1) * t_target / (K * t_draft + t_target)
+    return r * (K + 1) * t_target / (cost.seconds(K, flat(t_draft)) + t_target)
 
 
 def expected_tokens(alpha: float, K: int) -> float:
@@ -44,11 +49,15 @@ def expected_tokens_positional(acceptance: list[float]) -> float:
     return total
 
 
-def best_K(alpha: float, t_draft: float, t_verify_of, K_max: int = 16) -> int:
+def best_K(alpha: float, drafting_of, t_verify_of, K_max: int = 16) -> int:
     """The K in 1..K_max with the most tokens per second of rounds: expected_tokens(alpha, K) /
-    (K t_draft + t_verify_of(K)), t_verify_of(K) the target step over K+1 tokens. With
-    t_verify_of(K) = t_target (1 + beta K) this is Leviathan et al.'s optimum with c + beta."""
-    return max(range(1, K_max + 1), key=lambda K: expected_tokens(alpha, K) / (K * t_draft + t_verify_of(K)))
+    (drafting_of(K) + t_verify_of(K)), drafting_of(K) a round's drafting (draft_cost.DraftCost.
+    seconds: K t_D(1) for a chain, t_D(K) for one pass) and t_verify_of(K) the target step over K+1
+    tokens. With drafting K c t_target and t_verify_of(K) = t_target (1 + beta K) this is Leviathan
+    et al.'s optimum with c + beta."""
+    return max(
+        range(1, K_max + 1), key=lambda K: expected_tokens(alpha, K) / (drafting_of(K) + t_verify_of(K))
+    )
 
 
 def r_from_alpha(alpha: float, K: int) -> float:
@@ -69,28 +78,32 @@ def alpha_from_r(r: float, K: int) -> float:
     return (lo + hi) / 2
 
 
-def speedup_from_alpha(alpha: float, K: int, c: float) -> float:
-    """speedup = E[tokens per round] / (K c + 1), c = t_draft / t_target.
+def speedup_from_alpha(alpha: float, K: int, c: float, cost: DraftCost = SEQUENTIAL) -> float:
+    """speedup = E[tokens per round] / (K c + 1), c = t_draft / t_target, for a chain; E / (c + 1)
+    for a one-pass drafter (one draft step of c, whatever K), E for a free one.
 
-    Leviathan et al. (2023), Theorem 3.8 (walltime improvement), verify step costing one target step.
+    Leviathan et al. (2023), Theorem 3.8 (walltime improvement), verify step costing one target
+    step, the drafting term the drafter's cost shape (draft_cost.py).
     """
-    return expected_tokens(alpha, K) / (K * c + 1.0)
+    return expected_tokens(alpha, K) / (cost.seconds(K, flat(c)) + 1.0)
 
 
-def optimal_K(alpha: float, c: float, K_max: int = 16) -> int:
-    """The K in 1..K_max that maximises speedup_from_alpha (Leviathan et al., section 3.5)."""
-    return max(range(1, K_max + 1), key=lambda K: speedup_from_alpha(alpha, K, c))
+def optimal_K(alpha: float, c: float, K_max: int = 16, cost: DraftCost = SEQUENTIAL) -> int:
+    """The K in 1..K_max that maximises speedup_from_alpha (Leviathan et al., section 3.5). With a
+    verify step that costs one target step whatever K, a one-pass or free drafter's optimum is
+    K_max: only a verify cost that grows with K (best_K's t_verify_of) bounds it."""
+    return max(range(1, K_max + 1), key=lambda K: speedup_from_alpha(alpha, K, c, cost))
 
 
 def refined_speedup(
-    tokens_per_round: float, K: int, t_draft: float, t_target: float, t_verify: float, t_overhead: float = 0.0
+    tokens_per_round: float, K: int, t_draft: float, t_target: float, t_verify: float
 ) -> float:
-    """speedup = tokens_per_round t_target / (K t_draft + t_verify + t_overhead).
+    """speedup = tokens_per_round t_target / (K t_draft + t_verify).
 
-    The seed formula with the measured verify step (K+1 tokens) in place of t_target, and any
-    per-round overhead (sampling, accept/reject, dispatch) added: what the measurements predict.
-    """
-    return tokens_per_round * t_target / (K * t_draft + t_verify + t_overhead)
+    The seed formula with the measured verify step (K+1 tokens) in place of t_target: what the
+    measurements predict. t_draft is what the run measured a round's drafting to cost per draft
+    (its drafting over K, whatever the drafter's shape), so K t_draft is the round's drafting."""
+    return tokens_per_round * t_target / (K * t_draft + t_verify)
 
 
 def parse_K_range(text: str, most: int | None = None, span_most: int | None = None) -> list[int]:
@@ -182,19 +195,23 @@ def batch_curves(rows: list[dict]) -> dict[tuple, dict[str, list[float]]]:
     return curves
 
 
-def calculator_rows(Ks, t_draft: float, t_target: float, r=None, alpha=None, t_verify=None) -> list[tuple]:
-    """`specbench theory`'s rows, one per K: (K, tokens/round, r, alpha, speedup, refined or None).
-    From r: Chen et al.'s speedup_from_r, alpha by alpha_from_r; from alpha: Leviathan et al.'s
-    expected_tokens and speedup_from_alpha; refined_speedup where t_verify is given. ValueError
-    for an r below 1/(K+1), which no round can give."""
-    c, rows = t_draft / t_target, []
-    for k in Ks:
-        if r is not None:
-            if r < 1 / (k + 1):
+def calculator_rows(o) -> list[tuple]:
+    """`specbench theory`'s rows, one per K of o.Ks (o: the theory command's options, with t_draft,
+    t_target, r or alpha, t_verify and the drafter's cost shape): (K, tokens/round, r, alpha,
+    speedup, refined or None). From r: Chen et al.'s speedup_from_r, alpha by alpha_from_r; from
+    alpha: Leviathan et al.'s expected_tokens and speedup_from_alpha; refined where t_verify is
+    given (a round's drafting by its cost shape, plus t_verify). ValueError for an r below 1/(K+1),
+    which no round can give."""
+    c, rows = o.t_draft / o.t_target, []
+    for k in o.Ks:
+        if o.r is not None:
+            if o.r < 1 / (k + 1):
                 raise ValueError(f"r must be in [1/(K+1), 1] = [{1 / (k + 1):.3f}, 1] for K={k}")
-            a, tpr, s = alpha_from_r(r, k), r * (k + 1), speedup_from_r(r, k, t_draft, t_target)
+            a, tpr = alpha_from_r(o.r, k), o.r * (k + 1)
+            s = speedup_from_r(o.r, k, o.t_draft, o.t_target, o.cost)
         else:
-            a, tpr, s = alpha, expected_tokens(alpha, k), speedup_from_alpha(alpha, k, c)
-        refined = refined_speedup(tpr, k, t_draft, t_target, t_verify) if t_verify else None
+            a, tpr, s = o.alpha, expected_tokens(o.alpha, k), speedup_from_alpha(o.alpha, k, c, o.cost)
+        drafting = o.cost.seconds(k, flat(o.t_draft))
+        refined = tpr * o.t_target / (drafting + o.t_verify) if o.t_verify else None
         rows.append((k, tpr, tpr / (k + 1), a, s, refined))
     return rows
