@@ -4,7 +4,7 @@
 #   bash scripts/gpu_session.sh STAGE...   stages: env pallas-check loops sampler verdict run run-xla-kernels run-xla-loops
 #                                          dial batch roofline-kernels pallas-tiles roofline-bf16 roofline drafters profile
 #                                          report-bundled report-pair peer tests
-#                                          mosaic-check roofline-mosaic mosaic-tests
+#                                          mosaic-check roofline-mosaic mosaic-tests draft-curve
 #   bash scripts/gpu_session.sh all        issue 74's measuring, the most wanted first, in one call of 10 minutes
 # Every stage has its own time limit, writes its log and files under a work folder, and a failed
 # stage does not stop the next. After each stage the folder is packed into $OUT/gpu-session.tgz
@@ -28,7 +28,7 @@ stage() {  # stage NAME SECONDS COMMAND...: run it under a limit, log it, note i
 }
 stages=("$@")
 # the most wanted first: a stage the call's limit cuts off is the one least needed
-[ "${stages[0]:-}" = all ] && stages=(env pallas-check mosaic-check roofline-1558M roofline-mosaic mosaic-tests tests run profile roofline-kernels loops verdict dial batch run-xla-kernels run-xla-loops pallas-tiles)
+[ "${stages[0]:-}" = all ] && stages=(env pallas-check mosaic-check roofline-1558M roofline-mosaic mosaic-tests tests run profile roofline-kernels draft-curve loops verdict dial batch run-xla-kernels run-xla-loops pallas-tiles)
 for s in "${stages[@]}"; do
     case $s in
     env)
@@ -118,6 +118,12 @@ for s in "${stages[@]}"; do
     roofline-bf16)  # the decode step against the HBM bound, bfloat16 only (issue 48's figures)
         stage roofline-bf16 "${ROOF_LIMIT:-150}" $sb roofline -m 124M -m 1558M --random-init --dtype bfloat16 --K 4 \
             --export-json "$OUT/roofline-124M-1558M-bf16.json"
+        ;;
+    draft-curve)  # t_D(n), n = 1..9, of a 124M-shaped draft, bf16: what a one-pass drafter (PARD,
+        # DFlash: draft_cost.py) spends drafting K tokens on the card, read by `predict --draft-cost
+        # one-pass`; nearly flat in n while the step is memory-bound (issue 80, item 4)
+        stage draft-curve "${ROOF_LIMIT:-120}" $sb roofline -m 124M --random-init --dtype bfloat16 --K 8 \
+            --export-json "$OUT/roofline-124M-bf16-K8.json"
         ;;
     roofline)
         stage roofline "${ROOF_LIMIT:-240}" $sb roofline -m 124M -m 1558M --random-init --dtype bfloat16,float32 --K 4 \
