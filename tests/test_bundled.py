@@ -138,3 +138,21 @@ def test_the_bundled_t5_pair_decodes_exactly_with_its_own_tokenizer(monkeypatch)
     monkeypatch.setenv("SPECBENCH_WEIGHTS_DIR", str(BUNDLED))
     kinds = {row["name"]: row["kind"] for row in weights.list_models()}
     assert kinds[names[0]] == kinds[names[1]] == "bundled T5 pair"
+
+
+@pytest.mark.parametrize("name", weights.BUNDLED_PAIR)
+def test_other_tools_read_a_bundled_gpt2_folder_as_it_is(name):
+    """transformers loads the folder with AutoTokenizer and AutoModelForCausalLM (vocab.json and
+    merges.txt beside the weights, as every GPT-2 folder of the hub has them): the same prompt ids
+    and the same 20 greedy tokens as specbench's autoregressive decoding."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    folder = str(BUNDLED / name)
+    tok = transformers.AutoTokenizer.from_pretrained(folder)
+    model = transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+    text = prompts.DEFAULT_PROMPT
+    ids = tok(text, return_tensors="pt").input_ids
+    assert ids[0].tolist() == tokenizer.GPT2.encode(text)
+    theirs = model.generate(ids, max_new_tokens=20, do_sample=False, pad_token_id=tok.eos_token_id)
+    ours, _ = generate.autoregressive(weights.load_model(folder), ids[0].tolist(), 20)
+    assert theirs[0, ids.shape[1] :].tolist() == np.asarray(ours).tolist()

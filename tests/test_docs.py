@@ -81,7 +81,8 @@ def test_the_tree_that_travels_to_a_gpu_machine_stays_under_56_mib():
     if listed.returncode != 0:
         pytest.skip("not a git checkout")
     files = [ROOT / name for name in listed.stdout.decode().split("\0") if name]
-    size = sum(f.stat().st_size for f in files if f.is_file())
+    # a link travels as a link (the bundled folders' tokenizer files point at gpt2_weights/tokenizer)
+    size = sum(f.lstat().st_size for f in files if f.is_file() or f.is_symlink())
     assert size < 56 * 2**20, f"the tracked files take {size / 2**20:.1f} MiB"
 
 
