@@ -30,10 +30,6 @@ class DraftCost(enum.Enum):
             return t_draft_of(K)
         return 0.0
 
-    def steps(self, K: int) -> int:
-        """The draft's forwards a round: K, 1 or 0."""
-        return {DraftCost.SEQUENTIAL: K, DraftCost.ONE_PASS: 1, DraftCost.FREE: 0}[self]
-
 
 def flat(t_draft: float) -> Callable[[int], float]:
     """t_D(n) where only one draft step's time is known: t_D(1) for every n (a memory-bound step)."""

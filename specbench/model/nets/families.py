@@ -82,11 +82,6 @@ class Family:
         return self.reading.source
 
     @property
-    def forward(self):
-        """Its uncached forward (the tests' oracle), or None (T5's reads a source: t5.t5)."""
-        return getattr(self.reading, "forward", None)
-
-    @property
     def names(self) -> dict[str, str]:
         """Its model_types, each with the name prose gives it."""
         return {t.name: t.display for t in self.types}
