@@ -4,8 +4,9 @@ another device and the rows read (results/). A module of its own at the top, as 
 
     SEQUENTIAL  K t_D(1): a chain, one draft step a token (a draft model, layer-skip, an EAGLE
                 head, an MTP head reused K times): the cost theory has always assumed.
-    ONE_PASS    t_D(K): one forward over K rows proposes all K (PARD, arXiv 2504.18583; DFlash,
-                arXiv 2602.06036); nearly flat in K while the draft's step is memory-bound.
+    ONE_PASS    t_D(K): one forward proposes all K (PARD, arXiv 2504.18583; DFlash, arXiv
+                2602.06036), over the rows its kind says (Kind.pass_rows: PARD's 2K, which
+                t_draft_of counts in); nearly flat in K while the draft's step is memory-bound.
     FREE        0: no network drafts (prompt lookup, the acceptance dial).
 """
 

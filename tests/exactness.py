@@ -120,10 +120,10 @@ def role_p_values(target, prompt, warp, tokens, accepted, drafted, K) -> dict[st
 
     Pooling positions would hide a bias that changes sign between them (issue 33)."""
     from specbench.model.decode.sampling import probs
-    from specbench.model.nets.gpt2 import gpt2
+    from specbench.model.nets.families import family_of
 
-    P = len(prompt)
-    forward = jax.vmap(lambda t: probs(gpt2(target.params, t, target.config), warp))
+    P, uncached = len(prompt), family_of(target.config).reading.forward  # GPT-2's or a Llama's
+    forward = jax.vmap(lambda t: probs(uncached(target.params, t, target.config), warp))
     q = np.asarray(jax.jit(forward, compiler_options=MANY_SAMPLES)(tokens))
     V = q.shape[-1]
     # each emitted token as (role, sample, position), a round at a time over all samples at once

@@ -117,6 +117,12 @@ def test_predict_reads_the_cost_shape_from_the_row_or_the_flag(tmp_path):
     (chain,), *_ = predicting.predict(Predict(str(roofline), str(tmp_path / "run.json"), Ks=(4,),
                                               draft_cost=DraftCost.SEQUENTIAL))  # fmt: skip
     assert chain.t_round_s == pytest.approx(4 * draft.at(1) + target.at(5))
+    pard = row | {"drafter": "pard", "draft_pass_rows": 8}  # PARD's pass: K + 1 real rows and K - 1 masks
+    (tmp_path / "pard.json").write_text(json.dumps([pard]))
+    (one,), _, draft, target, *_ = predicting.predict(
+        Predict(str(roofline), str(tmp_path / "pard.json"), Ks=(4,))
+    )
+    assert draft.rows_per_draft == 2 and one.t_round_s == pytest.approx(draft.at(8) + target.at(5))
     old = row | {"drafter": "lookup"}
     del old["draft_cost"]  # a row written before rows recorded it: lookup drafted free
     (tmp_path / "old.json").write_text(json.dumps([old]))

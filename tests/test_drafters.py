@@ -261,10 +261,13 @@ def test_the_command_lines_copies_of_the_model_layers_lists_are_the_lists():
 
 def test_each_drafter_kind_is_one_record_whose_traits_the_drafter_follows():
     kinds = drafters.KINDS
-    assert drafters.kinds_that("network") == ("model", "layerskip", "eagle")
-    assert drafters.kinds_that("features") == ("eagle",)
-    assert drafters.kinds_that("trees") == ("model", "layerskip", "eagle")
-    assert drafters.kinds_that("draft_model") == ("model",) and drafters.kinds_that("acceptance") == ("dial",)
+    assert drafters.kinds_that("network") == ("model", "layerskip", "eagle", "pard", "mtp")
+    assert drafters.kinds_that("features") == ("eagle", "mtp")
+    assert drafters.kinds_that("trees") == ("model", "layerskip", "eagle", "mtp")
+    assert drafters.kinds_that("draft_model") == ("model", "pard") and drafters.kinds_that("acceptance") == (
+        "dial",
+    )
+    assert drafters.kinds_that("pass_rows") == ("pard",)  # the one-pass kinds
     assert all(k.k_drafts == k.distributions == k.network for k in kinds.values())
     for name, kind in kinds.items():
         assert kind.name == name and kind.title and callable(kind.start) and callable(kind.propose)

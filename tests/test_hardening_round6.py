@@ -123,7 +123,7 @@ def test_a_folder_of_an_unsupported_model_type_is_refused_naming_it_and_the_targ
     (folder / "config.json").write_text(json.dumps({"model_type": "gemma3", "hidden_size": 64}))
     result = invoke("run", "--target", folder, "--draft", folder, "--dry-run")
     assert_one_line_error(
-        result, "--target", "'gemma3'", "gpt2, llama, qwen2, qwen3, mistral, t5", str(folder)
+        result, "--target", "'gemma3'", "gpt2, llama, qwen2, qwen3, mistral, mimo, t5", str(folder)
     )
 
 

@@ -97,7 +97,7 @@ def step_seconds(prep: Prepared, name: str) -> np.ndarray:
     if name == "draft":
         return timing.draft_seconds(prep, **once)
     target = name in ("target", "comm_target")
-    n, batch = (1, B) if target else (c.drafter.reach(c.K) + 1, B * c.drafter.drafts)
+    n, batch = (1, B) if target else (c.drafter.verified(c.K), B * c.drafter.drafts)
     if name in COMM_TIMERS:
         return collectives.comm_seconds(c.target, n, batch, **once)
     return timing.step_seconds(c.target, n, prep.max_len, batch=batch, **once)

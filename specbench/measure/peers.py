@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from specbench.draft_cost import DraftCost
 from specbench.errors import SpecbenchError
 from specbench.measure import peer_worker
 from specbench.measure.load import process_cpu_seconds
@@ -67,9 +68,9 @@ class PeerResult:
 def draft_model(drafter, draft: Model | None, target: Model) -> Model:
     """The network a peer drafts with: the draft model, or (layer-skip) the target's first
     drafter.config.n_layer blocks with its final norm and head, as a model of their own."""
-    if drafter.spec.draft_model:
+    if drafter.spec.draft_model and drafter.kind.draft_cost is not DraftCost.ONE_PASS:
         return draft
-    if not drafter.spec.network or drafter.spec.features:
+    if not drafter.spec.network or drafter.spec.features or drafter.spec.draft_model:
         raise PeerError(f"peers draft with a network; the {drafter.name} drafter has no peer", "peer")
     L = drafter.config.n_layer
     first = lambda node: {k: first(v) for k, v in node.items()} if isinstance(node, dict) else node[:L]

@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from specbench.draft_cost import DraftCost
 from specbench.measure.prepared import Prepared
 from specbench.model import generate
 from specbench.model.decode import drafters, loops, placed
@@ -216,6 +217,9 @@ def draft_seconds(prep: Prepared, iters: int = 20, repeats: int = 5, warm: bool 
         own = c.draft if drafter.spec.draft_model else c.target
         name = own.name if drafter.spec.draft_model else f"{own.name}[:{drafter.config.n_layer}]"
         drafting = Model(name, drafter.config, prep.draft_params, own.source)
+        if drafter.kind.draft_cost is DraftCost.ONE_PASS:  # one step of the pass's rows, a K-th a draft
+            rows = drafter.kind.pass_rows(c.K)
+            return step_seconds(drafting, rows, max_len, iters, repeats, B, warm) / c.K
         rows = 1 if drafter.tree is None else drafter.tree.draft_rows + 1  # a tree drafts a level a step
         return step_seconds(drafting, rows, max_len, iters, repeats, B, warm)
     x = generate.inputs(prep.prompts, max_len, 0)

@@ -36,6 +36,7 @@ class StepCurve:
     name: str
     times: dict[int, float]
     cost: DraftCost = DraftCost.SEQUENTIAL  # a draft's: how a round spends it (draft_cost.py)
+    rows_per_draft: int = 1  # a one-pass draft's step reads this many rows a draft (PARD: 2)
 
     def at(self, n: int) -> float:
         if n in self.times:
@@ -140,8 +141,9 @@ def predict(
     """The prediction at K (the module's formula): `comm_s` added to every target step (a sharded
     target's collectives), `overhead_s` to every round (accept/reject, bookkeeping)."""
     tokens = theory.expected_tokens_positional(acceptance_at(acceptance, K))
-    t_round = draft.cost.seconds(K, draft.at) + target.at(K + 1) + comm_s + overhead_s
-    drafts_at = {DraftCost.SEQUENTIAL: 1, DraftCost.ONE_PASS: K}.get(draft.cost)  # the draft step it reads
+    step = lambda n: draft.at(n * draft.rows_per_draft)  # a one-pass draft's step over its pass's rows
+    t_round = draft.cost.seconds(K, step) + target.at(K + 1) + comm_s + overhead_s
+    drafts_at = {DraftCost.SEQUENTIAL: 1, DraftCost.ONE_PASS: K * draft.rows_per_draft}.get(draft.cost)
     beyond = not (
         target.measured(K + 1) and target.measured(1) and (drafts_at is None or draft.measured(drafts_at))
     )

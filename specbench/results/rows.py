@@ -35,6 +35,8 @@ def drafter_settings(drafter) -> dict:
             "tree_nodes": None,
             "eagle_format": None,
             "eagle_taps": None,
+            "mtp_format": None,
+            "mtp_layers": None,
         }
     return {
         "drafter": drafter.name,
@@ -50,6 +52,8 @@ def drafter_settings(drafter) -> dict:
         "tree_nodes": drafter.tree.size if drafter.tree is not None else None,
         "eagle_format": drafter.head_format,
         "eagle_taps": ",".join(map(str, drafter.reads)) if isinstance(drafter.reads, tuple) else None,
+        "mtp_format": drafter.mtp[0].name if drafter.mtp else None,
+        "mtp_layers": drafter.mtp[1] if drafter.mtp else None,
     }
 
 
@@ -146,6 +150,7 @@ def _settings(res, draft: str, dtype: str) -> dict:
         "target": c.target.name,
         **drafter_settings(c.drafter),
         "K": c.K,
+        "draft_pass_rows": c.drafter.kind.pass_rows(c.K) if c.drafter.kind.pass_rows else None,
         "temperature": c.warp.temperature,
         "top_k": c.warp.top_k,
         "top_p": c.warp.top_p,

@@ -51,14 +51,19 @@ FIELDS = [
     F("target", str, md=4, key=True),
     F("drafter", str, md=2, key=True, old="model"),
     F("draft_cost", str),  # the drafter's cost shape: sequential, one-pass or free (draft_cost.py)
+    F("draft_pass_rows", int),  # a one-pass drafter's: the rows of its one step at this K (PARD: 2K)
     F("ngram", int, key=True),
     F("draft_layers", int, key=True),
     F("dynamic_K", bool, key=True, old=False),
     F("draft_confidence", float, key=True),
     F("draft_vocab", int, key=True),  # tokens the draft's head covers; empty: all (draft_vocab.py)
     F("tree_nodes", int),  # a token tree's nodes (--tree; its depth is K)
-    F("eagle_format", str, key=True),  # an EAGLE head's format: eagle (specbench's) or eagle3 (published)
+    F(
+        "eagle_format", str, key=True
+    ),  # an EAGLE head's format: eagle (specbench's), eagle3 (published) or mtp
     F("eagle_taps", str),  # the target layers whose inputs an EAGLE-3 head reads: "2,16,29"
+    F("mtp_format", str, key=True),  # an MTP head's layout: deepseek, mimo, qwen3_next, speculators
+    F("mtp_layers", int),  # the MTP layers its folder ships (it drafts with the first)
     # how the round drafts and is judged (their table places tie with K's: shown where they vary)
     F("verify", str, md=7, table=5, header="verify", key=True, old="token"),  # token or block (verify.py)
     F("drafts", int, md=7, table=5, header="drafts", key=True, old=1),  # draft sequences per round

@@ -47,6 +47,6 @@ ACCEPTANCE_HELP = (
     "replaced by a wrong one: alpha = a, the tokens are AR's, drafting costs nothing."
 )
 DRAFT_VOCAB_HELP = (
-    "model, layerskip: the tokens the draft's head covers: the N most frequent of the bundled pair's "
+    "model, layerskip, pard: the tokens the draft's head covers: the N most frequent of the bundled pair's "
     "training text (FR-Spec), or full; auto: what the draft declares (the bundled draft: 8192), else full."
 )

@@ -108,6 +108,12 @@ drafter = [
         metavar="DIR",
         help="eagle: the head's folder [default: gpt2_weights/<target>-eagle, bundled for tiny-target].",
     ),
+    click.option(
+        "--mtp-head",
+        default=None,
+        metavar="DIR",
+        help="mtp: a folder holding MTP layers (speculators' mtp format) [default: the target's own].",
+    ),
     draft_vocab,
     click.option(
         "--dynamic-K",
@@ -251,7 +257,8 @@ run = [
         show_default=True,
         help="Who drafts: model (the --draft model), lookup (prompt lookup), layerskip (the target's first "
         "layers), dial (the acceptance dial: see --acceptance), eagle (a head reading the target's hidden "
-        "states: --eagle-head).",
+        "states: --eagle-head), pard (a PARD draft, --draft: one pass proposes K), mtp (the MTP layer "
+        "shipped in the target's own folder).",
     ),
 ]
 

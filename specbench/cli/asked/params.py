@@ -19,7 +19,7 @@ VERIFY_SHAPES = {  # verify.SHAPES: what each method judges
     "traversal": ("tree",),
     "gbv": ("drafts",),
 }
-DRAFTER_KINDS = ("model", "lookup", "layerskip", "dial", "eagle")  # drafters.KINDS
+DRAFTER_KINDS = ("model", "lookup", "layerskip", "dial", "eagle", "pard", "mtp")  # drafters.KINDS
 DRAFTS_MAX = 8
 TREE_NODES = 64  # a tree is verified in one step of its nodes: the CPU kernel's rows stay few
 QUEUE_MAX = 65_536  # --refill's requests at most: each is a record of the row, and buffers on the device

@@ -49,6 +49,7 @@ class Models:
     kernels: str = "auto"
     mesh: str | None = None
     eagle_head: str | None = None
+    mtp_head: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -237,6 +238,7 @@ def shared(f: dict, given: set[str]) -> dict:
             f.get("kernels", "auto"),
             f.get("mesh"),
             f.get("eagle_head"),
+            f.get("mtp_head"),
         ),
         prompts=PromptChoice(
             f.get("prompt", ""),

@@ -47,6 +47,13 @@ def drafter_of(kind: str, draft, target, drafting: Drafting):
         drafter = spec.make(setup, draft.config if draft is not None else None, target.config)
     except ValueError as e:
         raise BadInput("--" + (spec.flags or ("drafter",))[0].replace("_", "-"), str(e)) from None
+    if spec.draft_model:  # the draft it drafts with (a PARD draft's mask token), before any work
+        from specbench.errors import DecodeError
+
+        try:
+            spec.weights(drafter, draft, target)
+        except DecodeError as e:
+            raise BadInput("--draft", str(e)) from None
     name = spec.label(drafter, draft.name if draft is not None else None, target.name)
     if not spec.network:  # lookup and the dial: no head to restrict, no tree
         return drafter, name

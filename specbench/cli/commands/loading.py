@@ -85,11 +85,13 @@ def load_pair(
     # the target first: a pair whose two folders are both wrong is blamed on the one named first
     t = load_model(target or default_target, "--target", dtype, kernels, random=random)
     d = load_model(draft or default_draft, "--draft", dtype, kernels, random=random) if need_draft else None
-    if d is not None and d.config.n_vocab != t.config.n_vocab:
+    from specbench.model.nets.network import vocabulary
+
+    if d is not None and vocabulary(d.config) != vocabulary(t.config):
         raise BadInput(
             "--draft/--target",
             f"draft and target must share the vocabulary "
-            f"({d.name}: {d.config.n_vocab}, {t.name}: {t.config.n_vocab})",
+            f"({d.name}: {vocabulary(d.config)}, {t.name}: {vocabulary(t.config)})",
         )
     say_unused_backend(t)
     texts = [tokenizer.for_model(m).name for m in (d, t) if m is not None]
@@ -209,6 +211,28 @@ def load_head(named: str | None, target):
         click.echo(f"note: --eagle-head: {said}", err=True)
     config = eagle.drafting_config(config, target.config)  # an EAGLE-3 head's taps: the target's
     return weights.Model(path.name, config, params, str(path))
+
+
+def load_mtp(named: str | None, target):
+    """The MTP head a target ships in its own folder (or the folder --mtp-head names: speculators'
+    `mtp` format), as a Model (mtp_files.load); BadInput naming the flag where there is none."""
+    from specbench.model.checkpoints import mtp_files, weights
+    from specbench.model.nets import eagle, families
+
+    flag = "--mtp-head" if named else "--drafter"
+    if not families.is_llama(target.config):
+        raise BadInput("--drafter", f"mtp drafts for the Llama family's targets; {target.name} is not one")
+    path = Path(named).expanduser() if named else Path(target.source)
+    if not path.is_dir():
+        where = f"{path} is not a folder" if named else f"{target.name} has random weights, no folder"
+        raise BadInput(flag, f"{where}: mtp reads the MTP layers a checkpoint folder ships")
+    try:
+        config, params = mtp_files.load(path, target.config, target.params["wte"].dtype)
+    except WeightsError as e:
+        raise BadInput(flag, str(e)) from None
+    return weights.Model(
+        f"{target.name}-mtp", eagle.drafting_config(config, target.config), params, str(path)
+    )
 
 
 def default_head(target):

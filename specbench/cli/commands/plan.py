@@ -24,6 +24,7 @@ from specbench.cli.commands.loading import (
     drafting_model,
     load_head,
     load_model,
+    load_mtp,
     load_pair,
     load_peers,
     on_mesh,
@@ -31,6 +32,7 @@ from specbench.cli.commands.loading import (
 )
 from specbench.errors import WeightsError
 from specbench.model.checkpoints import tokenizer
+from specbench.model.decode.drafters import KINDS
 from specbench.model.decode.sampling import Warp
 
 
@@ -51,8 +53,12 @@ def drafter_models(s: Settings) -> tuple[dict, object]:
     d, t = load_pair(m.draft, m.target, m.dtype, need_draft, *model_flags)
     if m.mesh and set(kinds_that("features")) & set(kinds):
         raise BadInput("--drafter", "eagle does not run on a mesh yet: its head is not placed there")
-    head = load_head(m.eagle_head, t) if set(kinds_that("features")) & set(kinds) else None
-    return {kind: drafting_model(kind, d, head) for kind in kinds}, t
+    heads = {  # each head-reading kind's head, by the flag that names its folder
+        "eagle_head": lambda: load_head(m.eagle_head, t),
+        "mtp_head": lambda: load_mtp(m.mtp_head, t),
+    }
+    head = {k: heads[KINDS[k].flags[0]]() for k in kinds if KINDS[k].features}
+    return {kind: drafting_model(kind, d, head.get(kind)) for kind in kinds}, t
 
 
 def check_fit(s: Settings, suite, encoded: dict[str, list[int]], base: Base, t) -> None:

@@ -65,6 +65,13 @@ def cost_of(row: dict | None, o: Predict) -> DraftCost:
     return DraftCost.FREE if (row or {}).get("drafter") in OLD_FREE else DraftCost.SEQUENTIAL
 
 
+def rows_per_draft(row: dict | None) -> int:
+    """Rows a one-pass drafter's step reads a draft (its row's draft_pass_rows over K; 1 without)."""
+    if not row or not row.get("draft_pass_rows"):
+        return 1
+    return max(1, round(row["draft_pass_rows"] / row["K"]))
+
+
 def curves(rows: list[dict], row: dict | None, o: Predict) -> tuple[pr.StepCurve, pr.StepCurve]:
     """(draft, target) t(n): from the roofline's times, or with --device from its bytes and FLOPs;
     the draft's carries the drafter's cost shape (a free drafter's is pr.FREE)."""
@@ -87,7 +94,10 @@ def curves(rows: list[dict], row: dict | None, o: Predict) -> tuple[pr.StepCurve
             make = lambda m: pr.curve_from_device(rows, m, gbps, gflops, fixed_us * 1e-6)
         else:
             make = lambda m: pr.curve_from_roofline(rows, m, kernels)
-        return (dataclasses.replace(make(draft), cost=cost) if draft else pr.FREE), make(target)
+        per_draft = rows_per_draft(row)
+        return (
+            dataclasses.replace(make(draft), cost=cost, rows_per_draft=per_draft) if draft else pr.FREE
+        ), make(target)
     except ValueError as e:
         raise BadInput("--roofline", str(e)) from None
 

@@ -73,6 +73,7 @@ def config_from_hf(d: dict, where: str = "config.json") -> GPT2Config:
             n_ctx=f.count("n_positions", None) or f.count("n_ctx"),
             n_vocab=f.count("vocab_size"),
             layer_norm_epsilon=f.number("layer_norm_epsilon", 1e-5),
+            mask_token=f.count("pard_token", None, low=0),
         )
     except WeightsError as e:
         raise WeightsError(f"{where} is not a GPT-2 config ({str(e).removeprefix(where + ': ')})") from None
@@ -130,7 +131,7 @@ def config_to_hf(config: GPT2Config) -> dict:
         "tie_word_embeddings": True,
         "bos_token_id": 50256,
         "eos_token_id": 50256,
-    }
+    } | ({} if config.mask_token is None else {"pard_token": config.mask_token})
 
 
 def expected_shapes(config: GPT2Config) -> dict[str, tuple[int, ...]]:

@@ -31,6 +31,7 @@ import numpy as np
 from specbench.errors import WeightsError
 from specbench.model.checkpoints import hf_layout
 from specbench.model.checkpoints.config_fields import Fields
+from specbench.model.nets import mtp
 from specbench.model.nets.families import LLAMA
 from specbench.model.nets.llama import LlamaConfig
 from specbench.model.nets.rotary import RopeScaling
@@ -125,6 +126,7 @@ def config_from_hf(d: dict, where: str = "config.json") -> LlamaConfig:
         family=family,
         qk_norm=row.qk_norm,
         explicit_head_dim=head_dim if head_dim not in (None, width // heads) else None,
+        mask_token=f.count("pard_token", None, low=0),
     )
 
 
@@ -140,57 +142,62 @@ def config_to_hf(config: LlamaConfig) -> dict:
                 "high_freq_factor": s.high_freq_factor,
                 "original_max_position_embeddings": s.original_context,
             }
-    return {
-        "architectures": [LLAMA.row(config.family).hf_class],
-        "model_type": config.family,
-        "num_hidden_layers": config.n_layer,
-        "num_attention_heads": config.n_head,
-        "num_key_value_heads": config.n_kv_head,
-        "hidden_size": config.n_embd,
-        "intermediate_size": config.n_inner,
-        "vocab_size": config.n_vocab,
-        "max_position_embeddings": config.n_ctx,
-        "rope_theta": config.rope_theta,
-        "rope_scaling": scaling,
-        "rms_norm_eps": config.rms_norm_eps,
-        "tie_word_embeddings": config.tied,
-        "hidden_act": "silu",
-        "head_dim": config.head_dim,
-    } | ({} if config.qkv_bias else {"attention_bias": False})  # Qwen2's biases are its model_type's
+    return (
+        {
+            "architectures": [LLAMA.row(config.family).hf_class],
+            "model_type": config.family,
+            "num_hidden_layers": config.n_layer,
+            "num_attention_heads": config.n_head,
+            "num_key_value_heads": config.n_kv_head,
+            "hidden_size": config.n_embd,
+            "intermediate_size": config.n_inner,
+            "vocab_size": config.n_vocab,
+            "max_position_embeddings": config.n_ctx,
+            "rope_theta": config.rope_theta,
+            "rope_scaling": scaling,
+            "rms_norm_eps": config.rms_norm_eps,
+            "tie_word_embeddings": config.tied,
+            "hidden_act": "silu",
+            "head_dim": config.head_dim,
+        }
+        | ({} if config.qkv_bias else {"attention_bias": False})
+        | (  # Qwen2's biases are its model_type's
+            {} if config.mask_token is None else {"pard_token": config.mask_token}
+        )
+    )
+
+
+def layer_shapes(b: str, config: LlamaConfig) -> dict[str, tuple[int, ...]]:
+    """The keys of one decoder layer under the prefix `b` ("model.layers.3"), with their shapes."""
+    e, inner = config.n_embd, config.n_inner
+    q, kv = config.n_head * config.head_dim, config.n_kv_head * config.head_dim
+    shapes = {f"{b}.input_layernorm.weight": (e,), f"{b}.post_attention_layernorm.weight": (e,)}
+    for name, n in (("q", q), ("k", kv), ("v", kv)):
+        shapes[f"{b}.self_attn.{name}_proj.weight"] = (n, e)
+        if config.qkv_bias:
+            shapes[f"{b}.self_attn.{name}_proj.bias"] = (n,)
+    shapes[f"{b}.self_attn.o_proj.weight"] = (e, q)
+    if config.qk_norm:
+        shapes |= {f"{b}.{name}.weight": (config.head_dim,) for name in QK_NORM}
+    shapes |= {f"{b}.mlp.gate_proj.weight": (inner, e), f"{b}.mlp.up_proj.weight": (inner, e)}
+    return shapes | {f"{b}.mlp.down_proj.weight": (e, inner)}
 
 
 def expected_shapes(config: LlamaConfig) -> dict[str, tuple[int, ...]]:
     """Every key a checkpoint of this config holds, with its shape (torch's [out, in])."""
-    e, V, inner = config.n_embd, config.n_vocab, config.n_inner
-    q, kv = config.n_head * config.head_dim, config.n_kv_head * config.head_dim
+    e, V = config.n_embd, config.n_vocab
     shapes = {"model.embed_tokens.weight": (V, e), "model.norm.weight": (e,)}
     if not config.tied:
         shapes["lm_head.weight"] = (V, e)
     for i in range(config.n_layer):
-        b = f"model.layers.{i}"
-        shapes |= {f"{b}.input_layernorm.weight": (e,), f"{b}.post_attention_layernorm.weight": (e,)}
-        for name, n in (("q", q), ("k", kv), ("v", kv)):
-            shapes[f"{b}.self_attn.{name}_proj.weight"] = (n, e)
-            if config.qkv_bias:
-                shapes[f"{b}.self_attn.{name}_proj.bias"] = (n,)
-        shapes[f"{b}.self_attn.o_proj.weight"] = (e, q)
-        if config.qk_norm:
-            shapes |= {f"{b}.{name}.weight": (config.head_dim,) for name in QK_NORM}
-        shapes |= {f"{b}.mlp.gate_proj.weight": (inner, e), f"{b}.mlp.up_proj.weight": (inner, e)}
-        shapes[f"{b}.mlp.down_proj.weight"] = (e, inner)
+        shapes |= layer_shapes(f"model.layers.{i}", config)
     return shapes
 
 
-def params_from_hf(tensors: dict[str, np.ndarray], config: LlamaConfig, dtype=jnp.float32) -> dict:
-    """An HF state dict (numpy) -> llama.py's params, every key and shape checked: a missing,
-    unexpected or misshapen tensor is a WeightsError naming it. A tied checkpoint's saved copy of
-    the head is dropped (it reads the embedding)."""
-    tensors = {k: v for k, v in tensors.items() if not IGNORED.match(k)}
-    if config.tied:
-        tensors.pop("lm_head.weight", None)
-    hf_layout.check_tensors(tensors, expected_shapes(config), f"{config.family} checkpoint")
+def blocks_from_hf(tensors: dict[str, np.ndarray], prefixes: list[str], config: LlamaConfig, dtype) -> dict:
+    """The decoder layers under `prefixes` (checked already) as llama.py's stacked `blocks`."""
     f32 = lambda key: np.asarray(tensors[key], np.float32)
-    each = lambda f: jnp.asarray(np.stack([f(f"model.layers.{i}") for i in range(config.n_layer)]), dtype)
+    each = lambda f: jnp.asarray(np.stack([f(b) for b in prefixes]), dtype)
     fused = lambda b, names, part="weight": np.concatenate([f32(f"{b}.{n}.{part}") for n in names], 0)
     qkv = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj")
     c_attn = {"weight": each(lambda b: fused(b, qkv).T)}
@@ -198,51 +205,77 @@ def params_from_hf(tensors: dict[str, np.ndarray], config: LlamaConfig, dtype=jn
         c_attn["bias"] = each(lambda b: fused(b, qkv, "bias"))
     gain = lambda name: {"weight": each(lambda b: f32(f"{b}.{name}.weight"))}
     norms = {name.split(".")[1]: gain(name) for name in QK_NORM} if config.qk_norm else {}
+    return {
+        "ln_1": gain("input_layernorm"),
+        "attn": {
+            "c_attn": c_attn,
+            "c_proj": {"weight": each(lambda b: f32(f"{b}.self_attn.o_proj.weight").T)},
+            **norms,
+        },
+        "ln_2": gain("post_attention_layernorm"),
+        "mlp": {
+            "c_fc": {"weight": each(lambda b: fused(b, ("mlp.gate_proj", "mlp.up_proj")).T)},
+            "c_proj": {"weight": each(lambda b: f32(f"{b}.mlp.down_proj.weight").T)},
+        },
+    }
+
+
+def params_from_hf(
+    tensors: dict[str, np.ndarray], config: LlamaConfig, dtype=jnp.float32, ignored=lambda key: False
+) -> dict:
+    """An HF state dict (numpy) -> llama.py's params, every key and shape checked: a missing,
+    unexpected or misshapen tensor is a WeightsError naming it. A tied checkpoint's saved copy of
+    the head is dropped (it reads the embedding), and so is every key `ignored` names (the MTP
+    layers a folder ships beside the model: checkpoints/mtp_files.py)."""
+    tensors = {k: v for k, v in tensors.items() if not IGNORED.match(k) and not ignored(k)}
+    if config.tied:
+        tensors.pop("lm_head.weight", None)
+    hf_layout.check_tensors(tensors, expected_shapes(config), f"{config.family} checkpoint")
+    f32 = lambda key: np.asarray(tensors[key], np.float32)
     params = {
         "wte": jnp.asarray(f32("model.embed_tokens.weight"), dtype),
-        "blocks": {
-            "ln_1": {"weight": each(lambda b: f32(f"{b}.input_layernorm.weight"))},
-            "attn": {
-                "c_attn": c_attn,
-                "c_proj": {"weight": each(lambda b: f32(f"{b}.self_attn.o_proj.weight").T)},
-                **norms,
-            },
-            "ln_2": {"weight": each(lambda b: f32(f"{b}.post_attention_layernorm.weight"))},
-            "mlp": {
-                "c_fc": {"weight": each(lambda b: fused(b, ("mlp.gate_proj", "mlp.up_proj")).T)},
-                "c_proj": {"weight": each(lambda b: f32(f"{b}.mlp.down_proj.weight").T)},
-            },
-        },
+        "blocks": blocks_from_hf(
+            tensors, [f"model.layers.{i}" for i in range(config.n_layer)], config, dtype
+        ),
         "ln_f": {"weight": jnp.asarray(f32("model.norm.weight"), dtype)},
     }
     return params if config.tied else params | {"lm_head": jnp.asarray(f32("lm_head.weight"), dtype)}
 
 
-def params_to_hf(params: dict, config: LlamaConfig, np_dtype=np.float32) -> dict[str, np.ndarray]:
-    """llama.py's params (as loaded) -> an HF state dict (numpy): params_from_hf undone, q/k/v and
-    gate/up split again, every matrix back to torch's [out, in]."""
+def layer_to_hf(
+    blocks: dict, i: int, b: str, config: LlamaConfig, np_dtype=np.float32
+) -> dict[str, np.ndarray]:
+    """Layer i of llama.py's stacked `blocks` as HF's tensors under the prefix `b`: blocks_from_hf
+    undone, q/k/v and gate/up split again, every matrix back to torch's [out, in]."""
     as_np = lambda a: np.ascontiguousarray(np.asarray(a, np.float32).astype(np_dtype))
-    blocks, q = params["blocks"], config.n_head * config.head_dim
-    kv = config.n_kv_head * config.head_dim
+    q, kv = config.n_head * config.head_dim, config.n_kv_head * config.head_dim
     cuts = {"q_proj": (0, q), "k_proj": (q, q + kv), "v_proj": (q + kv, q + 2 * kv)}
+    c_attn = blocks["attn"]["c_attn"]
+    out = {
+        f"{b}.input_layernorm.weight": as_np(blocks["ln_1"]["weight"][i]),
+        f"{b}.post_attention_layernorm.weight": as_np(blocks["ln_2"]["weight"][i]),
+        f"{b}.self_attn.o_proj.weight": as_np(blocks["attn"]["c_proj"]["weight"][i].T),
+        f"{b}.mlp.down_proj.weight": as_np(blocks["mlp"]["c_proj"]["weight"][i].T),
+    }
+    for name, (lo, hi) in cuts.items():
+        out[f"{b}.self_attn.{name}.weight"] = as_np(c_attn["weight"][i][:, lo:hi].T)
+        if config.qkv_bias:
+            out[f"{b}.self_attn.{name}.bias"] = as_np(c_attn["bias"][i][lo:hi])
+    for name in QK_NORM if config.qk_norm else ():
+        out[f"{b}.{name}.weight"] = as_np(blocks["attn"][name.split(".")[1]]["weight"][i])
+    gate, up = np.split(np.asarray(blocks["mlp"]["c_fc"]["weight"][i]), 2, axis=1)
+    return out | {f"{b}.mlp.gate_proj.weight": as_np(gate.T), f"{b}.mlp.up_proj.weight": as_np(up.T)}
+
+
+def params_to_hf(params: dict, config: LlamaConfig, np_dtype=np.float32) -> dict[str, np.ndarray]:
+    """llama.py's params (as loaded) -> an HF state dict (numpy): params_from_hf undone."""
+    as_np = lambda a: np.ascontiguousarray(np.asarray(a, np.float32).astype(np_dtype))
     out = {
         "model.embed_tokens.weight": as_np(params["wte"]),
         "model.norm.weight": as_np(params["ln_f"]["weight"]),
     }
     for i in range(config.n_layer):
-        b, c_attn = f"model.layers.{i}", blocks["attn"]["c_attn"]
-        out[f"{b}.input_layernorm.weight"] = as_np(blocks["ln_1"]["weight"][i])
-        out[f"{b}.post_attention_layernorm.weight"] = as_np(blocks["ln_2"]["weight"][i])
-        for name, (lo, hi) in cuts.items():
-            out[f"{b}.self_attn.{name}.weight"] = as_np(c_attn["weight"][i][:, lo:hi].T)
-            if config.qkv_bias:
-                out[f"{b}.self_attn.{name}.bias"] = as_np(c_attn["bias"][i][lo:hi])
-        out[f"{b}.self_attn.o_proj.weight"] = as_np(blocks["attn"]["c_proj"]["weight"][i].T)
-        for name in QK_NORM if config.qk_norm else ():
-            out[f"{b}.{name}.weight"] = as_np(blocks["attn"][name.split(".")[1]]["weight"][i])
-        gate, up = np.split(np.asarray(blocks["mlp"]["c_fc"]["weight"][i]), 2, axis=1)
-        out[f"{b}.mlp.gate_proj.weight"], out[f"{b}.mlp.up_proj.weight"] = as_np(gate.T), as_np(up.T)
-        out[f"{b}.mlp.down_proj.weight"] = as_np(blocks["mlp"]["c_proj"]["weight"][i].T)
+        out |= layer_to_hf(params["blocks"], i, f"model.layers.{i}", config, np_dtype)
     return out if config.tied else out | {"lm_head.weight": as_np(params["lm_head"])}
 
 
@@ -264,4 +297,12 @@ def load_dir(directory: str | Path, dtype=jnp.float32) -> tuple[LlamaConfig, dic
     """Read a Llama-family folder (config.json, model.safetensors or an index and its shards)."""
     directory = Path(directory)
     config = read_config(directory)
-    return config, params_from_hf(hf_layout.read_tensors(directory), config, dtype)
+    n_mtp = mtp_layers(directory)
+    ignored = lambda key: mtp.is_mtp_key(key, config.n_layer, n_mtp)  # the head's (mtp_files.py)
+    return config, params_from_hf(hf_layout.read_tensors(directory), config, dtype, ignored)
+
+
+def mtp_layers(directory: Path) -> int:
+    """How many MTP layers a folder's config.json says it ships (num_nextn_predict_layers, 0 without)."""
+    d = json.loads((Path(directory) / hf_layout.CONFIG_FILE).read_text())
+    return Fields(d, str(Path(directory) / hf_layout.CONFIG_FILE)).count("num_nextn_predict_layers", 0, low=0)

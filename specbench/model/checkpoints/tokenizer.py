@@ -126,10 +126,13 @@ def for_model(model) -> Tokenizer:
     """The tokenizer of a loaded model (network.Model): the tokenizer.json in its folder, else
     GPT-2's (every GPT-2 checkpoint, a T5 saved without one), folded onto the vocabulary of random
     weights whose vocabulary is not GPT-2's (folded)."""
+    from specbench.model.nets.network import vocabulary  # a PARD draft's appended mask is no text
+
     path = Path(model.source) / JSON_FILE
     if model.source != "random" and path.is_file():
         return from_json(str(path))
-    return GPT2 if model.config.n_vocab == N_VOCAB else folded(model.config.n_vocab)
+    n_vocab = vocabulary(model.config)
+    return GPT2 if n_vocab == N_VOCAB else folded(n_vocab)
 
 
 @functools.lru_cache(maxsize=8)

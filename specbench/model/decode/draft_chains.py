@@ -22,6 +22,8 @@ def model_weights(drafter: Drafter, draft: Model | None, target: Model, referenc
     """A draft model's own weights; DecodeError when there is none or its vocabulary differs."""
     if draft is None:
         raise DecodeError("the model drafter needs a draft model", "draft")
+    if draft.config.mask_token is not None:
+        raise DecodeError(f"{draft.name} is a PARD draft (it has a mask token): use --drafter pard", "draft")
     if draft.config.n_vocab != target.config.n_vocab:
         raise DecodeError(
             f"draft and target must share the vocabulary (vocab sizes "
@@ -40,7 +42,7 @@ def eagle_weights(drafter: Drafter, draft: Model | None, target: Model, referenc
     """An EAGLE head (`draft`) joined to the target's embeddings, final norm and head, or an
     EAGLE-3 head to what it reads of the target (eagle.attach)."""
     if draft is None:
-        raise DecodeError("the eagle drafter needs a head", "draft")
+        raise DecodeError(f"the {drafter.name} drafter needs a head", "draft")
     wrong = eagle.mismatch(draft.config, target.config, draft.params)
     if wrong:
         raise DecodeError(f"the head {draft.name} {wrong}", "draft")

@@ -40,6 +40,7 @@ class Kind:
     features: bool = False  # reads the target's features: an EAGLE head (--eagle-head), the
     #                         verify step returns them and the round hands them on (observe)
     draft_cost: DraftCost = DraftCost.SEQUENTIAL  # how a round's drafting costs (draft_cost.py)
+    pass_rows: Callable | None = None  # a one-pass kind's: pass_rows(K), the rows of its one step
 
     @property
     def distributions(self) -> bool:
@@ -84,8 +85,16 @@ class Drafter:
 
     def reach(self, K: int) -> int:
         """Cache slots a round writes past the pending token: K, or for a tree the most of its
-        nodes and the rows its drafting step writes (a dynamic tree's candidates), but the root."""
+        nodes and the rows its drafting step writes (a dynamic tree's candidates), but the root; for
+        a one-pass drafter, its pass's rows past the pending token while few tokens are committed."""
+        if self.kind.pass_rows is not None:
+            return max(K, self.kind.pass_rows(K) - 1)
         return K if self.tree is None else max(self.tree.size, self.tree.draft_rows) - 1
+
+    def verified(self, K: int) -> int:
+        """Rows of the target's verify step: the pending token and what a round proposes (reach's
+        rows; a one-pass drafter's pass writes past what it proposes, and K + 1 are verified)."""
+        return K + 1 if self.kind.pass_rows is not None else self.reach(K) + 1
 
     @property
     def reach_setting(self) -> str:
@@ -111,12 +120,18 @@ class Drafter:
 
     @property
     def head_format(self) -> str | None:
-        """An EAGLE head's format as rows record it ("eagle", "eagle3"), else None."""
+        """An EAGLE head's format as rows record it ("eagle", "eagle3", "mtp"), else None."""
         if not self.spec.features:
             return None
         from specbench.model.nets import eagle
 
         return eagle.format_of(self.config).name
+
+    @property
+    def mtp(self):
+        """An MTP head's (format, its folder's MTP layers), else None."""
+        config = self.config if self.spec.features else None
+        return (config.mtp, config.mtp_layers) if hasattr(config, "mtp") else None
 
     @property
     def head_words(self) -> str:

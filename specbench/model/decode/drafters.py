@@ -20,6 +20,11 @@ which is what keeps each of them exact.
               eagle.py): one block over [feature, token], then the target's norm and head. Its
               state holds its one-layer cache and the target's features of the committed
               tokens, which the round hands it after each verify step (observe).
+  * pard      a PARD draft (An et al. 2025; pard.py): a draft model taught a mask token, whose one
+              step over the last real tokens and K - 1 masks proposes all K drafts.
+  * mtp       the multi-token-prediction layer a model ships in its own checkpoint (DeepSeek-V3,
+              MiMo, Qwen3-Next; mtp.py): an EAGLE-style head over the target's features, its
+              format's own norms, projection and carried feature, drafting through eagle.py.
   * dial      specbench's acceptance dial, an instrument and not a drafter to deploy (T = 0):
               it proposes the target's own greedy continuation (params["reference"], from an
               AR generation made beforehand) and keeps each token with probability
@@ -53,7 +58,7 @@ from typing import NamedTuple
 from jax import lax
 
 from specbench.draft_cost import DraftCost
-from specbench.model.decode import draft_chains, draft_trees, lookup
+from specbench.model.decode import draft_chains, draft_trees, lookup, pard
 from specbench.model.decode.drafter import Drafter, Kind
 from specbench.model.decode.sampling import Warp
 from specbench.model.nets import eagle, network
@@ -81,6 +86,17 @@ def default_layers(target_config: GPT2Config) -> int:
 def eagle_drafter(target_config: GPT2Config, confidence: float | None = None, head=None) -> Drafter:
     """An EAGLE head's drafter: `head` is the head's config (None: an EAGLE-1 block of the target's)."""
     return Drafter(KINDS["eagle"], eagle.drafting_config(head, target_config), confidence=confidence)
+
+
+def mtp_drafter(target_config, confidence: float | None = None, head=None) -> Drafter:
+    """An MTP head's drafter: `head` is the head's config (mtp.MtpConfig, read from the target's
+    own folder: checkpoints/mtp_files.py)."""
+    return Drafter(KINDS["mtp"], eagle.drafting_config(head, target_config), confidence=confidence)
+
+
+def pard_drafter(config, confidence: float | None = None) -> Drafter:
+    """A PARD draft's drafter: `config` is the draft's (its vocabulary the target's and the mask)."""
+    return Drafter(KINDS["pard"], config, confidence=confidence)
 
 
 def lookup_drafter(ngram: int = 3) -> Drafter:
@@ -204,6 +220,34 @@ KINDS: dict[str, Kind] = {
             draft_chains.eagle_propose,
             network=True,
             flags=("eagle_head",),
+            features=True,
+            propose_tree=draft_trees.eagle_tree_propose,
+        ),
+        Kind(
+            "pard",
+            "PARD draft",
+            pard.pard_weights,
+            lambda d, name: f"{name}: one pass of {network.shape(d.config)} over K masks{d.head_words}",
+            lambda s, draft, target: pard_drafter(draft, s.confidence),
+            lambda d, draft, target: draft,
+            draft_chains.network_start,
+            pard.pard_propose,
+            draft_model=True,
+            network=True,
+            draft_cost=DraftCost.ONE_PASS,
+            pass_rows=pard.pass_rows,
+        ),
+        Kind(
+            "mtp",
+            "MTP head",
+            draft_chains.eagle_weights,
+            lambda d, name: f"{name}: {eagle.words(d.config)}{d.head_words}",
+            lambda s, draft, target: mtp_drafter(target, s.confidence, draft),
+            lambda d, draft, target: draft,
+            draft_chains.eagle_start,
+            draft_chains.eagle_propose,
+            network=True,
+            flags=("mtp_head",),
             features=True,
             propose_tree=draft_trees.eagle_tree_propose,
         ),

@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from specbench.errors import DecodeError
+from specbench.model.nets import network
 from specbench.model.nets.network import Model
 
 
@@ -37,7 +38,7 @@ def validate(prompt_ids, n_tokens: int, K: int, models: list[Model], max_len: in
         raise DecodeError(f"n-tokens must be >= 1 (got {n_tokens})", "n_tokens")
     if K < 0:  # 0: autoregressive; speculative decoding needs K >= 1 (generate.speculative)
         raise DecodeError(f"K must be >= 0 (got {K})", "K")
-    vocabs = {m.config.n_vocab for m in models}
+    vocabs = {network.vocabulary(m.config) for m in models}
     if len(vocabs) > 1:
         raise DecodeError(
             f"draft and target must share the vocabulary (vocab sizes {sorted(vocabs)})", "draft"

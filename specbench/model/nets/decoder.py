@@ -38,8 +38,9 @@ def step(parts: Parts, params, cache, tokens, pos, config, logits_at=None, tree=
 
     Returns (logits [n_seq, n_vocab] in float32, new cache), and with `hidden` also the features:
     the last block's output before the final norm, [n_seq, width] (hidden True: what an EAGLE
-    head reads), or with hidden a tuple of layers those layers' inputs (products.run_layers: an
-    EAGLE-3 head's taps), from the same pass. With `logits_at` (an index, may be traced) only that
+    head reads; after it with products.Features.NORMED, what some MTP heads read), or with
+    hidden a tuple of layers those layers' inputs (products.run_layers: an EAGLE-3 head's taps),
+    from the same pass. With `logits_at` (an index, may be traced) only that
     row's logits are computed, [1, n_vocab]: a padded prefill needs only its last real row. The
     step runs as many blocks as the cache has layers: a cache of L < n_layer layers makes it a
     layer-skip draft over the same weights (LayerSkip, Elhoushi et al. 2024), with the final norm
@@ -55,4 +56,8 @@ def step(parts: Parts, params, cache, tokens, pos, config, logits_at=None, tree=
     x, new_kv, *tapped = parts.blocks(params, x, cache, pos, config, tree, taps)
     cache = products.store(params, cache, new_kv, pos)
     logits = products.logits(params, x, parts.final_norm, config, logits_at)
-    return (logits, cache, tapped[0] if taps else x) if hidden else (logits, cache)
+    if not hidden:
+        return logits, cache
+    if hidden is products.Features.NORMED:
+        return logits, cache, parts.final_norm(params, x, config)
+    return logits, cache, tapped[0] if taps else x

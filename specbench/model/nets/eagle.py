@@ -33,7 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from specbench.model.nets import decoder, eagle3, families, layouts, products
+from specbench.model.nets import decoder, eagle3, families, layouts, mtp, products
 from specbench.model.nets.families import family_of
 
 
@@ -107,9 +107,9 @@ def forward(params, feats, tokens, config):
     """predict, then the target's norm and head: (logits [n_seq, V] float32, h). The tests' oracle
     for the cached step: it multiplies the weights as loaded, with XLA."""
     params = layouts.as_loaded(params)
-    if format_of(config) is EAGLE3:  # its step over an empty cache
+    if format_of(config) is not EAGLE:  # its step over an empty cache
         empty = family(config).empty_cache(config, 0, feats.dtype)
-        logits, h, _ = eagle3.step(params, empty, shifted(feats), tokens, 0, config)
+        logits, h, _ = step(params, empty, shifted(feats), tokens, 0, config)
         return logits, h
     h = predict(params, feats, tokens, config)
     return products.head(params, family(config).final_norm(params, h, config)), h
@@ -170,12 +170,34 @@ EAGLE3 = Format(
     eagle3.mismatch,
     eagle3.taps_note,
 )
-FORMATS = (EAGLE, EAGLE3)
+
+
+def mtp_mismatch(config, target, params=None) -> str | None:
+    """Why an MTP layer cannot draft for a target: its block is a Llama family's (mtp.mismatch)."""
+    if not families.is_llama(target):
+        return "is an MTP layer of a Llama-family block; the target is not one"
+    return mtp.mismatch(config, target, params)
+
+
+MTP = Format(
+    "mtp",
+    "MTP head",
+    mtp.step,
+    mtp.attach,
+    lambda params, feats, config: feats,
+    mtp.reads,
+    mtp.joined,
+    mtp_mismatch,
+    lambda config, target: None,
+)
+FORMATS = (EAGLE, EAGLE3, MTP)
 
 
 def format_of(config) -> Format:
-    """The format of a head whose config this is: a block of its target's family (EAGLE), or an
-    Eagle3Config (EAGLE3)."""
+    """The format of a head whose config this is: a block of its target's family (EAGLE), an
+    Eagle3Config (EAGLE3) or an MtpConfig (MTP)."""
+    if families.is_mtp_head(config):
+        return MTP
     return EAGLE3 if families.is_eagle3_head(config) else EAGLE
 
 
@@ -222,6 +244,8 @@ def words(config) -> str:
     """What a header says of a head of this config."""
     if format_of(config) is EAGLE:
         return "one block over the target's features"
+    if format_of(config) is MTP:
+        return mtp.words(config)
     vocab = f", over {config.draft_vocab:,} draft tokens" if config.draft_vocab else ""
     return (
         f"EAGLE-3, one block over the inputs of the target's layers {', '.join(map(str, config.taps))}{vocab}"

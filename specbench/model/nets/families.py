@@ -14,6 +14,7 @@ from specbench.model.nets import gpt2, llama, t5
 from specbench.model.nets.eagle3 import Eagle3Config
 from specbench.model.nets.gpt2 import GPT2Config
 from specbench.model.nets.llama import LlamaConfig
+from specbench.model.nets.mtp import MtpConfig
 from specbench.model.nets.reading import OwnStart, Reading, Source
 from specbench.model.nets.t5 import T5Config
 
@@ -28,7 +29,7 @@ class Network(Protocol):
     def init_params(self, config, seed: int = 0, dtype=None) -> dict: ...
     def pad_heads(self, arrays: dict, config, tp: int) -> tuple[dict, object]: ...
     def fused_parts(self, config) -> dict: ...
-    def blocks(self, params, x, cache, pos, config, tree=None, taps=None): ...
+    def blocks(self, params, x, cache, pos, config, tree=None, taps=None, first: int = 0): ...
     def final_norm(self, params, x, config): ...
     def position_embedding(self, params, positions): ...
     def head_keys(self, config) -> tuple[str, ...]: ...
@@ -115,6 +116,7 @@ LLAMA = Family(
         ModelType("qwen2", "Qwen2", "Qwen2ForCausalLM", qkv_bias=True),
         ModelType("qwen3", "Qwen3", "Qwen3ForCausalLM", qk_norm=True),
         ModelType("mistral", "Mistral", "MistralForCausalLM", refused=("sliding_window",)),
+        ModelType("mimo", "MiMo", "MiMoForCausalLM", qkv_bias=True),  # Qwen2's shape, MTP layers beside
     ),
     llama,
     OwnStart(llama, llama.llama),
@@ -151,3 +153,13 @@ def is_eagle3_head(config) -> bool:
     """Whether a head's config is a published EAGLE-3 head's (nets/eagle3.py), not a block of its
     target's family (eagle.py asks, to pick the head's format)."""
     return isinstance(config, Eagle3Config)
+
+
+def is_mtp_head(config) -> bool:
+    """Whether a head's config is an MTP layer's (nets/mtp.py; eagle.py asks, to pick its format)."""
+    return isinstance(config, MtpConfig)
+
+
+def is_llama(config) -> bool:
+    """Whether a config is of the Llama family (an MTP layer's block is one of its)."""
+    return family_of(config) is LLAMA

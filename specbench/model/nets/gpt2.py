@@ -50,6 +50,7 @@ class GPT2Config:
     n_vocab: int = 50257
     layer_norm_epsilon: float = 1e-5
     pad_heads: int = 0  # heads of zeros after the n_head, so that the heads split over a mesh (mesh.py)
+    mask_token: int | None = None  # a PARD draft's mask (config.json's pard_token: decode/pard.py)
 
     def __post_init__(self):
         if self.n_embd % self.n_head:
@@ -118,6 +119,7 @@ def mha(
     layout: Layout = Layout.HF,
     layer=None,
     groups=1,
+    first=0,
 ):
     # x [n_seq, n_embd]; k_cache [n_head, hd, max_len], v_cache [max_len, n_head, hd]; pos: traced int32.
     # Returns the output and this step's keys and values, [n_seq, n_head, hd] each.
@@ -125,7 +127,8 @@ def mha(
     qkv = ungroup(linear(x, c_attn, layout, layer), n_head, groups)  # [n_seq, 3, h, hd]
     # as they will be stored: a later step reads them from the cache in its dtype
     k, v = qkv[:, 1].astype(k_cache.dtype), qkv[:, 2].astype(v_cache.dtype)
-    out = attention.cached_attention(qkv[:, 0], k, v, k_cache, v_cache, pos, tree).reshape(n_seq, -1)
+    out = attention.cached_attention(qkv[:, 0], k, v, k_cache, v_cache, pos, tree, first)
+    out = out.reshape(n_seq, -1)
     return linear(out, c_proj, layout, layer), k, v
 
 
@@ -176,8 +179,10 @@ def block(
     layout: Layout = Layout.HF,
     layer=None,
     groups=1,
+    first=0,
 ):
-    """One transformer block over x [n_seq, n_embd]: p is its ln_1, attn, ln_2 and mlp (layer_params)."""
+    """One transformer block over x [n_seq, n_embd]: p is its ln_1, attn, ln_2 and mlp (layer_params);
+    `first`: attention.cached_attention's."""
     eps = config.layer_norm_epsilon
     attn = p["attn"]
     a, k, v = mha(
@@ -192,6 +197,7 @@ def block(
         layout,
         layer,
         groups,
+        first,
     )
     x = x + a
     x = x + mlp(layer_norm(x, **p["ln_2"], eps=eps), p["mlp"]["c_fc"], p["mlp"]["c_proj"], layout, layer)
@@ -215,10 +221,11 @@ def step_blocks(params, x, cache, pos, config: GPT2Config, tree=None, taps=None)
     return blocks(params, x, cache, pos, config, tree, taps)
 
 
-def blocks(params, x, cache, pos, config: GPT2Config, tree=None, taps=None):
+def blocks(params, x, cache, pos, config: GPT2Config, tree=None, taps=None, first: int = 0):
     """The transformer blocks over x [n_seq, n_embd] at positions pos.. (a token tree's nodes
     with `tree`): as many as the cache has layers. Returns (x, (k, v)), the new keys and values
-    [L, n_seq, n_head, hd] of every layer, and with `taps` those layers' inputs (run_layers)."""
+    [L, n_seq, n_head, hd] of every layer, and with `taps` those layers' inputs (run_layers).
+    `first` (static): keys before it are seen by their own row only (attention.cached_attention)."""
 
     w = as_weights(params)
     kernel = w.layout is Layout.KERNEL  # the kernel reads every layer's stacked matrices in place
@@ -229,7 +236,7 @@ def blocks(params, x, cache, pos, config: GPT2Config, tree=None, taps=None):
         # layer i's cache, sliced here rather than scanned over: under vmap the cache is [B, L, ...],
         # and scanning its second axis copied the whole cache every step (docs/performance.md)
         k_cache, v_cache = cache["k"][i], cache["v"][i]
-        x, k, v = block(x, p, k_cache, v_cache, pos, config, tree, w.layout, i if kernel else None, g)
+        x, k, v = block(x, p, k_cache, v_cache, pos, config, tree, w.layout, i if kernel else None, g, first)
         return x, (k, v)
 
     return products.run_layers(layer, x, cache["k"].shape[0], taps)

@@ -65,6 +65,7 @@ class LlamaConfig:
     family: str = "llama"
     qk_norm: bool = False  # Qwen3: RMSNorm over each head's queries and keys before the rotation
     explicit_head_dim: int | None = None  # config.json's head_dim where it is not n_embd / n_head
+    mask_token: int | None = None  # a PARD draft's mask (config.json's pard_token: decode/pard.py)
 
     def __post_init__(self):
         if self.n_head % self.n_kv_head or (self.explicit_head_dim is None and self.n_embd % self.n_head):
@@ -192,8 +193,11 @@ def attend(
     return linear(out.reshape(n_seq, H * hd), p["c_proj"], layout, layer), k, v
 
 
-def block(x, p, k_cache, v_cache, pos, positions, config: LlamaConfig, tree, layout, layer, groups=1):
-    """One block: x + attention(rms_norm(x)), then + SwiGLU(rms_norm(x)); p is layer_params'."""
+def block(
+    x, p, k_cache, v_cache, pos, positions, config: LlamaConfig, tree, layout, layer, groups=1, first=0
+):
+    """One block: x + attention(rms_norm(x)), then + SwiGLU(rms_norm(x)); p is layer_params'.
+    `first`: attention.cached_attention's."""
     a, k, v = attend(
         rms_norm(x, p["ln_1"]["weight"], config.rms_norm_eps),
         p["attn"],
@@ -206,6 +210,7 @@ def block(x, p, k_cache, v_cache, pos, positions, config: LlamaConfig, tree, lay
         layout,
         layer,
         groups,
+        first,
     )
     return swiglu(x + a, p, config, layout, layer, groups), k, v
 
@@ -217,11 +222,12 @@ def swiglu(x, p, config: LlamaConfig, layout, layer, groups=1):
     return x + linear(jax.nn.silu(gate) * up, p["mlp"]["c_proj"], layout, layer)
 
 
-def blocks(params, x, cache, pos, config: LlamaConfig, tree=None, taps=None):
+def blocks(params, x, cache, pos, config: LlamaConfig, tree=None, taps=None, first: int = 0):
     """The blocks over x [n_seq, n_embd] at positions pos.. (a token tree's nodes at pos + their
     depth), reading the cache entries before pos: as many blocks as the cache has layers. Returns
     (x, (k, v)), the new keys and values [L, n_seq, KV, hd]. gpt2.blocks' signature, so that an
-    EAGLE head's block (eagle.py) is either family's."""
+    EAGLE head's block (eagle.py) is either family's. `first` (static): keys before it are seen by
+    their own row only (attention.cached_attention; an MTP head's position 0: nets/mtp.py)."""
     w = as_weights(params)
     kernel, g = w.layout is Layout.KERNEL, mesh.groups(w)
     offsets = jnp.arange(x.shape[0]) if tree is None else jnp.asarray(tree.depths)
@@ -231,7 +237,7 @@ def blocks(params, x, cache, pos, config: LlamaConfig, tree=None, taps=None):
         k_cache, v_cache = cache["k"][i], cache["v"][i]
         layer_i = i if kernel else None
         x, k, v = block(
-            x, layer_params(w, i), k_cache, v_cache, pos, positions, config, tree, w.layout, layer_i, g
+            x, layer_params(w, i), k_cache, v_cache, pos, positions, config, tree, w.layout, layer_i, g, first
         )
         return x, (k, v)
 

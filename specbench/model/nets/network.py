@@ -33,6 +33,13 @@ class Model:
     source: str
 
 
+def vocabulary(config) -> int:
+    """The tokens a model shares with its pair: its n_vocab, less a PARD draft's mask where the mask
+    was appended after them (decode/pard.py)."""
+    appended = config.mask_token is not None and config.mask_token == config.n_vocab - 1
+    return config.n_vocab - appended
+
+
 def architecture(config) -> str:
     """What a row records of the model: its HF model_type ("gpt2", "t5", "llama", "qwen3", ...)."""
     return family_of(config).model_type(config)

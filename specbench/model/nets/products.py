@@ -8,6 +8,8 @@ optional bias: GPT-2 has one everywhere, Llama none, Qwen2 on its q/k/v product 
 
 from __future__ import annotations
 
+import enum
+
 import jax
 import jax.numpy as jnp
 from jax import lax
@@ -78,6 +80,14 @@ def run_layers(layer, x, n_layers: int, taps=None):
 
     (x, kept), ys = lax.scan(tapped, (x, jnp.zeros((len(taps), *x.shape), x.dtype)), jnp.arange(n_layers))
     return x, ys, jnp.concatenate(list(kept), axis=-1)
+
+
+class Features(enum.Enum):
+    """What a step's `hidden` may ask beside True (the last block's output before the final norm)
+    and a tuple of taps: that output after the final norm, what vLLM's DeepSeek and Qwen3-Next
+    models hand their MTP layers (nets/mtp.py)."""
+
+    NORMED = "the last block's output after the final norm"
 
 
 def taps_of(hidden):

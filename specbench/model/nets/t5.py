@@ -54,6 +54,7 @@ class T5Config:
     scale_decoder_outputs: bool = False  # the decoder's output times d_model^-0.5 (original T5's tied head)
     eps: float = 1e-6
     decoder_start: int = 0  # the token the decoder starts from (T5's pad)
+    mask_token: int | None = None  # every config's: a PARD draft's mask (decode/pard.py); no T5 has one
 
     @property
     def width(self) -> int:
