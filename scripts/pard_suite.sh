@@ -19,5 +19,5 @@ run() {  # a sweep into $out/$1, resumed where it stopped
         $([ -f "$file" ] && echo --resume)
 }
 run cpu-sweep-pard-chain.json --drafter model
-run cpu-sweep-pard-one-pass.json --drafter pard --draft gpt2_weights/tiny-draft-pard
+run cpu-sweep-pard-one-pass.json --drafter pard --draft tiny-draft-pard
 python scripts/pard_table.py "$out"/cpu-sweep-pard-*.json | tee "$out/pard-table.md"
