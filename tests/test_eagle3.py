@@ -145,6 +145,10 @@ def vllm_eagle3(t: dict, config: Eagle3Config, taps, tokens, b: str = "midlayer"
     m = rms(r, t[f"{b}.post_attention_layernorm.weight"], eps)
     gate, up = m @ t[f"{b}.mlp.gate_proj.weight"].T, m @ t[f"{b}.mlp.up_proj.weight"].T
     r = r + (gate / (1 + np.exp(-gate)) * up) @ t[f"{b}.mlp.down_proj.weight"].T
+    for i in range(1, config.n_layer):  # vLLM's layers past the first: Llama's own, over r
+        from test_mtp import decoder_layer
+
+        r = decoder_layer(t, f"layers.{i}.", r, config)
     return rms(r, t["norm.weight"], eps) @ t["lm_head.weight"].T
 
 
@@ -387,3 +391,40 @@ def test_the_training_time_test_s_passes_are_the_drafts_chain_and_training_lower
     # a random target's q is nearly flat over 40 tokens: its entropy bounds the cross-entropy from
     # below, so the loss falls little while the agreement on its top token rises from chance
     assert after["loss"] < before["loss"] and after["agreement"] > before["agreement"] + 0.05, (before, after)
+
+
+@pytest.mark.parametrize("layout", ["eagle3", "speculators"])
+def test_a_head_of_several_layers_is_vllms_and_exact(tmp_path, target, layout):
+    """A head of three layers (vLLM's llama_eagle3.py since PR #26164: the first reads 2H, the
+    others are Llama's blocks): its logits equal the NumPy reference over the published tensors,
+    its cache holds the three layers, and SD = AR for a chain, a tree and the CPU kernel."""
+    from safetensors.numpy import load_file
+
+    config = dataclasses.replace(head_config(target.config, draft_vocab=60), n_layer=3)
+    eagle3_files.save(tmp_path / "h", random_head(config, 9, scale=3.0).params, config, layout)
+    tensors = {
+        k: v.astype(np.float64) for k, v in load_file(str(tmp_path / "h" / "model.safetensors")).items()
+    }
+    assert "layers.2.self_attn.q_proj.weight" in tensors
+    read, params, _ = eagle_files.load(tmp_path / "h")
+    read = eagle.drafting_config(read, target.config)
+    assert read.n_layer == 3 and params["later"]["attn"]["c_attn"]["weight"].shape[0] == 2
+    tokens = np.asarray([5, 17, 2, 88, 40, 3, 5, 17, 60, 1])
+    _, _, taps = llama.step(
+        target.params, llama.init_cache(QWEN3, 16), jnp.asarray(tokens), 0, QWEN3, hidden=read.taps
+    )
+    reference = vllm_eagle3(
+        tensors, read, np.asarray(taps, np.float64)[:-1], tokens[1:], eagle3_files.BLOCK[layout]
+    )
+    ours, _ = eagle.forward(eagle.attach(params, target.params, read), taps, jnp.asarray(tokens), read)
+    np.testing.assert_allclose(np.asarray(ours)[1:], reference, atol=1e-4, rtol=1e-4)
+    head = Model("h", read, params, str(tmp_path / "h"))
+    prompt = [5, 17, 2, 88, 40, 3, 5, 17]
+    ar, _ = autoregressive(target, prompt, 16)
+    for shape in ("chain", "tree 2x2x1"):
+        drafter = dataclasses.replace(drafters.eagle_drafter(QWEN3, head=read), **SHAPES[shape])
+        K = drafter.tree.depth if drafter.tree is not None else 3
+        np.testing.assert_array_equal(speculative(head, target, prompt, 16, K, drafter=drafter)[0], ar, shape)
+    (k_target,) = with_kernel(target)
+    drafter = drafters.eagle_drafter(QWEN3, head=read)
+    np.testing.assert_array_equal(speculative(head, k_target, prompt, 16, 3, drafter=drafter)[0], ar)

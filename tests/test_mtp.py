@@ -63,15 +63,17 @@ def target():
 
 
 def decoder_layer(t: dict, b: str, x, config: LlamaConfig):
-    """HF's Qwen3 decoder layer (q/k norms over each head, rotary, grouped queries, causal, SwiGLU)
-    over x [n, H] at positions 0..n-1, from the tensors under prefix b."""
+    """HF's Llama decoder layer (Qwen3's q/k norms over each head where it has them, rotary,
+    grouped queries, causal, SwiGLU) over x [n, H] at positions 0..n-1, from the tensors under
+    prefix b."""
     eps, hd, n = config.rms_norm_eps, config.head_dim, x.shape[0]
     pos = np.arange(n, dtype=np.float64)
     a = rms(x, t[f"{b}input_layernorm.weight"], eps)
     q = (a @ t[f"{b}self_attn.q_proj.weight"].T).reshape(n, -1, hd)
     k = (a @ t[f"{b}self_attn.k_proj.weight"].T).reshape(n, -1, hd)
     v = (a @ t[f"{b}self_attn.v_proj.weight"].T).reshape(n, -1, hd)
-    q, k = rms(q, t[f"{b}self_attn.q_norm.weight"], eps), rms(k, t[f"{b}self_attn.k_norm.weight"], eps)
+    if f"{b}self_attn.q_norm.weight" in t:  # Qwen3's
+        q, k = rms(q, t[f"{b}self_attn.q_norm.weight"], eps), rms(k, t[f"{b}self_attn.k_norm.weight"], eps)
     q, k = rotate(q, pos, config.rope_theta), rotate(k, pos, config.rope_theta)
     group = q.shape[1] // k.shape[1]
     k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)

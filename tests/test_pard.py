@@ -156,6 +156,10 @@ def test_run_drafts_with_a_pard_folder_and_refuses_a_plain_draft(tmp_path):
     assert result.exit_code == 0, result.output
     (row,) = json.loads(out.read_text())
     assert row["identical"] is True and (row["drafter"], row["draft_cost"]) == ("pard", "one-pass")
+    result = invoke("run", *args, "--draft", tmp_path / "pard", "--peer", "numpy", "--dry-run")
+    assert_one_line_error(result, "--peer", "drafts in one pass and has no peer")
+    result = invoke("run", "--drafter", "model", "--draft", tmp_path / "pard", "--dry-run")
+    assert_one_line_error(result, "--draft", "is a PARD draft", "--drafter pard")
     result = invoke("run", *args, "-n", "4", "--dry-run")  # the bundled draft has no mask token
     assert_one_line_error(result, "--draft", "has no mask token", "python -m specbench.train pard")
 

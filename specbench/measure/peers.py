@@ -68,9 +68,13 @@ class PeerResult:
 def draft_model(drafter, draft: Model | None, target: Model) -> Model:
     """The network a peer drafts with: the draft model, or (layer-skip) the target's first
     drafter.config.n_layer blocks with its final norm and head, as a model of their own."""
-    if drafter.spec.draft_model and drafter.kind.draft_cost is not DraftCost.ONE_PASS:
+    if drafter.kind.draft_cost is DraftCost.ONE_PASS:
+        raise PeerError(
+            f"peers draft chains; the {drafter.name} drafter drafts in one pass and has no peer", "peer"
+        )
+    if drafter.spec.draft_model:
         return draft
-    if not drafter.spec.network or drafter.spec.features or drafter.spec.draft_model:
+    if not drafter.spec.network or drafter.spec.features:
         raise PeerError(f"peers draft with a network; the {drafter.name} drafter has no peer", "peer")
     L = drafter.config.n_layer
     first = lambda node: {k: first(v) for k, v in node.items()} if isinstance(node, dict) else node[:L]

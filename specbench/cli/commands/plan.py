@@ -51,8 +51,10 @@ def drafter_models(s: Settings) -> tuple[dict, object]:
     need_draft = bool(set(kinds_that("draft_model")) & set(kinds))
     model_flags = (m.kernels, m.random_init, m.mesh, s.draft_device)
     d, t = load_pair(m.draft, m.target, m.dtype, need_draft, *model_flags)
-    if m.mesh and set(kinds_that("features")) & set(kinds):
-        raise BadInput("--drafter", "eagle does not run on a mesh yet: its head is not placed there")
+    if m.mesh and (heads := set(kinds_that("features")) & set(kinds)):
+        raise BadInput(
+            "--drafter", f"{' and '.join(sorted(heads))} do not run on a mesh yet: a head is not placed there"
+        )
     heads = {  # each head-reading kind's head, by the flag that names its folder
         "eagle_head": lambda: load_head(m.eagle_head, t),
         "mtp_head": lambda: load_mtp(m.mtp_head, t),

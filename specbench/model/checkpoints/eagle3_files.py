@@ -59,11 +59,8 @@ def config_from(meta: dict, where: str = "config.json") -> Eagle3Config:
     f = Fields(meta, where)
     block = f.table("transformer_layer_config") if layout == "speculators" else f
     block_dict = {"model_type": "llama", **block.d}
-    if block.count("num_hidden_layers", 1) != 1:
-        raise WeightsError(
-            f"{block.where}: an EAGLE-3 head of {block.d['num_hidden_layers']} layers: specbench reads one"
-        )
-    llama = llama_layout.config_from_hf({**block_dict, "num_hidden_layers": 1}, block.where)
+    layers = block.count("num_hidden_layers", 1)  # layer 0 reads 2H; layers 1.. are Llama's own
+    llama = llama_layout.config_from_hf({**block_dict, "num_hidden_layers": layers}, block.where)
     taps = f.counts("eagle_aux_hidden_state_layer_ids")
     if len(set(taps)) < len(taps):
         raise f.bad("eagle_aux_hidden_state_layer_ids", "distinct layers (an engine reads a layer once)")
@@ -134,6 +131,9 @@ def params_from(tensors: dict[str, np.ndarray], config: Eagle3Config, layout: st
         "norm.weight": (H,),
         "lm_head.weight": (V, H),
     }
+    later = [f"layers.{i}" for i in range(1, config.n_layer)]  # vLLM's layers past the first
+    for prefix in later:
+        expected |= llama_layout.layer_shapes(prefix, config)
     optional = {"embed_tokens.weight": (config.n_vocab, H), "d2t": (V,)}
     check_tensors(tensors, expected | {k: s for k, s in optional.items() if k in tensors}, config)
     f32 = lambda key: np.asarray(tensors[key], np.float32)
@@ -157,6 +157,8 @@ def params_from(tensors: dict[str, np.ndarray], config: Eagle3Config, layout: st
         "ln_f": {"weight": jnp.asarray(f32("norm.weight"), dtype)},
         "lm_head": jnp.asarray(f32("lm_head.weight"), dtype),
     }
+    if later:
+        params["later"] = llama_layout.blocks_from_hf(tensors, later, config, dtype)
     if "d2t" in tensors:
         params["d2t"] = jnp.asarray(np.asarray(tensors["d2t"]), jnp.int32)
     if "embed_tokens.weight" in tensors:
@@ -217,7 +219,9 @@ def save(directory: Path, params: dict, config: Eagle3Config, layout: str = "eag
         tensors["d2t"] = np.asarray(params["d2t"], np.int64)
     if "wte" in params:
         tensors["embed_tokens.weight"] = as_np(params["wte"])
-    hf_config = llama_layout.config_to_hf(config) | {"num_hidden_layers": 1}
+    for i in range(1, config.n_layer):
+        tensors |= llama_layout.layer_to_hf(params["later"], i - 1, f"layers.{i}", config)
+    hf_config = llama_layout.config_to_hf(config)
     extra = {
         "draft_vocab_size": config.draft_vocab or config.n_vocab,
         "norm_before_residual": config.norm_before_residual,

@@ -12,8 +12,13 @@ position j is three taps of its residual stream, the inputs of its layers `taps`
     x     = x + SwiGLU(post_attention_layernorm(x))
     logits over the draft vocabulary = lm_head(norm(x)); draft id i is target id i + d2t[i]
 
-x, before the norm, is the feature the next draft reads. Rows are eagle.py's: row j reads token
-t_j and the feature of position j - 1, at position j, where vLLM puts (f_{j-1}, t_j) at j - 1;
+x, before the norm, is the feature the next draft reads. A head of n_layer > 1 (vLLM's
+`llama_eagle3.py` since its PR #26164) runs Llama's own blocks over x after that first layer, H
+wide (their q/k/v read x alone), and its last block's output is the feature and the norm's input;
+their weights are `later`, stacked, from the checkpoint's `layers.1` ...
+
+Rows are eagle.py's: row j reads token t_j and the feature of position j - 1, at position j,
+where vLLM puts (f_{j-1}, t_j) at j - 1;
 rotary attention sees only differences, so the two agree. Row 0 has no feature (vLLM has no such
 row): every later row ignores its key (attention's `first`). The head's parameters use llama.py's
 names (blocks stacked with one layer), plus `fc`, `blocks.hidden_norm`, its own `ln_f` (norm) and
@@ -36,7 +41,7 @@ from specbench.model.nets.products import layer_params
 
 @dataclasses.dataclass(frozen=True)
 class Eagle3Config(LlamaConfig):
-    """The head's one Llama block (n_layer = 1, n_vocab the target's), and what it reads: the
+    """The head's Llama blocks (n_layer: the first reads 2H; n_vocab the target's), and what it reads: the
     target `taps` (empty until it is joined to a target: for_target), their width `target_width`
     (0: the head's own), its `draft_vocab` (0: the target's) and vLLM's `norm_before_residual`."""
 
@@ -123,7 +128,13 @@ def step(params, cache, feats_in, tokens, pos, config: Eagle3Config, logits_at=N
         w.layout, layer, first=1,
     )  # fmt: skip
     x = llama.swiglu((h if config.norm_before_residual else g) + a, p, config, w.layout, layer)
-    cache = products.store(params, cache, (k[None], v[None]), pos)
+    k, v = k[None], v[None]
+    if config.n_layer > 1:  # layers 1.. are Llama's own blocks over x (vLLM's multi-layer heads)
+        later = {"blocks": w["later"]}
+        rest = {"k": cache["k"][1:], "v": cache["v"][1:]}
+        x, (k_later, v_later) = llama.blocks(later, x, rest, pos, config, tree, first=1)
+        k, v = jnp.concatenate([k, k_later]), jnp.concatenate([v, v_later])
+    cache = products.store(params, cache, (k, v), pos)
     return products.logits(params, x, llama.final_norm, config, logits_at), x, cache
 
 
@@ -155,6 +166,9 @@ def init_params(config: Eagle3Config, seed: int = 0, embedding: bool = False) ->
     if V < config.n_vocab:  # draft id i is token i + d2t[i]: every few tokens of the target's
         ids = np.sort(rng.choice(config.n_vocab, V, replace=False))
         params["d2t"] = jnp.asarray(ids - np.arange(V), jnp.int32)
+    if config.n_layer > 1:  # layers 1.. : Llama's blocks, H wide
+        later = dataclasses.replace(config, n_layer=config.n_layer - 1)
+        params["later"] = llama.init_params(later, seed + 1)["blocks"]
     return params | ({"wte": normal(config.n_vocab, H)} if embedding else {})
 
 
