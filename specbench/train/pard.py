@@ -43,12 +43,16 @@ class PardLoss:
     kd: float = 0.7
 
 
+def masked(config: GPT2Config) -> GPT2Config:
+    """A draft's config with the mask token appended to its vocabulary (its last id, its mask_token)."""
+    return dataclasses.replace(config, n_vocab=config.n_vocab + 1, mask_token=config.n_vocab)
+
+
 def with_mask(params: dict, config: GPT2Config) -> tuple[dict, GPT2Config]:
-    """The draft with the mask token appended to its vocabulary (its last id, its mask_token)."""
-    wte = as_loaded(params)["wte"]
-    mask = jnp.mean(wte, axis=0, keepdims=True)
-    grown = dataclasses.replace(config, n_vocab=config.n_vocab + 1, mask_token=config.n_vocab)
-    return {**as_loaded(params), "wte": jnp.concatenate([wte, mask])}, grown
+    """The draft with the mask appended (masked): its embedding row the mean of the others."""
+    loaded = as_loaded(params)
+    mask = jnp.mean(loaded["wte"], axis=0, keepdims=True)
+    return {**loaded, "wte": jnp.concatenate([loaded["wte"], mask])}, masked(config)
 
 
 def layout(L: int, how: PardLoss, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

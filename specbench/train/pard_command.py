@@ -77,7 +77,7 @@ def pard_cmd(draft, target, K, anchors, kd, vocab, **flags):
     require_optax()
     from specbench.errors import SpecbenchError
     from specbench.model.checkpoints import draft_vocab
-    from specbench.train.pard import PardLoss, pard_task, per_position
+    from specbench.train.pard import PardLoss, masked, pard_task, per_position
 
     check_run(flags)
     d, t = load(draft, "--draft"), load(target, "--target")
@@ -98,7 +98,7 @@ def pard_cmd(draft, target, K, anchors, kd, vocab, **flags):
     check_windows(data, {"train": train_tokens, "val": val_tokens}, tc.ctx, "--ctx")
     how = PardLoss(K, anchors, kd)
     task = pard_task(d, t, ids, train_tokens, val_tokens, tc, how)
-    config = task_config(d)
+    config = masked(d.config)
     params, record = train_task(flags, config, tc, train_tokens, val_tokens, task=task)
     rng = np.random.default_rng(4321)
     x, _ = sample_batch(val_tokens, 8, tc.ctx, rng)
@@ -113,11 +113,3 @@ def pard_cmd(draft, target, K, anchors, kd, vocab, **flags):
     if vocab:
         (out / draft_vocab.DECLARED_FILE).write_text(json.dumps({"vocab": vocab}) + "\n")
     click.echo(f"saved {out}")
-
-
-def task_config(draft):
-    """The PARD draft's config: the draft's, the mask appended to its vocabulary (pard.with_mask)."""
-    import dataclasses
-
-    config = draft.config
-    return dataclasses.replace(config, n_vocab=config.n_vocab + 1, mask_token=config.n_vocab)
