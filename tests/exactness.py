@@ -33,6 +33,16 @@ longer than it compiles (docs/internals.md, "How the suite stays affordable").""
 sampled_tokens = functools.partial(selftest.sampled_tokens, compiler_options=MANY_SAMPLES)
 target_marginals = functools.partial(selftest.target_marginals, compiler_options=MANY_SAMPLES)
 
+DRAFTING = {
+    "chain": {},
+    "block": dict(verify="block"),
+    "2 drafts": dict(drafts=2),
+    "dynamic K": dict(confidence=0.4),
+    "draft vocabulary": dict(vocab=60),
+}
+"""The ways of drafting a greedy SD = AR test runs a drafter through (dataclasses.replace on its
+Drafter): a chain, block verification, two drafts, dynamic K, a 60-token draft vocabulary."""
+
 TARGET = GPT2Config(n_layer=2, n_head=2, n_embd=32, n_ctx=128, n_vocab=97)
 DRAFT = GPT2Config(n_layer=1, n_head=2, n_embd=16, n_ctx=128, n_vocab=97)
 

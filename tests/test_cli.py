@@ -213,7 +213,7 @@ def test_plot_draws_every_recorded_sweep(name, tmp_path):
         (["sweep", "--K", "8-2"], ["--K"]),
         (["run", "--export-csv", "/nonexistent-dir/out.csv"], ["--export-csv", "does not exist"]),
         (["theory", "--K", 4, "--t-draft", 1, "--t-target", 10], ["--r/--alpha"]),
-        (["roofline", "--dtype", "float32,float16"], ["--dtype", "float32 or bfloat16"]),
+        (["roofline", "--dtype", "float32,float16"], ["--dtype", "float32, bfloat16, int8"]),
         (["theory", "--K", 4, "--t-draft", 1, "--t-target", 10, "--r", 0.1], ["--r", "1/(K+1)"]),
         (["run", "--batch", 0], ["--batch", "range"]),
         (["run", "--batch", -2], ["--batch"]),

@@ -22,7 +22,7 @@ from specbench.model.nets import gpt2
 from specbench.model.nets.network import Model
 
 from conftest import assert_one_line_error, invoke, make_small_target, random_model
-from exactness import P_THRESHOLD, TARGET, noisy_copy, role_p_values, round_samples, with_kernel
+from exactness import DRAFTING, P_THRESHOLD, TARGET, noisy_copy, role_p_values, round_samples, with_kernel
 
 PROMPT = [5, 17, 2, 88, 40, 3, 5, 17]
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,13 +43,7 @@ def pair():
     return pard_draft(target, 0.3, 1), target
 
 
-SHAPES = {
-    "chain": {},
-    "block": dict(verify="block"),
-    "2 drafts": dict(drafts=2),
-    "dynamic K": dict(confidence=0.4),
-    "draft vocabulary": dict(vocab=60),
-}
+SHAPES = DRAFTING
 
 
 @pytest.mark.parametrize("shape", SHAPES)

@@ -60,6 +60,10 @@ class BenchmarkResult:
     sampler: str = "cdf"  # how a T > 0 draw picked its token (sampling.SAMPLERS), by sampling.sampler_for
     xla_loops: str = "xla default"  # how the device loops were compiled (programs.loops_setting)
     architecture: str = "gpt2"  # the target's (network.architecture)
+    target_weights: str = (
+        "float32"  # each model's weight format (quantized.format_of): float32, bfloat16, q8_0
+    )
+    draft_weights: str | None = None  # None where no draft model drafts
     mesh: str | None = None  # the target's split over devices ("tp=2"), or None: one device
     devices: int = 1  # the devices the target's weights are on
     draft_device: int | None = None  # the draft's device where it is apart from the target's (placed.py)
@@ -219,6 +223,22 @@ def draft_device(prep: Prepared) -> int | None:
     return device.id
 
 
+def peer_results(peers, peer_out) -> list[PeerResult]:
+    """Each peer's times and tokens (run_benchmark's peer_out) as a PeerResult."""
+    return [
+        PeerResult(
+            p.name,
+            p.version,
+            out["ar"],
+            out["sd"],
+            list(out["ar_result"][0]),
+            list(out["sd_result"][0]),
+            out["sd_result"][1],
+        )
+        for p, out in zip(peers, peer_out)
+    ]
+
+
 def benchmark_result(
     prep: Prepared, walls, outputs, steps, peer_out, machine, compile_s, n_compiles
 ) -> BenchmarkResult:
@@ -232,18 +252,7 @@ def benchmark_result(
     overhead_err = float(
         np.sqrt(sd_of(steps["round"]) ** 2 + (c.K * sd_of(steps["draft"])) ** 2 + sd_of(steps["verify"]) ** 2)
     )
-    peers = [
-        PeerResult(
-            p.name,
-            p.version,
-            out["ar"],
-            out["sd"],
-            list(out["ar_result"][0]),
-            list(out["sd_result"][0]),
-            out["sd_result"][1],
-        )
-        for p, out in zip(c.peers, peer_out)
-    ]
+    peers = peer_results(c.peers, peer_out)
     return BenchmarkResult(
         c,
         walls["ar"],
@@ -273,6 +282,7 @@ def benchmark_result(
         sampler=sampling.sampler_for(jax.default_backend()),
         xla_loops=programs.loops_setting(),
         architecture=network.architecture(c.target.config),
+        **c.weight_formats,
         mesh=mesh.name(c.target.params),
         devices=mesh.device_count(c.target.params),
         draft_device=draft_device(prep),

@@ -38,6 +38,15 @@ class RunConfig:
     slo: tuple = ()  # (("ttft", s), ("tpot", s), ...): what a request meets to count as goodput
 
     @property
+    def weight_formats(self) -> dict:
+        """What a row records of each model's weights (quantized.format_of): target_weights, and
+        draft_weights where a draft model drafts (else None)."""
+        from specbench.model.nets import quantized
+
+        draft = quantized.format_of(self.draft.params) if self.drafter.spec.draft_model else None
+        return {"target_weights": quantized.format_of(self.target.params), "draft_weights": draft}
+
+    @property
     def models(self) -> list[Model]:
         return [self.target] + ([self.draft] if self.drafter.spec.draft_model else [])
 

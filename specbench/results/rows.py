@@ -137,6 +137,8 @@ def _settings(res, draft: str, dtype: str) -> dict:
     return {
         "implementation": "specbench",
         "dtype": dtype,
+        "target_weights": res.target_weights,
+        "draft_weights": res.draft_weights,
         "kernels": res.kernels,
         "pallas_backend": getattr(res, "pallas_backend", None),
         "verdict": res.verdict,

@@ -38,6 +38,8 @@ FIELDS = [
     F("implementation", str, md=1, table=1, header="implementation", key=True, old="specbench"),
     F("implementation_version", str),
     F("dtype", str, key=True),
+    F("target_weights", str, key=True),  # each model's weight format: float32, bfloat16, q8_0 (--dtype int8)
+    F("draft_weights", str, key=True),  # None where no draft model drafts
     F("kernels", str, key=True, old="xla"),
     F("pallas_backend", str, key=True),  # with the Pallas kernels: their products' triton or mosaic
     F("verdict", str, key=True, old="lazy"),  # how a T > 0 verdict was computed (verify.KINDS)

@@ -50,6 +50,8 @@ class Models:
     mesh: str | None = None
     eagle_head: str | None = None
     mtp_head: str | None = None
+    target_dtype: str | None = None  # each model's own --dtype, where given
+    draft_dtype: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -239,6 +241,8 @@ def shared(f: dict, given: set[str]) -> dict:
             f.get("mesh"),
             f.get("eagle_head"),
             f.get("mtp_head"),
+            f.get("target_dtype"),
+            f.get("draft_dtype"),
         ),
         prompts=PromptChoice(
             f.get("prompt", ""),

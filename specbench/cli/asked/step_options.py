@@ -99,7 +99,7 @@ roofline = [
         "dtypes",
         type=ListParam(str),
         default=None,
-        help="Comma list of float32,bfloat16 [default: both on GPU, float32 on CPU].",
+        help="Comma list of float32,bfloat16,int8 [default: both floats on GPU, float32 on CPU].",
     ),
     click.option(
         "--K",

@@ -27,16 +27,19 @@ def load_model(
     name: str, flag: str, dtype: str, kernels: str = "auto", cache: dict | None = None, random: bool = False
 ):
     """A model by registry name, alias or directory (with `random`, random weights of a registry
-    name's shape), in the layout decoding reads (--kernels); BadInput naming `flag` if it cannot be had."""
+    name's shape), in the format `dtype` names (quantized.WeightFormat: int8 is Q8_0, quantized at
+    load) and the layout decoding reads (--kernels); BadInput naming `flag` if it cannot be had."""
     import jax.numpy as jnp
 
     from specbench.errors import SpecbenchError
     from specbench.model.checkpoints import weights
+    from specbench.weight_format import WeightFormat
 
     check_backend()
     cache = {} if cache is None else cache
     if (name, dtype, kernels, random) not in cache:
-        jdtype = jnp.bfloat16 if dtype == "bfloat16" else jnp.float32
+        fmt = WeightFormat(dtype)
+        jdtype = jnp.bfloat16 if fmt.dtype == "bfloat16" else jnp.float32
         try:
             model = (
                 weights.random_model(name, jdtype)
@@ -49,11 +52,53 @@ def load_model(
             raise BadInput(
                 "--kernels", f"{model.name} is a T5: its steps run on XLA's products (auto or xla)"
             )
+        model = quantized_model(model, flag) if fmt.quantized else model
         try:
-            cache[name, dtype, kernels, random] = weights.for_decoding_model(model, kernels)
+            model = weights.for_decoding_model(model, kernels)
         except SpecbenchError as e:
             raise bad_input(e, "--kernels") from None
+        if fmt.quantized and kernels_used(model) != "cpu":
+            raise BadInput(
+                "--kernels",
+                f"int8 weights are multiplied by specbench's CPU kernel: {why_not_cpu(kernels)}",
+            )
+        cache[name, dtype, kernels, random] = model
     return cache[name, dtype, kernels, random]
+
+
+def dtype_flag(flag: str) -> str:
+    """The flags that set a model's weight format: --dtype, and --target-dtype or --draft-dtype."""
+    return "--dtype/--target-dtype" if flag == "--target" else "--dtype/--draft-dtype"
+
+
+def quantized_model(model, flag: str):
+    """The model in Q8_0 (nets/quantized.py), or BadInput naming the dtype flag where it cannot be:
+    a T5, or a width that is not a multiple of 32."""
+    import dataclasses
+
+    from specbench.model.nets import network, quantized
+
+    if not family_of(model.config).kernels:
+        kind = network.display_name(model.config)
+        raise BadInput(dtype_flag(flag), f"{model.name} is a {kind}: int8 is for GPT-2 and the Llama family")
+    if why := quantized.problem(model.params):
+        raise BadInput(dtype_flag(flag), f"{model.name} cannot be int8: {why}")
+    return dataclasses.replace(model, params=quantized.quantize(model.params))
+
+
+def kernels_used(model) -> str:
+    from specbench.model.nets.layouts import kernels_used as used
+
+    return used(model.params)
+
+
+def why_not_cpu(kernels: str) -> str:
+    """Why a model's steps do not run on the CPU kernel, as --kernels asked."""
+    from specbench.model.kernels import cpu
+
+    if kernels in ("xla", "pallas"):
+        return f"--kernels {kernels} asks for others (use auto or cpu)"
+    return f"it cannot run here ({cpu.unavailable() or 'not on this device'})"
 
 
 def load_pair(
@@ -65,8 +110,11 @@ def load_pair(
     random: bool = False,
     mesh: str | None = None,
     draft_device: int | None = None,
+    target_dtype: str | None = None,
+    draft_dtype: str | None = None,
 ):
-    """(draft, target) models (random weights of their registry shapes with `random`); the draft
+    """(draft, target) models (random weights of their registry shapes with `random`), each in
+    its own dtype where one is given (--target-dtype, --draft-dtype), else `dtype`; the draft
     is None when the drafter needs no draft model. The two must share the vocabulary and the
     tokenizer (checkpoints/tokenizer.for_model). With `mesh` (--mesh tp=N) the target is split
     over N devices and the draft replicated on them (on_mesh); with `draft_device` the draft is on
@@ -75,6 +123,9 @@ def load_pair(
 
     if mesh is not None and kernels not in ("auto", "xla"):
         raise BadInput("--kernels", "a target split over a mesh runs on XLA's products: use auto or xla")
+    target_dtype, draft_dtype = target_dtype or dtype, draft_dtype or dtype
+    if mesh is not None and "int8" in (target_dtype, draft_dtype):
+        raise BadInput("--dtype", "int8 weights run on the CPU kernel, not split over a mesh")
     kernels = "xla" if mesh is not None else kernels
 
     named = target and (draft or not need_draft)  # a named pair runs without the bundled one
@@ -83,8 +134,12 @@ def load_pair(
     except WeightsError as e:
         raise bad_input(e, "--target") from None
     # the target first: a pair whose two folders are both wrong is blamed on the one named first
-    t = load_model(target or default_target, "--target", dtype, kernels, random=random)
-    d = load_model(draft or default_draft, "--draft", dtype, kernels, random=random) if need_draft else None
+    t = load_model(target or default_target, "--target", target_dtype, kernels, random=random)
+    d = (
+        load_model(draft or default_draft, "--draft", draft_dtype, kernels, random=random)
+        if need_draft
+        else None
+    )
     from specbench.model.nets.network import vocabulary
 
     if d is not None and vocabulary(d.config) != vocabulary(t.config):

@@ -34,6 +34,7 @@ from specbench.errors import WeightsError
 from specbench.model.checkpoints import tokenizer
 from specbench.model.decode.drafters import KINDS
 from specbench.model.decode.sampling import Warp
+from specbench.weight_format import NAMES as DTYPES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,7 +51,15 @@ def drafter_models(s: Settings) -> tuple[dict, object]:
     kinds, m = s.kinds, s.models
     need_draft = bool(set(kinds_that("draft_model")) & set(kinds))
     model_flags = (m.kernels, m.random_init, m.mesh, s.draft_device)
-    d, t = load_pair(m.draft, m.target, m.dtype, need_draft, *model_flags)
+    d, t = load_pair(
+        m.draft,
+        m.target,
+        m.dtype,
+        need_draft,
+        *model_flags,
+        target_dtype=m.target_dtype,
+        draft_dtype=m.draft_dtype,
+    )
     if m.mesh and (heads := set(kinds_that("features")) & set(kinds)):
         raise BadInput(
             "--drafter", f"{' and '.join(sorted(heads))} do not run on a mesh yet: a head is not placed there"
@@ -138,8 +147,8 @@ def roofline_plan(r: Roofline) -> tuple[list[tuple], dict[str, str | None]]:
     exports = check_exports(dict(r.exports))
     check_backend()
     dtypes = list(r.dtypes) or (["float32", "bfloat16"] if device.on_gpu() else ["float32"])
-    if any(d not in ("float32", "bfloat16") for d in dtypes):
-        raise BadInput("--dtype", "values must be float32 or bfloat16")
+    if any(d not in DTYPES for d in dtypes):
+        raise BadInput("--dtype", f"values must be {', '.join(DTYPES)}")
     try:
         names = list(r.models) or list(weights.default_pair()[::-1])
     except WeightsError as e:

@@ -68,7 +68,7 @@ def sweep_plan(s: Settings) -> SweepPlan:
         varied = {"K": cell.K, "temperature": cell.temperature, "top_p": cell.top_p, "prompt_id": unit.label}
         varied |= {"batch": unit.slots or len(unit.ids), "queue": len(unit.ids) if unit.slots else None}
         varied |= {"request_rate": job.config.request_rate, "slo": slo_text(s.slo) if unit.slots else None}
-        key = {**fixed, **varied, "draft": name, **drafter_settings(drafter)}
+        key = {**fixed, **varied, "draft": name, **drafter_settings(drafter), **job.config.weight_formats}
         # the cell's rows: specbench's and each peer's, measured together; done when all are there
         cell_keys = [{**key, "implementation": i} for i in ["specbench", *s.peers]]
         keys += cell_keys

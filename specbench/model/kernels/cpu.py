@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from specbench.errors import SpecbenchError
-from specbench.model.kernels import pallas
+from specbench.model.kernels import pallas, q8_0
 
 CHOICES = ("auto", "cpu", "pallas", "xla")
 """--kernels: auto (the CPU kernel where it can run, else the fused Pallas kernels where they can,
@@ -36,6 +36,7 @@ else XLA), cpu (the CPU kernel, or an error saying why it cannot run), pallas (p
 fused kernels on a Hopper GPU that passes their self-check, or an error saying why not), xla (XLA's
 own products everywhere: the pure-JAX path)."""
 TARGET = "specbench_matmul"
+Q8_TARGET = "specbench_matmul_q8"
 READ_TARGET = "specbench_stream_read"
 READ_TASK = 1 << 20
 """Floats each task of stream_read sums (cpu_kernels.cc's kReadTask): 4 MB."""
@@ -68,6 +69,7 @@ def registration_error() -> str | None:
     try:
         library = ctypes.cdll.LoadLibrary(str(path))
         jax.ffi.register_ffi_target(TARGET, jax.ffi.pycapsule(library.specbench_matmul), platform="cpu")
+        jax.ffi.register_ffi_target(Q8_TARGET, jax.ffi.pycapsule(library.specbench_matmul_q8), platform="cpu")
         jax.ffi.register_ffi_target(
             READ_TARGET, jax.ffi.pycapsule(library.specbench_stream_read), platform="cpu"
         )
@@ -94,6 +96,16 @@ def unavailable() -> str | None:
         return f"its self-check failed ({str(e).splitlines()[0]})"
     if not np.allclose(got, x @ w[1] + b[1], rtol=1e-4, atol=1e-4):
         return "its self-check gave wrong products"
+    w = rng.standard_normal((2, 64, 83)).astype(np.float32)
+    q = q8_0.quantize(w)
+    try:
+        got = np.asarray(
+            jax.jit(jax.vmap(lambda x: matmul(x, pack_q8(q), 83, b, 1)))(x[..., :1].repeat(64, -1))
+        )
+    except Exception as e:  # noqa: BLE001
+        return f"its int8 self-check failed ({str(e).splitlines()[0]})"
+    if not np.allclose(got, x[..., :1].repeat(64, -1) @ q8_0.dequantize(q)[1] + b[1], rtol=1e-4, atol=1e-4):
+        return "its int8 self-check gave wrong products"
     return None
 
 
@@ -110,17 +122,39 @@ def pack(w):
     return jnp.moveaxis(padded.reshape(*lead, n_in, n_panels, WIDTH), -2, -3)
 
 
+@jax.jit
+def pack_q8(q: q8_0.Q8) -> q8_0.Q8:
+    """Q8_0 weights packed for the kernel: codes [..., n_in, n_out] in panels as pack packs a
+    matrix, [..., n_panels, n_in, WIDTH] int8, each four rows of a panel interleaved (row k's code
+    of column c at [k // 4, c, k % 4] of a [n_in / 4, WIDTH, 4] panel: one 32-bit lane a column's
+    four codes, which the kernel widens by shifts); scales [..., n_in / 32, n_out] in panels as
+    pack packs them, [..., n_panels, n_in / 32, WIDTH] float32."""
+    panels = pack(jnp.asarray(q.codes))  # [..., n_panels, n_in, WIDTH]
+    *lead, n_in, width = panels.shape
+    fours = jnp.swapaxes(panels.reshape(*lead, n_in // 4, 4, width), -1, -2)
+    return q8_0.Q8(fours.reshape(panels.shape), pack(jnp.asarray(q.scales, jnp.float32)))
+
+
+def reads(packed) -> bool:
+    """Whether the kernel multiplies these packed weights: float32 (pack) or Q8_0 (pack_q8), not
+    bfloat16."""
+    return isinstance(packed, q8_0.Q8) or packed.dtype == jnp.float32
+
+
 def matmul(x, packed, n_out: int, b=None, layer=0):
-    """x [..., n_in] @ w[layer] + b[layer] in float32, from packed = pack(w): w [L, n_in, n_out] or
-    [n_in, n_out], b [L, n_out] or [n_out] or None, layer an int32 index (may be traced). Under vmap
-    the batch's rows join the product's rows, so a batch reads each weight once too."""
+    """x [..., n_in] @ w[layer] + b[layer] in float32, from packed = pack(w) (float32), or from
+    packed = pack_q8(quantize(w)) (Q8_0: the product over the dequantized weights, bit for bit):
+    w [L, n_in, n_out] or [n_in, n_out], b [L, n_out] or [n_out] or None, layer an int32 index
+    (may be traced). Under vmap the batch's rows join the product's rows, so a batch reads each
+    weight once too."""
     error = registration_error()
     if error:
         raise RuntimeError(f"specbench's CPU kernel cannot run: {error}")
     out = jax.ShapeDtypeStruct(x.shape[:-1] + (n_out,), jnp.float32)
     bias = jnp.zeros((0,), jnp.float32) if b is None else b
-    call = jax.ffi.ffi_call(TARGET, out, vmap_method="expand_dims")
-    return call(x, packed, bias, jnp.asarray(layer, jnp.int32))
+    weights = tuple(packed) if isinstance(packed, q8_0.Q8) else (packed,)
+    call = jax.ffi.ffi_call(Q8_TARGET if len(weights) == 2 else TARGET, out, vmap_method="expand_dims")
+    return call(x, *weights, bias, jnp.asarray(layer, jnp.int32))
 
 
 def stream_read(x):

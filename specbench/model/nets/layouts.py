@@ -29,6 +29,10 @@ import jax.numpy as jnp
 from specbench.model.kernels import cpu, pallas_layers
 
 MATRICES = (("attn", "c_attn"), ("attn", "c_proj"), ("mlp", "c_fc"), ("mlp", "c_proj"))
+Q8_KEY = "q8"
+"""Beside a block matrix's weight in an int8 model: its Q8_0 codes (kernels/q8_0.Q8; quantized.py)."""
+HEAD_Q8 = "head_q8"
+"""In an int8 model's arrays: the output head's Q8_0 codes, in its product's orientation [n_embd, V]."""
 
 
 FUSED_VECTOR_BYTES = 16 * 1024
@@ -140,10 +144,13 @@ def kernel_layout(params) -> Weights:
     w = as_weights(params)
     if w.layout is Layout.KERNEL:
         return w
-    out = _with_copies(w, lambda weight: {"packed": cpu.pack(weight)}, Layout.KERNEL)
-    out = dataclasses.replace(
-        out, arrays={**out.arrays, "head": {"packed": cpu.pack(unembedding(w.arrays).T)}}
-    )
+    out = _with_copies(w, lambda weight: {}, Layout.KERNEL)
+    blocks = out["blocks"]
+    for part, name in MATRICES:  # an int8 model's matrices are packed from their Q8_0 codes
+        m = blocks[part][name]
+        m["packed"] = cpu.pack_q8(m[Q8_KEY]) if Q8_KEY in m else cpu.pack(m["weight"])
+    head = cpu.pack_q8(w[HEAD_Q8]) if HEAD_Q8 in w.arrays else cpu.pack(unembedding(w.arrays).T)
+    out = dataclasses.replace(out, arrays={**out.arrays, "head": {"packed": head}})
     return out if w.head is None else restrict_head(out, w.head.tokens)
 
 
@@ -203,7 +210,10 @@ def restrict_head(params, ids) -> Weights:
     w = as_weights(params)
     ids = jnp.asarray(ids, jnp.int32)
     wte = unembedding(w.arrays)[ids]  # [V', n_embd]
-    packed = cpu.pack(wte.T) if w.layout is Layout.KERNEL else None
+    packed = None
+    if w.layout is Layout.KERNEL:  # an int8 model's restricted head keeps its tokens' Q8_0 codes
+        q8 = w.arrays.get(HEAD_Q8)
+        packed = cpu.pack(wte.T) if q8 is None else cpu.pack_q8(type(q8)(q8.codes[:, ids], q8.scales[:, ids]))
     return dataclasses.replace(w, head=RestrictedHead(ids, wte, packed))
 
 
@@ -213,8 +223,19 @@ def param_bytes(params) -> int:
     step reads the copy instead of the original, not as well, so the copy is not counted; a
     restricted head's tokens and rows are."""
     w = as_weights(params)
-    extra = () if w.head is None else (w.head.tokens, w.head.wte)
-    return sum(x.size * x.dtype.itemsize for x in (*jax.tree_util.tree_leaves(as_loaded(w)), *extra))
+    nbytes = lambda *xs: sum(x.size * x.dtype.itemsize for x in jax.tree_util.tree_leaves(xs))
+    arrays = as_loaded(w)
+    head = 0 if w.head is None else nbytes(w.head.tokens, w.head.wte)
+    if HEAD_Q8 in arrays:  # an int8 model's step reads codes and scales, not the float32 values
+        blocks = {part: dict(v) for part, v in arrays["blocks"].items()}
+        for part, name in MATRICES:
+            blocks[part][name] = {k: v for k, v in blocks[part][name].items() if k != "weight"}
+        unembedding_key = "lm_head" if "lm_head" in arrays else "wte"
+        arrays = {k: v for k, v in arrays.items() if k != unembedding_key} | {"blocks": blocks}
+        if w.head is not None:  # a restricted head reads its own tokens' codes (1 B) and scales (4 B / 32)
+            arrays.pop(HEAD_Q8)
+            head = nbytes(w.head.tokens) + w.head.wte.size + w.head.wte.size // 8
+    return nbytes(arrays) + head
 
 
 def resident_bytes(params) -> int:

@@ -28,7 +28,7 @@ def linear(x, m, layout: Layout = Layout.HF, layer=None):
     weight, bias = m["weight"], m.get("bias")  # a checkpoint's shape: Llama's products have no bias
     plus = (lambda y, b: y) if bias is None else (lambda y, b: y + b)
     if layout is Layout.KERNEL:
-        if x.shape[0] <= cpu.ROWS_MAX and m["packed"].dtype == jnp.float32:
+        if x.shape[0] <= cpu.ROWS_MAX and cpu.reads(m["packed"]):
             return cpu.matmul(x, m["packed"], weight.shape[-1], bias, layer)
         return plus(x @ weight[layer], None if bias is None else bias[layer])
     if layout is not Layout.DECODE or x.shape[0] != 1:
@@ -50,8 +50,10 @@ def head(params, x):
     [n_seq, V'], column j for token head.tokens[j]."""
     w = as_weights(params)
     out = unembedding(w.arrays) if w.head is None else w.head.wte
-    if w.layout is Layout.KERNEL and x.shape[0] <= cpu.ROWS_MAX and out.dtype == jnp.float32:
-        packed = w["head"]["packed"] if w.head is None else w.head.packed
+    packed = (
+        None if w.layout is not Layout.KERNEL else w["head"]["packed"] if w.head is None else w.head.packed
+    )
+    if packed is not None and x.shape[0] <= cpu.ROWS_MAX and cpu.reads(packed):
         return cpu.matmul(x, packed, out.shape[0])
     return (x @ out.T).astype(jnp.float32)
 
