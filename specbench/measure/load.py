@@ -46,12 +46,15 @@ def process_cpu_seconds(pid: int) -> float:
 
 
 def snapshot(helpers: tuple[int, ...] = ()) -> Snapshot:
-    """The clocks now; `helpers`: pids of processes working for this one, whose CPU time is ours."""
+    """The clocks now; `helpers`: pids of processes working for this one (None: a peer with no
+    process between calls), whose CPU time is ours, as is that of the children it has waited for
+    (a peer's program run once a call: llamacpp.py)."""
     try:
         load = os.getloadavg()[0]
     except OSError:
         load = None
-    own = time.process_time() + sum(process_cpu_seconds(pid) for pid in helpers)
+    children = os.times().children_user + os.times().children_system
+    own = time.process_time() + children + sum(process_cpu_seconds(pid) for pid in helpers if pid is not None)
     return Snapshot(time.perf_counter(), own, machine_busy_seconds(), load)
 
 

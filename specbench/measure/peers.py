@@ -40,11 +40,11 @@ from specbench.errors import SpecbenchError
 from specbench.measure import peer_worker
 from specbench.measure.load import process_cpu_seconds
 from specbench.model.checkpoints import formats, hf_layout
-from specbench.model.nets import layouts, network, reference
+from specbench.model.nets import layouts, network, quantized, reference
 from specbench.model.nets.families import family_of
 from specbench.model.nets.network import Model
 
-NAMES = ("transformers", "numpy", "warfield")
+NAMES = ("transformers", "numpy", "warfield", "llamacpp")
 PEERS_EXTRA = peer_worker.PEERS_EXTRA
 QUIET_TICKS = 3  # a worker whose CPU time (counted in clock ticks) grew by nothing for 3 ticks is idle
 SETTLE_MAX_S = 2.0  # ...and one that never settles is waited for no longer than this
@@ -248,24 +248,22 @@ def make_peers(
     dynamic = drafter.confidence is not None
     dtype = str(network.dtype_of(target.params, target.config))
     t5 = family_of(target.config).encoder_decoder
-    specs, scratch = {}, {}
+    formats_ = [quantized.format_of(m.params) for m in (drafting, target) if family_of(m.config).kernels]
+    specs, scratch, made = {}, {}, {}
     for name in names:
+        if name == "llamacpp":
+            from specbench.measure import llamacpp
+
+            made[name] = llamacpp.peer(drafting, target, dynamic, temperatures, start)
+            continue
+        if "q8_0" in formats_:
+            raise PeerError(f"{name} has no Q8_0 weights: use --dtype float32, or --peer llamacpp", "peer")
         if name == "warfield" or t5:
             specs[name] = t5_spec(name, drafting, target, t5, dynamic, temperatures)
             specs[name] |= {"dtype": dtype, "on_gpu": on_gpu}
             continue
         if name == "numpy":
-            if not family_of(target.config).numpy_peer:
-                kind = network.display_name(target.config)
-                raise PeerError(
-                    f"numpy runs the papers' algorithm on GPT-2s; {target.name} is a {kind}", "peer"
-                )
-            if dynamic:
-                raise PeerError("numpy runs the papers' constant K; leave out --dynamic-K", "peer")
-            if dtype != "float32":
-                raise PeerError("numpy has no bfloat16: use --dtype float32", "peer")
-            as_np = lambda m: (reference.as_numpy(layouts.as_loaded(m.params)), m.config)
-            specs[name] = {"draft": as_np(drafting), "target": as_np(target)}
+            specs[name] = numpy_spec(drafting, target, dynamic, dtype)
         else:
             if not installed("torch", "transformers"):
                 raise PeerError(f"transformers needs the peers extra: {PEERS_EXTRA}", "peer")
@@ -283,7 +281,20 @@ def make_peers(
             }
     if not start:
         return tuple(PlannedPeer(name) for name in names)
-    return tuple(PeerProcess(name, specs[name], scratch.get(name)) for name in names)
+    return tuple(made.get(name) or PeerProcess(name, specs[name], scratch.get(name)) for name in names)
+
+
+def numpy_spec(drafting: Model, target: Model, dynamic: bool, dtype: str) -> dict:
+    """The numpy peer's settings (NumPy copies of both models), checked: PeerError otherwise."""
+    if not family_of(target.config).numpy_peer:
+        kind = network.display_name(target.config)
+        raise PeerError(f"numpy runs the papers' algorithm on GPT-2s; {target.name} is a {kind}", "peer")
+    if dynamic:
+        raise PeerError("numpy runs the papers' constant K; leave out --dynamic-K", "peer")
+    if dtype != "float32":
+        raise PeerError("numpy has no bfloat16: use --dtype float32", "peer")
+    as_np = lambda m: (reference.as_numpy(layouts.as_loaded(m.params)), m.config)
+    return {"draft": as_np(drafting), "target": as_np(target)}
 
 
 def first_difference(ours: list[int], theirs: list[int]) -> int | None:

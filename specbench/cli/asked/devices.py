@@ -1,14 +1,15 @@
 """The options that say where the work runs: --mesh (a target split over devices, nets/mesh.py),
 --draft-device (a draft on a device of its own, decode/placed.py), a run over several processes
 (--coordinator, --processes, --process-id, --join-timeout: commands/distributed.py and
-processes.py), and whether compiled programs are kept between runs (--no-compile-cache,
-measure/compile_cache.py)."""
+processes.py), whether compiled programs are kept between runs (--no-compile-cache,
+measure/compile_cache.py), the weights' format (--dtype, --target-dtype, --draft-dtype) and the
+llama.cpp build a peer runs (--llamacpp)."""
 
 from __future__ import annotations
 
 import click
 
-from specbench.cli.asked.params import Count
+from specbench.cli.asked.params import DTYPES, Count, llamacpp_folder
 
 
 def use_compile_cache(ctx, param, no_cache: bool) -> None:
@@ -67,3 +68,26 @@ processes_options = [  # run's
     ),
     join_timeout_option,
 ]
+
+
+dtype_options = [
+    click.option(
+        "--dtype",
+        type=click.Choice(DTYPES),
+        default="float32",
+        show_default=True,
+        help="Weights of both models: float32, bfloat16, or int8 (llama.cpp's Q8_0, on the CPU kernel; "
+        "docs/cpu.md).",
+    ),
+    click.option("--target-dtype", type=click.Choice(DTYPES), help="The target's [default: --dtype]."),
+    click.option("--draft-dtype", type=click.Choice(DTYPES), help="The draft's [default: --dtype]."),
+]
+llamacpp_option = click.option(
+    "--llamacpp",
+    metavar="DIR",
+    default=None,
+    expose_value=False,
+    callback=llamacpp_folder,
+    help="The llama.cpp build --peer llamacpp runs (scripts/build_llamacpp.sh) "
+    "[default: $SPECBENCH_LLAMACPP].",
+)

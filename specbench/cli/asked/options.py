@@ -60,7 +60,7 @@ model = [
         is_flag=True,
         help="Random weights of the registry shapes of --draft and --target (timing only), offline.",
     ),
-    click.option("--dtype", type=click.Choice(["float32", "bfloat16"]), default="float32", show_default=True),
+    *devices.dtype_options,
     devices.mesh_option,
     click.option(
         "--kernels",
@@ -154,9 +154,11 @@ peer = [
         callback=peer_list,
         metavar="NAME",
         help="Time another implementation in the same run, on the same weights: transformers (generate "
-        "and assisted generation; the peers extra), numpy (the papers' algorithm, no cache; GPT-2) or "
-        "warfield (the seed's greedy T5 system, no cache; a T5 pair). Repeatable, or a comma list.",
+        "and assisted generation; the peers extra), numpy (the papers' algorithm, no cache; GPT-2), "
+        "warfield (the seed's greedy T5 system, no cache; a T5 pair) or llamacpp (llama.cpp's "
+        "speculative-simple on GGUF copies, f32 or Q8_0; T = 0; --llamacpp). Repeatable, or a comma list.",
     ),
+    devices.llamacpp_option,
 ]
 exports = paths.export_options  # run's, sweep's and roofline's
 refill = serving_options.refill  # run's and sweep's

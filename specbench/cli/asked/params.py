@@ -4,13 +4,16 @@ temperatures, comma lists and peers, each refused in one line naming what is all
 from __future__ import annotations
 
 import math
+import os
 from typing import NamedTuple
 
 import click
 
+from specbench import weight_format
 from specbench.results import theory
 
 KERNELS = ("auto", "cpu", "pallas", "xla")  # kernels.CHOICES
+DTYPES = weight_format.NAMES
 # copies of the model layer's lists, so that --help imports no JAX; tests/test_drafters.py pins each
 VERIFY_METHODS = ("token", "block", "traversal", "gbv")  # verify.METHODS
 VERIFY_SHAPES = {  # verify.SHAPES: what each method judges
@@ -209,6 +212,16 @@ class ListParam(click.ParamType):
         if twice:
             self.fail(f"{twice[0]} is listed twice", param, ctx)
         return values
+
+
+def llamacpp_folder(ctx, param, value):
+    """--llamacpp DIR: the llama.cpp build the llamacpp peer runs, handed to it as
+    SPECBENCH_LLAMACPP (measure/llamacpp.py reads that; the flag wins over the variable)."""
+    if value:
+        from specbench.measure import llamacpp
+
+        os.environ[llamacpp.VARIABLE] = value
+    return value
 
 
 def peer_list(ctx, param, values) -> list[str]:
