@@ -132,3 +132,12 @@ def test_gguf_py_s_q8_0_blocks_are_specbench_s():
     np.testing.assert_array_equal(
         blocks[..., :2].copy().view(np.float16)[..., 0].astype(np.float32).T, q.scales
     )
+
+
+def test_the_gguf_copies_go_with_the_peer(tmp_path):
+    build = fake_build(tmp_path / "build", [1], "x")
+    folder = str(Path(__file__).resolve().parent.parent / "gpt2_weights" / "tiny-draft")
+    peer = llamacpp.LlamaCppPeer(build, (folder, folder), ("f32", "q8_0"), (str.split, " ".join))
+    assert sorted(p.name for p in peer.scratch.iterdir()) == ["draft-f32.gguf", "target-q8_0.gguf"]
+    peer.close()  # also registered to run at exit
+    assert not peer.scratch.exists()

@@ -28,6 +28,7 @@ not encode back to the same tokens shows as a difference from specbench's.
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
 import shutil
@@ -108,6 +109,7 @@ class LlamaCppPeer:
         decode) of the pair's tokenizer."""
         self.build, (self.encode, self.decode) = build, text
         self.scratch = Path(tempfile.mkdtemp(prefix="specbench-llamacpp-"))
+        atexit.register(self.close)  # the GGUF copies go with the run, as the other peers' scratch
         try:
             self.draft, self.target = (
                 convert(build, d, self.scratch / f"{role}-{t}.gguf", t)
