@@ -219,3 +219,12 @@ def test_run_with_int8_records_each_models_weights(kernel, env, tmp_path):
         "d cannot be int8",
         "multiple of 32",
     )
+
+
+def test_the_header_names_each_models_weights_where_they_differ():
+    from specbench.cli.views.render import weights_text
+
+    mixed = {"dtype": "float32", "target_weights": "q8_0", "draft_weights": "float32"}
+    assert weights_text(mixed) == "target q8_0, draft float32"
+    assert weights_text({"dtype": "int8", "target_weights": "q8_0", "draft_weights": "q8_0"}) == "int8"
+    assert weights_text({"dtype": "int8", "target_weights": "q8_0", "draft_weights": None}) == "int8"

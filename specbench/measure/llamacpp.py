@@ -4,7 +4,7 @@ on the same models converted to GGUF, timed by its own timers in the same run as
 The build is the one scripts/build_llamacpp.sh makes (llama.cpp VERSION, pinned), found through
 --llamacpp DIR or SPECBENCH_LLAMACPP. At the peer's start both models' folders are converted with
 llama.cpp's own convert_hf_to_gguf.py into the peer's scratch folder: f32, or Q8_0 for a model
-decoded in int8 (the same bytes specbench's kernel reads, kernels/q8_0.py).
+decoded in int8 (the same bytes specbench's kernel reads, kernels/q8_0.py), bf16 for bfloat16.
 
 What is pinned, and recorded in the row's implementation_version:
 - K constant: --spec-draft-n-max K, --spec-draft-n-min 0, --spec-draft-p-min 0;
@@ -190,6 +190,7 @@ def peer(drafting, target, dynamic: bool, temperatures, start: bool) -> LlamaCpp
     build = build_folder(None)
     if not start:
         return None
-    outtypes = tuple("q8_0" if quantized.format_of(m.params) == "q8_0" else "f32" for m in (drafting, target))
+    gguf = {"q8_0": "q8_0", "bfloat16": "bf16"}  # each model's weights as the converter names them
+    outtypes = tuple(gguf.get(quantized.format_of(m.params), "f32") for m in (drafting, target))
     text = tokenizer.for_model(target)
     return LlamaCppPeer(build, folders, outtypes, (text.encode, text.decode))

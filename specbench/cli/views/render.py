@@ -14,6 +14,15 @@ from specbench.measure import card
 from specbench.results import repetition
 
 
+def weights_text(row: dict) -> str:
+    """The header's word for the weights: --dtype's, or each model's where they differ (the target's
+    and the draft's formats, --target-dtype and --draft-dtype)."""
+    formats = {row.get("target_weights"), row.get("draft_weights")} - {None}
+    if len(formats) < 2:
+        return row["dtype"]
+    return f"target {row['target_weights']}, draft {row['draft_weights']}"
+
+
 def fmt_time(seconds: float) -> str:
     return f"{seconds * 1e3:.2f} ms" if seconds < 1 else f"{seconds:.3f} s"
 
@@ -121,7 +130,7 @@ def timing_table(row: dict, console: Console) -> None:
         )
         + f" · {plural(row['repeats'], 'repeat')}"
         + (" (no spread from one repeat)" if one else "")
-        + f" · {row['device']} · {row['dtype']}"
+        + f" · {row['device']} · {weights_text(row)}"
     )
     for col in (
         "method",
