@@ -40,7 +40,6 @@ from pathlib import Path
 from specbench.measure.peers import PeerError
 from specbench.model.checkpoints import hf_layout, tokenizer
 from specbench.model.nets import quantized
-from specbench.model.nets.families import family_of
 
 VERSION = "b11434"
 VARIABLE = "SPECBENCH_LLAMACPP"
@@ -175,14 +174,15 @@ class LlamaCppPeer:
         shutil.rmtree(self.scratch, ignore_errors=True)
 
 
-def peer(drafting, target, dynamic: bool, temperatures, start: bool) -> LlamaCppPeer | None:
-    """The llamacpp peer for this pair (peers.make_peers), checked for these settings
-    (LlamaCppError otherwise) and, unless a dry run (start False: None), its models converted."""
+def peer(drafting, target, t5: bool, dynamic: bool, temperatures, start: bool) -> LlamaCppPeer | None:
+    """The llamacpp peer for this pair (peers.make_peers; `t5`: the pair is an encoder-decoder, as
+    the family record says there), checked for these settings (LlamaCppError otherwise) and,
+    unless a dry run (start False: None), its models converted."""
     if any(temperatures):
         raise LlamaCppError("llamacpp runs T = 0 only (measure/llamacpp.py says why): use --temperature 0")
     if dynamic:
         raise LlamaCppError("llamacpp runs a constant K here; leave out --dynamic-K")
-    if family_of(target.config).encoder_decoder:
+    if t5:
         raise LlamaCppError("llamacpp runs decoder-only pairs (GPT-2, the Llama family), not a T5")
     folders = tuple(m.source for m in (drafting, target))
     if not all(hf_layout.is_model_dir(Path(f)) for f in folders):

@@ -254,7 +254,7 @@ def make_peers(
         if name == "llamacpp":
             from specbench.measure import llamacpp
 
-            made[name] = llamacpp.peer(drafting, target, dynamic, temperatures, start)
+            made[name] = llamacpp.peer(drafting, target, t5, dynamic, temperatures, start)
             continue
         if "q8_0" in formats_:
             raise PeerError(f"{name} has no Q8_0 weights: use --dtype float32, or --peer llamacpp", "peer")
