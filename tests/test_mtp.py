@@ -185,7 +185,7 @@ def read_back(tmp_path, target: Model, fmt, seed: int = 1):
 @pytest.mark.parametrize("fmt", mtp.FORMATS, ids=lambda f: f.name)
 def test_the_chain_of_each_format_is_its_engines(tmp_path, target, fmt):
     _, tensors, head = read_back(tmp_path, target, fmt)
-    assert head.config.mtp is fmt and mtp_files.format_in(tensors, TARGET.n_layer) is fmt
+    assert head.config.mtp is fmt and mtp_files.format_in(tensors, TARGET) is fmt
     first = int(autoregressive(target, PROMPT, 1)[0][-1])
     ids = PROMPT + [first]
     reference = engine_chain(fmt, tensors, target_features(target, tensors, ids, fmt), ids, TARGET, K)

@@ -138,7 +138,7 @@ def test_pard_is_priced_as_one_pass():
     assert drafters.KINDS["pard"].draft_cost.seconds(8, lambda n: n) == 8  # t_D(K): one step of K rows
 
 
-def test_run_drafts_with_a_pard_folder_and_refuses_a_plain_draft(tmp_path):
+def test_run_drafts_with_a_pard_folder_and_refuses_a_plain_draft(tmp_path, monkeypatch):
     target = gpt2.GPT2Config(n_layer=2, n_head=2, n_embd=64, n_ctx=512, n_vocab=50257)
     tiny = Model("tiny", target, gpt2.init_params(target, 0), "random")
     draft = pard_draft(tiny, 0.0, 0)
@@ -154,8 +154,20 @@ def test_run_drafts_with_a_pard_folder_and_refuses_a_plain_draft(tmp_path):
     assert_one_line_error(result, "--peer", "drafts in one pass and has no peer")
     result = invoke("run", "--drafter", "model", "--draft", tmp_path / "pard", "--dry-run")
     assert_one_line_error(result, "--draft", "is a PARD draft", "--drafter pard")
-    result = invoke("run", *args, "-n", "4", "--dry-run")  # the bundled draft has no mask token
+    weights = tmp_path / "gpt2_weights"  # the bundled pair alone: tiny-draft has no mask token
+    weights.mkdir()
+    for name in ("tiny-draft", "tiny-target"):
+        (weights / name).symlink_to(ROOT / "gpt2_weights" / name)
+    monkeypatch.setenv("SPECBENCH_WEIGHTS_DIR", str(weights))
+    result = invoke("run", *args, "-n", "4", "--dry-run")
     assert_one_line_error(result, "--draft", "has no mask token", "python -m specbench.train pard")
+    (weights / "tiny-draft-pard").symlink_to(tmp_path / "pard")  # where train pard's --out puts it
+    result = invoke("sweep", *args[:3], "model,pard", "--K", "4", "-n", "12", "--repeats", "1",
+                    "-o", tmp_path / "sweep.json", "--export-json", out)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    rows = {row["drafter"]: row for row in json.loads(out.read_text())}
+    assert rows["model"]["draft"] == "tiny-draft" and rows["pard"]["draft"] == "tiny-draft-pard"
+    assert rows["pard"]["identical"] is True
 
 
 @pytest.mark.parametrize("prompt_length", [3, 20])

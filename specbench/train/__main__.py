@@ -10,7 +10,7 @@ from specbench.__main__ import watch_interrupts
 def main():
     note = types.SimpleNamespace(message="interrupted")
     watch_interrupts(note)
-    from specbench.train import pard_command  # noqa: F401  (registers `pard` on the group)
+    from specbench.train import mtp_command, pard_command  # noqa: F401  (register `mtp`, `pard`)
     from specbench.train.commands import main as commands
 
     commands(prog_name="python -m specbench.train", obj=note)

@@ -112,7 +112,8 @@ drafter = [
         "--mtp-head",
         default=None,
         metavar="DIR",
-        help="mtp: a folder holding MTP layers (speculators' mtp format) [default: the target's own].",
+        help="mtp: a folder holding an MTP layer (of its own, or speculators' mtp format) "
+        "[default: the target's own, else gpt2_weights/<target>-mtp, bundled for tiny-target].",
     ),
     draft_vocab,
     click.option(

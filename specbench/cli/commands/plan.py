@@ -18,13 +18,11 @@ from specbench.cli.asked.settings import Roofline, Settings
 from specbench.cli.asked.suites import origin, resolve_prompt, suite_of
 from specbench.cli.commands import grid
 from specbench.cli.commands.grid import Base
+from specbench.cli.commands.heads import drafting_model, load_head, load_mtp, own_draft
 from specbench.cli.commands.jobs import Job
 from specbench.cli.commands.loading import (
     check_backend,
-    drafting_model,
-    load_head,
     load_model,
-    load_mtp,
     load_pair,
     load_peers,
     on_mesh,
@@ -69,7 +67,10 @@ def drafter_models(s: Settings) -> tuple[dict, object]:
         "mtp_head": lambda: load_mtp(m.mtp_head, t),
     }
     head = {k: heads[KINDS[k].flags[0]]() for k in kinds if KINDS[k].features}
-    return {kind: drafting_model(kind, d, head.get(kind)) for kind in kinds}, t
+    models = {kind: drafting_model(kind, d, head.get(kind)) for kind in kinds}
+    for kind in kinds:  # a kind whose own draft stands in for a --draft not of its kind (pard's)
+        models[kind] = own_draft(KINDS[kind], models[kind], m.draft_dtype or m.dtype, m.kernels)
+    return models, t
 
 
 def check_fit(s: Settings, suite, encoded: dict[str, list[int]], base: Base, t) -> None:

@@ -21,8 +21,9 @@ from specbench.cli.asked.suites import origin, suite_of
 from specbench.cli.commands import grid
 from specbench.cli.commands.battery import TREE_SHAPE, Battery
 from specbench.cli.commands.grid import drafts_for
+from specbench.cli.commands.heads import default_head, drafting_model
 from specbench.cli.commands.jobs import Job, measure_into
-from specbench.cli.commands.loading import default_head, drafting_model, load_pair, load_peers
+from specbench.cli.commands.loading import load_pair, load_peers
 from specbench.cli.commands.report_files import STATE_FILE, check_directory, save_state
 from specbench.cli.views.words import plural
 from specbench.measure import load

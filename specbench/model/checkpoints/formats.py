@@ -19,7 +19,9 @@ from specbench.model.nets.families import Family
 class Format:
     """A family's checkpoint layout: `reads(directory)` whether a folder's config.json names one of
     its model_types; `load(directory, dtype)` (config, params); `save(directory, params, config)`;
-    `config_to_hf(config)` its config.json as a dict."""
+    `config_to_hf(config)` its config.json as a dict; `blocks` the layout module that reads and
+    writes one of its decoder layers alone (LAYERS, NORM_PARTS, layer_shapes, blocks_from_hf,
+    layer_to_hf: an MTP layer's block, checkpoints/mtp_files.py), None for T5."""
 
     family: Family
     reads: Callable[[Path], bool]
@@ -27,6 +29,7 @@ class Format:
     save: Callable
     config_to_hf: Callable[[object], dict]
     head_shape: Callable[[object], dict] | None = None  # an EAGLE-1 head's block in its config.json
+    blocks: object = None
 
 
 def _gpt2_head_shape(config) -> dict:
@@ -48,6 +51,7 @@ FORMATS = (
         llama_layout.save,
         llama_layout.config_to_hf,
         lambda config: {"llama": llama_layout.config_to_hf(config)},  # its config.json, under "llama"
+        llama_layout,
     ),
     Format(
         families.GPT2,
@@ -56,6 +60,7 @@ FORMATS = (
         hf_layout.save,
         hf_layout.config_to_hf,
         _gpt2_head_shape,
+        hf_layout,
     ),
 )
 BY_FAMILY = {f.family.config_type: f for f in FORMATS}

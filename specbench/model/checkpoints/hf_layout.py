@@ -32,6 +32,7 @@ import numpy as np
 from specbench import files
 from specbench.errors import WeightsError
 from specbench.model.checkpoints.config_fields import Fields
+from specbench.model.nets import mtp
 from specbench.model.nets.gpt2 import GPT2Config
 
 CONFIG_FILE = "config.json"
@@ -51,6 +52,8 @@ BLOCK_KEYS = [
     "mlp.c_proj.weight",
     "mlp.c_proj.bias",
 ]
+LAYERS = "h."  # the blocks' keys: h.{i}.*; DeepSeek's MTP layers go on numbering them (nets/mtp.py)
+NORM_PARTS = ("weight", "bias")  # a layer norm's tensors
 IGNORED = re.compile(r"^(h\.\d+\.attn\.(bias|masked_bias)|lm_head\.weight)$")
 
 
@@ -134,7 +137,8 @@ def config_to_hf(config: GPT2Config) -> dict:
     } | ({} if config.mask_token is None else {"pard_token": config.mask_token})
 
 
-def expected_shapes(config: GPT2Config) -> dict[str, tuple[int, ...]]:
+def layer_shapes(b: str, config: GPT2Config) -> dict[str, tuple[int, ...]]:
+    """The keys of one block under the prefix `b` ("h.3"), with their shapes (Conv1D's [in, out])."""
     e = config.n_embd
     block = {
         "ln_1.weight": (e,),
@@ -150,6 +154,11 @@ def expected_shapes(config: GPT2Config) -> dict[str, tuple[int, ...]]:
         "mlp.c_proj.weight": (4 * e, e),
         "mlp.c_proj.bias": (e,),
     }
+    return {f"{b}.{k}": s for k, s in block.items()}
+
+
+def expected_shapes(config: GPT2Config) -> dict[str, tuple[int, ...]]:
+    e = config.n_embd
     shapes = {
         "wte.weight": (config.n_vocab, e),
         "wpe.weight": (config.n_ctx, e),
@@ -157,7 +166,7 @@ def expected_shapes(config: GPT2Config) -> dict[str, tuple[int, ...]]:
         "ln_f.bias": (e,),
     }
     for i in range(config.n_layer):
-        shapes.update({f"h.{i}.{k}": s for k, s in block.items()})
+        shapes.update(layer_shapes(f"h.{i}", config))
     return shapes
 
 
@@ -174,28 +183,47 @@ def check_tensors(tensors: dict[str, np.ndarray], shapes: dict[str, tuple[int, .
             raise WeightsError(f"tensor {k} has shape {tuple(tensors[k].shape)}, expected {shape}")
 
 
-def params_from_hf(tensors: dict[str, np.ndarray], config: GPT2Config, dtype=jnp.float32) -> dict:
-    """HF GPT-2 state dict (numpy) -> params pytree, checking every key and shape."""
+def params_from_hf(
+    tensors: dict[str, np.ndarray], config: GPT2Config, dtype=jnp.float32, ignored=lambda key: False
+) -> dict:
+    """HF GPT-2 state dict (numpy) -> params pytree, checking every key and shape; the keys
+    `ignored` names are dropped (the MTP layers a folder ships beside the model: mtp_files.py)."""
     tensors = {k.removeprefix("transformer."): v for k, v in tensors.items()}
-    tensors = {k: v for k, v in tensors.items() if not IGNORED.match(k)}
+    tensors = {k: v for k, v in tensors.items() if not IGNORED.match(k) and not ignored(k)}
     check_tensors(tensors, expected_shapes(config), "checkpoint")
-    as_jax = lambda a: jnp.asarray(
-        np.asarray(a, dtype=np.float32) if a.dtype != np.float32 else a, dtype=dtype
-    )
+    as_jax = lambda a: jnp.asarray(np.asarray(a, dtype=np.float32), dtype=dtype)
+    return {
+        "wte": as_jax(tensors["wte.weight"]),
+        "wpe": as_jax(tensors["wpe.weight"]),
+        "blocks": blocks_from_hf(tensors, [f"h.{i}" for i in range(config.n_layer)], config, dtype),
+        "ln_f": {"weight": as_jax(tensors["ln_f.weight"]), "bias": as_jax(tensors["ln_f.bias"])},
+    }
+
+
+def blocks_from_hf(tensors: dict[str, np.ndarray], prefixes: list[str], config: GPT2Config, dtype) -> dict:
+    """The blocks under `prefixes` (checked already) as gpt2.py's stacked `blocks`."""
     blocks: dict = {}
     for key in BLOCK_KEYS:
-        stacked = np.stack([tensors[f"h.{i}.{key}"] for i in range(config.n_layer)])
+        stacked = np.stack([np.asarray(tensors[f"{b}.{key}"], np.float32) for b in prefixes])
         *path, leaf = key.split(".")
         node = blocks
         for part in path:
             node = node.setdefault(part, {})
-        node[leaf] = as_jax(stacked)
-    return {
-        "wte": as_jax(tensors["wte.weight"]),
-        "wpe": as_jax(tensors["wpe.weight"]),
-        "blocks": blocks,
-        "ln_f": {"weight": as_jax(tensors["ln_f.weight"]), "bias": as_jax(tensors["ln_f.bias"])},
-    }
+        node[leaf] = jnp.asarray(stacked, dtype)
+    return blocks
+
+
+def layer_to_hf(
+    blocks: dict, i: int, b: str, config: GPT2Config, np_dtype=np.float32
+) -> dict[str, np.ndarray]:
+    """Block i of gpt2.py's stacked `blocks` as HF's tensors under the prefix `b`."""
+    tensors = {}
+    for key in BLOCK_KEYS:
+        node = blocks
+        for part in key.split("."):
+            node = node[part]
+        tensors[f"{b}.{key}"] = np.ascontiguousarray(np.asarray(node[i], np.float32).astype(np_dtype))
+    return tensors
 
 
 def params_to_hf(params: dict, np_dtype=np.float32) -> dict[str, np.ndarray]:
@@ -207,12 +235,9 @@ def params_to_hf(params: dict, np_dtype=np.float32) -> dict[str, np.ndarray]:
         "ln_f.weight": out(params["ln_f"]["weight"]),
         "ln_f.bias": out(params["ln_f"]["bias"]),
     }
-    for key in BLOCK_KEYS:
-        node = params["blocks"]
-        for part in key.split("."):
-            node = node[part]
-        for i, layer in enumerate(np.asarray(node, dtype=np.float32)):
-            tensors[f"h.{i}.{key}"] = out(layer)
+    n_layer = np.shape(params["blocks"]["ln_1"]["weight"])[0]
+    for i in range(n_layer):
+        tensors |= layer_to_hf(params["blocks"], i, f"h.{i}", None, np_dtype)
     return tensors
 
 
@@ -279,7 +304,15 @@ def load_dir(directory: str | Path, dtype=jnp.float32) -> tuple[GPT2Config, dict
             f"(needs {CONFIG_FILE} and {SAFETENSORS_FILE} or {INDEX_FILE})"
         )
     config = read_config(directory)
-    return config, params_from_hf(read_tensors(directory), config, dtype)
+    n_mtp = mtp_layers(directory)
+    ignored = lambda key: mtp.is_mtp_key(key.removeprefix("transformer."), config.n_layer, n_mtp, LAYERS)
+    return config, params_from_hf(read_tensors(directory), config, dtype, ignored)
+
+
+def mtp_layers(directory: Path) -> int:
+    """How many MTP layers a folder's config.json says it ships (num_nextn_predict_layers, 0 without)."""
+    d = json.loads((Path(directory) / CONFIG_FILE).read_text())
+    return Fields(d, str(Path(directory) / CONFIG_FILE)).count("num_nextn_predict_layers", 0, low=0)
 
 
 def read_tensors(directory: Path) -> dict[str, np.ndarray]:

@@ -37,6 +37,8 @@ from specbench.model.nets.llama import LlamaConfig
 from specbench.model.nets.rotary import RopeScaling
 
 FAMILIES = tuple(LLAMA.names)  # HF model_type values this layout reads: the record's (nets/families.py)
+LAYERS = "model.layers."  # the decoder layers' keys; DeepSeek's MTP layers go on numbering them
+NORM_PARTS = ("weight",)  # an RMSNorm's tensors
 QK_NORM = ("self_attn.q_norm", "self_attn.k_norm")  # Qwen3's, one gain of head_dim each
 IGNORED = re.compile(r"^model\.layers\.\d+\.self_attn\.rotary_emb\.inv_freq$")  # older checkpoints' buffer
 
@@ -234,9 +236,7 @@ def params_from_hf(
     f32 = lambda key: np.asarray(tensors[key], np.float32)
     params = {
         "wte": jnp.asarray(f32("model.embed_tokens.weight"), dtype),
-        "blocks": blocks_from_hf(
-            tensors, [f"model.layers.{i}" for i in range(config.n_layer)], config, dtype
-        ),
+        "blocks": blocks_from_hf(tensors, [f"{LAYERS}{i}" for i in range(config.n_layer)], config, dtype),
         "ln_f": {"weight": jnp.asarray(f32("model.norm.weight"), dtype)},
     }
     return params if config.tied else params | {"lm_head": jnp.asarray(f32("lm_head.weight"), dtype)}
@@ -297,12 +297,6 @@ def load_dir(directory: str | Path, dtype=jnp.float32) -> tuple[LlamaConfig, dic
     """Read a Llama-family folder (config.json, model.safetensors or an index and its shards)."""
     directory = Path(directory)
     config = read_config(directory)
-    n_mtp = mtp_layers(directory)
-    ignored = lambda key: mtp.is_mtp_key(key, config.n_layer, n_mtp)  # the head's (mtp_files.py)
+    n_mtp = hf_layout.mtp_layers(directory)
+    ignored = lambda key: mtp.is_mtp_key(key, config.n_layer, n_mtp, LAYERS)  # the head's (mtp_files.py)
     return config, params_from_hf(hf_layout.read_tensors(directory), config, dtype, ignored)
-
-
-def mtp_layers(directory: Path) -> int:
-    """How many MTP layers a folder's config.json says it ships (num_nextn_predict_layers, 0 without)."""
-    d = json.loads((Path(directory) / hf_layout.CONFIG_FILE).read_text())
-    return Fields(d, str(Path(directory) / hf_layout.CONFIG_FILE)).count("num_nextn_predict_layers", 0, low=0)

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 
 from specbench.errors import SpecbenchError, WeightsError
-from specbench.model.checkpoints import eagle_files, formats, hf_layout, llama_layout, t5_layout
+from specbench.model.checkpoints import eagle_files, formats, hf_layout, llama_layout, mtp_files, t5_layout
 from specbench.model.checkpoints.hf_layout import is_model_dir
 from specbench.model.checkpoints.registry import ALIASES, REGISTRY, ModelSpec
 from specbench.model.kernels import cpu
@@ -164,6 +164,9 @@ def list_models() -> list[dict]:
             if eagle_files.is_head_dir(d):
                 rows.append(head_row(d))
                 continue
+            if mtp_files.is_head_dir(d):
+                rows.append(mtp_row(d))
+                continue
             if t5_layout.is_dir_of(d):
                 rows.append(t5_row(d))
                 continue
@@ -207,6 +210,27 @@ def head_row(d: Path) -> dict:
         "path": str(d),
         "layers_x_width": f"1x{config.n_embd}",
         "architecture": eagle.format_of(config).name,
+    }
+
+
+def mtp_row(d: Path) -> dict:
+    """models' row for an MTP layer in a folder of its own (mtp_files.save_head's): its target,
+    its layout, its size."""
+    try:
+        target = (llama_layout if llama_layout.is_dir_of(d) else hf_layout).read_config(d)
+        config, params = mtp_files.read(hf_layout.read_tensors(d), target, 1, str(d))
+    except WeightsError as e:
+        return unreadable_row(d, str(e))
+    return {
+        "name": d.name,
+        "aliases": "",
+        "kind": "MTP layer (--drafter mtp)",
+        "present": True,
+        "n_params": sum(x.size for x in jax.tree_util.tree_leaves(params)),
+        "description": f"drafts for {mtp_files.target_of(d)}, {config.mtp.name}'s layout",
+        "path": str(d),
+        "layers_x_width": f"1x{config.n_embd}",
+        "architecture": "mtp",
     }
 
 

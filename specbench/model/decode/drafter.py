@@ -41,6 +41,8 @@ class Kind:
     #                         verify step returns them and the round hands them on (observe)
     draft_cost: DraftCost = DraftCost.SEQUENTIAL  # how a round's drafting costs (draft_cost.py)
     pass_rows: Callable | None = None  # a one-pass kind's: pass_rows(K), the rows of its one step
+    own_draft: Callable | None = None  # own_draft(draft config, name) -> the gpt2_weights/ folder
+    #                                    that stands in for a --draft not of its kind, or None
 
     @property
     def distributions(self) -> bool:

@@ -236,6 +236,7 @@ KINDS: dict[str, Kind] = {
             network=True,
             draft_cost=DraftCost.ONE_PASS,
             pass_rows=pard.pass_rows,
+            own_draft=pard.own_draft,
         ),
         Kind(
             "mtp",

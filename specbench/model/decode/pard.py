@@ -43,14 +43,22 @@ def pass_rows(K: int) -> int:
     return 2 * K
 
 
+def own_draft(config, name: str) -> str | None:
+    """The folder that drafts for `--drafter pard` where --draft is not a PARD draft: <name>-pard
+    in gpt2_weights/ (`python -m specbench.train pard` writes tiny-draft-pard), or None where it is one."""
+    return None if mask_id(config) is not None else f"{name}-pard"
+
+
 def pard_weights(drafter: Drafter, draft: Model | None, target: Model, reference=None):
     """A PARD draft's own weights; DecodeError unless its vocabulary is its target's and the mask."""
     if draft is None:
         raise DecodeError("the pard drafter needs a PARD draft model (--draft)", "draft")
     if draft.config.mask_token is None:
         raise DecodeError(
-            f"{draft.name} has no mask token (its config.json's pard_token): a PARD draft is a draft "
-            "model taught one (train one: python -m specbench.train pard)",
+            f"{draft.name} has no mask token (its config.json's pard_token), and gpt2_weights/ has no "
+            f"{own_draft(draft.config, draft.name)}: a PARD draft is a draft model taught one (train "
+            f"one: python -m specbench.train pard --draft {draft.name} --out gpt2_weights/"
+            f"{own_draft(draft.config, draft.name)})",
             "draft",
         )
     if network.vocabulary(draft.config) != target.config.n_vocab:

@@ -172,13 +172,6 @@ EAGLE3 = Format(
 )
 
 
-def mtp_mismatch(config, target, params=None) -> str | None:
-    """Why an MTP layer cannot draft for a target: its block is a Llama family's (mtp.mismatch)."""
-    if not families.is_llama(target):
-        return "is an MTP layer of a Llama-family block; the target is not one"
-    return mtp.mismatch(config, target, params)
-
-
 MTP = Format(
     "mtp",
     "MTP head",
@@ -187,7 +180,7 @@ MTP = Format(
     lambda params, feats, config: feats,
     mtp.reads,
     mtp.joined,
-    mtp_mismatch,
+    mtp.mismatch,
     lambda config, target: None,
 )
 FORMATS = (EAGLE, EAGLE3, MTP)
@@ -196,7 +189,7 @@ FORMATS = (EAGLE, EAGLE3, MTP)
 def format_of(config) -> Format:
     """The format of a head whose config this is: a block of its target's family (EAGLE), an
     Eagle3Config (EAGLE3) or an MtpConfig (MTP)."""
-    if families.is_mtp_head(config):
+    if mtp.is_head(config):
         return MTP
     return EAGLE3 if families.is_eagle3_head(config) else EAGLE
 

@@ -14,7 +14,6 @@ from specbench.model.nets import gpt2, llama, t5
 from specbench.model.nets.eagle3 import Eagle3Config
 from specbench.model.nets.gpt2 import GPT2Config
 from specbench.model.nets.llama import LlamaConfig
-from specbench.model.nets.mtp import MtpConfig
 from specbench.model.nets.reading import OwnStart, Reading, Source
 from specbench.model.nets.t5 import T5Config
 
@@ -153,13 +152,3 @@ def is_eagle3_head(config) -> bool:
     """Whether a head's config is a published EAGLE-3 head's (nets/eagle3.py), not a block of its
     target's family (eagle.py asks, to pick the head's format)."""
     return isinstance(config, Eagle3Config)
-
-
-def is_mtp_head(config) -> bool:
-    """Whether a head's config is an MTP layer's (nets/mtp.py; eagle.py asks, to pick its format)."""
-    return isinstance(config, MtpConfig)
-
-
-def is_llama(config) -> bool:
-    """Whether a config is of the Llama family (an MTP layer's block is one of its)."""
-    return family_of(config) is LLAMA
