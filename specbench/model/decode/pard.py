@@ -29,7 +29,7 @@ from specbench.model.decode import sampling
 from specbench.model.decode.draft_states import NetworkState
 from specbench.model.decode.drafter import Drafter
 from specbench.model.decode.sampling import Warp, draw
-from specbench.model.nets import layouts, network
+from specbench.model.nets import layouts, network, products
 from specbench.model.nets.network import Model
 
 
@@ -74,8 +74,8 @@ def pard_propose(drafter: Drafter, params, dstate, tokens, n, key, warp: Warp, K
     s = jnp.maximum(n - K - 1, 0)
     real = lax.dynamic_slice(tokens, (s,), (rows,))
     read = jnp.where(s + jnp.arange(rows) <= n - 1, real, mask_id(config))
-    logits, cache = network.step(params, dstate.cache, read, s, config)
-    logits = lax.dynamic_slice_in_dim(logits, n - 1 - s, K)  # rows n - 1 .. n + K - 2
+    rows_drafted = products.Rows(n - 1 - s, K)  # rows n - 1 .. n + K - 2: the head runs on these alone
+    logits, cache = network.step(params, dstate.cache, read, s, config, logits_at=rows_drafted)
     head_tokens = layouts.head_tokens(params)
     V = sampling.p_width(warp, n_vocab)
     if head_tokens is None:

@@ -9,6 +9,7 @@ optional bias: GPT-2 has one everywhere, Llama none, Qwen2 on its q/k/v product 
 from __future__ import annotations
 
 import enum
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -118,12 +119,22 @@ def store(params, cache, new_kv, pos):
     return mesh.constrain_cache({"k": k, "v": v}, params)
 
 
+class Rows(NamedTuple):
+    """A step's `logits_at` asking `count` (static) rows from `start` (may be traced): a one-pass
+    drafter's K rows of its 2K (decode/pard.py)."""
+
+    start: object
+    count: int
+
+
 def logits(params, x, final_norm, config, logits_at=None):
     """A step's logits [n_seq, V] float32 from its last block's output x: the family's final norm,
     then the head; only the row `logits_at` ([1, V]) where one is asked (a padded prefill needs its
-    last real row)."""
-    out = x if logits_at is None else lax.dynamic_slice_in_dim(x, logits_at, 1)
-    return head(params, final_norm(params, out, config))
+    last real row), or the rows a `Rows` asks ([count, V])."""
+    if logits_at is not None:
+        start, count = logits_at if isinstance(logits_at, Rows) else (logits_at, 1)
+        x = lax.dynamic_slice_in_dim(x, start, count)
+    return head(params, final_norm(params, x, config))
 
 
 @jax.custom_batching.custom_vmap
