@@ -37,6 +37,7 @@ from specbench.train.options import (
     check_windows,
     checkpoint_note,
     data_meta,
+    head_data,
     loop_options,
     t5_options,
     train_options,
@@ -193,17 +194,7 @@ def eagle_cmd(target, vocab, cls_weight, noise, head_format, ttt_depth, **flags)
         raise BadInput(
             "--target", f"{t.name} is a {kind}: specbench.train trains EAGLE heads for GPT-2 targets so far"
         )
-    try:
-        ids = draft_vocab.frequent_ids(vocab, t.config.n_vocab) if vocab else np.arange(t.config.n_vocab)
-    except SpecbenchError as e:
-        raise BadInput("--vocab", str(e)) from None
-    check_tokenizer(flags["data"], own=False)
-    if flags["ctx"] > t.config.n_ctx:
-        raise BadInput("--ctx", f"{flags['ctx']} is longer than {t.name}'s context {t.config.n_ctx}")
-    tc = TrainConfig(**{k: flags[k] for k in ("steps", "batch", "ctx", "lr", "warmup", "seed")})
-    data = flags["data"]
-    train_tokens, val_tokens = load_tokens(data, "train"), load_tokens(data, "val")
-    check_windows(data, {"train": train_tokens, "val": val_tokens}, tc.ctx, "--ctx")
+    ids, tc, train_tokens, val_tokens = head_data(flags, t, vocab)
     if head_format == "eagle3":
         return train_eagle3(flags, t, tc, ids, train_tokens, val_tokens, ttt_depth)
     how = EagleLoss(cls_weight, noise)

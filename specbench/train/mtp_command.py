@@ -13,15 +13,12 @@ import json
 import click
 import numpy as np
 
-from specbench.cli.asked.console import BadInput
 from specbench.cli.asked.params import Count
 from specbench.train.commands import main
-from specbench.train.data import load_tokens
-from specbench.train.loop import TrainConfig, require_optax
+from specbench.train.loop import require_optax
 from specbench.train.options import (
     check_run,
-    check_tokenizer,
-    check_windows,
+    head_data,
     loop_options,
     train_task,
     with_options,
@@ -58,24 +55,13 @@ from specbench.train.pard_command import load
 def mtp_cmd(target, depth, vocab, **flags):
     """Train an MTP layer in DeepSeek's layout for a GPT-2 target (specbench/model/nets/mtp.py)."""
     require_optax()
-    from specbench.errors import SpecbenchError
     from specbench.model.checkpoints import draft_vocab, mtp_files
     from specbench.model.nets import mtp
     from specbench.train.mtp import MtpLoss, mtp_task, validate
 
     check_run(flags)
     t = load(target, "--target")
-    try:
-        ids = draft_vocab.frequent_ids(vocab, t.config.n_vocab) if vocab else np.arange(t.config.n_vocab)
-    except SpecbenchError as e:
-        raise BadInput("--vocab", str(e)) from None
-    check_tokenizer(flags["data"], own=False)
-    if flags["ctx"] > t.config.n_ctx:
-        raise BadInput("--ctx", f"{flags['ctx']} is longer than {t.name}'s context {t.config.n_ctx}")
-    tc = TrainConfig(**{k: flags[k] for k in ("steps", "batch", "ctx", "lr", "warmup", "seed")})
-    data = flags["data"]
-    train_tokens, val_tokens = load_tokens(data, "train"), load_tokens(data, "val")
-    check_windows(data, {"train": train_tokens, "val": val_tokens}, tc.ctx, "--ctx")
+    ids, tc, train_tokens, val_tokens = head_data(flags, t, vocab)
     how = MtpLoss(depth)
     task = mtp_task(t, tc, how, ids, train_tokens, val_tokens)
     params, record = train_task(flags, t.config, tc, train_tokens, val_tokens, task=task)

@@ -243,3 +243,30 @@ def check_tokenizer(data: Path, own: bool) -> None:
             "--data",
             f"{data} was tokenised by its own tokenizer.json (t5-prepare), not GPT-2's: make it with prepare",
         )
+
+
+def head_data(flags: dict, target, vocab: int):
+    """What training a head over a frozen target reads, checked (BadInput naming the flag): the
+    ids of its --vocab most frequent tokens (all with 0), the loop's TrainConfig, and the train
+    and validation tokens of --data in windows of --ctx that fit the target's context."""
+    import numpy as np
+
+    from specbench.errors import SpecbenchError
+    from specbench.model.checkpoints import draft_vocab
+    from specbench.train.data import load_tokens
+
+    n_vocab = target.config.n_vocab
+    try:
+        ids = draft_vocab.frequent_ids(vocab, n_vocab) if vocab else np.arange(n_vocab)
+    except SpecbenchError as e:
+        raise BadInput("--vocab", str(e)) from None
+    check_tokenizer(flags["data"], own=False)
+    if flags["ctx"] > target.config.n_ctx:
+        raise BadInput(
+            "--ctx", f"{flags['ctx']} is longer than {target.name}'s context {target.config.n_ctx}"
+        )
+    tc = TrainConfig(**{k: flags[k] for k in ("steps", "batch", "ctx", "lr", "warmup", "seed")})
+    data = flags["data"]
+    train_tokens, val_tokens = load_tokens(data, "train"), load_tokens(data, "val")
+    check_windows(data, {"train": train_tokens, "val": val_tokens}, tc.ctx, "--ctx")
+    return ids, tc, train_tokens, val_tokens

@@ -40,7 +40,8 @@ def load(name: str, flag: str):
     except SpecbenchError as e:
         raise BadInput(flag, str(e)) from None
     if family_of(model.config) is not GPT2:
-        raise BadInput(flag, f"{model.name} is not a GPT-2: specbench.train adapts GPT-2 drafts so far")
+        what = "specbench.train adapts drafts and trains heads for GPT-2s so far"
+        raise BadInput(flag, f"{model.name} is not a GPT-2: {what}")
     return model
 
 
