@@ -1,8 +1,9 @@
 """Drafters side by side, from sweeps (scripts/pard_suite.sh, scripts/drafters_2026_suite.sh): per
 drafter, T and K, over the prompts, the acceptance per draft position (pooled over rounds),
 tokens per round, the drafting a round costs (K t_draft: a chain's or a head's K steps, a PARD
-draft's one pass) and the round, and the speedup measured (whole runs, geometric mean) and as the round model predicts it from the
-parts (AR's token over a round's share of a token: the steady state).
+draft's one pass) and the round, and the speedup measured (whole runs, geometric mean) and as the
+round model predicts it from the parts (AR's token over a round's share of a token: the steady
+state).
 
     python scripts/pard_table.py results/recorded/drafters/cpu-sweep-pard-*.json
 """
